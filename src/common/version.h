@@ -1,0 +1,5 @@
+#pragma once
+
+namespace offgrid {
+const char * version_string();
+}

@@ -1,0 +1,73 @@
+// GGUF v3 reader: the file is memory-mapped and validated once at open; afterwards every access is in bounds.
+// A malformed file throws offgrid::FileError naming the field and the byte offset; it never crashes, hangs or
+// allocates more than the file's size justifies.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/error.h"
+#include "gguf/value.h"
+#include "tensor/types.h"
+
+namespace offgrid::gguf {
+
+struct TensorInfo {
+    std::string name;
+    std::vector<int64_t> ne;        // ggml order: ne[0] is the contiguous axis; 1..4 dims
+    tensor::ElemType type;
+    uint64_t offset = 0;            // relative to the start of the data section
+    uint64_t n_bytes = 0;
+    const uint8_t * data = nullptr; // inside the mapping
+
+    int64_t n_elements() const;
+};
+
+class Reader {
+public:
+    // Maps and validates a file. Throws FileError.
+    static Reader open(const std::string & path);
+    // Validates a buffer that the caller keeps alive (tests, fuzzing). `name` is used in error messages.
+    static Reader from_memory(const uint8_t * data, size_t size, std::string name = "<memory>");
+
+    Reader(Reader &&) noexcept;
+    Reader & operator=(Reader &&) noexcept;
+    ~Reader();
+
+    const std::string & path() const;
+    uint32_t version() const;
+    uint32_t alignment() const;            // general.alignment or 32
+    uint64_t data_offset() const;          // start of the tensor data section in the file
+
+    // Metadata, in file order.
+    const std::vector<KeyValue> & metadata() const;
+    const Value * find(std::string_view key) const;   // nullptr when absent
+
+    // Typed look-ups. Throw FileError (naming the key) when the key is absent or has another type.
+    // get_u32 accepts any integer type whose value fits; get_f32 accepts f32 and f64.
+    uint32_t get_u32(std::string_view key) const;
+    std::optional<uint32_t> get_u32_opt(std::string_view key) const;
+    float get_f32(std::string_view key) const;
+    std::optional<float> get_f32_opt(std::string_view key) const;
+    bool get_bool(std::string_view key) const;
+    const std::string & get_string(std::string_view key) const;
+
+    // Tensors, in file order.
+    const std::vector<TensorInfo> & tensors() const;
+    const TensorInfo * find_tensor(std::string_view name) const;   // nullptr when absent
+
+    // The whole mapped file.
+    std::span<const uint8_t> bytes() const;
+
+private:
+    struct Impl;
+    explicit Reader(std::unique_ptr<Impl> impl);
+    std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace offgrid::gguf
