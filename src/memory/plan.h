@@ -1,0 +1,79 @@
+// The contract between the hybrid memory and the model: per ubatch, the memory hands the model a Plan that says
+// where each token writes, which cells it may see, which pools to (re)pool and which pools and tail cells each
+// token may select. The memory keeps books; the model computes. Nothing here knows the model's maths.
+//
+// Cells are addressed globally: cell = stream * cells_per_stream + local cell. Storage for every cache is indexed
+// by that global cell (attention K/V rows, indexer rows) or by a recurrent row (recurrent state).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace offgrid::memory {
+
+using Pos = int32_t;
+using SeqId = int32_t;
+using Token = int32_t;
+
+inline constexpr int kMaxSeq = 256;
+
+struct PosCell {
+    Pos pos;
+    uint32_t cell;  // global cell
+    bool operator==(const PosCell &) const = default;
+};
+
+// One sequence's cells sorted by (pos, cell), and its complete pools. Pool k covers the kpool consecutive entries
+// cells[pools[k] .. pools[k] + kpool); its pooled key lives in the row of its last member (the rep cell).
+// In by-order mode pools[k] == k * kpool. Views stay valid until the next memory mutation.
+struct SeqView {
+    std::span<const PosCell> cells;
+    std::span<const uint32_t> pools;
+};
+
+// A pool the model must (re)compute in this ubatch: mean of the members' raw indexer keys, norm, rope at
+// pos4 (the first member's 4-component M-RoPE position (pos, y, x, pos)), stored into the pooled half of rep's row.
+struct NewPool {
+    std::span<const uint32_t> members;  // kpool global cells, in sequence order
+    uint32_t rep;                       // global cell of the last member
+    std::array<Pos, 4> pos4;
+};
+
+struct TokenPlan {
+    Token token;
+    Pos pos;
+    SeqId seq;            // the token's first sequence id (attention and selection follow it)
+    uint32_t cell;        // global cell the token's K, V and raw indexer key are written to
+    bool output;          // a logits row is wanted
+    uint32_t n_visible;   // entries of seq's cells with pos <= this token's pos (dense attention reads these)
+    uint32_t n_pools;     // pools of seq that end at or before this token (selectable pools: pools[0..n_pools))
+    std::span<const uint32_t> tail;  // incomplete tail cells, the token itself first then older (size < kpool)
+};
+
+// Recurrent rows one sequence group of the ubatch works on. The model reads the state from `row`, runs the
+// group's tokens in order, writes the final state back to `row`, and for k = 1..snapshots.size() writes the
+// state as it was before the last k tokens of the group into snapshots[k-1] (rollback support, n_rs_seq).
+struct SeqGroup {
+    SeqId seq;
+    std::vector<uint32_t> tokens;     // ubatch token indices, in order
+    uint32_t row;                     // recurrent row holding this sequence's live state
+    std::vector<uint32_t> snapshots;  // recurrent rows for rollback snapshots (may be empty)
+};
+
+struct Plan {
+    std::vector<TokenPlan> tokens;       // in ubatch order
+    std::vector<SeqGroup> groups;        // one per distinct sequence set in the ubatch
+    std::vector<NewPool> new_pools;      // pooled once even when shared by several sequences
+    uint32_t kpool = 0;                  // 0 when the model has no QSA layer
+
+    // Read access to a sequence's cells and pools (for dense attention, pool selection, PLE predecessors).
+    // Implemented by the memory; valid while the plan is.
+    virtual SeqView seq_view(SeqId seq) const = 0;
+    // Token id stored in a cell (PLE predecessors).
+    virtual Token cell_token(uint32_t cell) const = 0;
+    virtual ~Plan() = default;
+};
+
+}  // namespace offgrid::memory
