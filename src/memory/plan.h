@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "tensor/types.h"
+
 namespace offgrid::memory {
 
 using Pos = int32_t;
@@ -74,6 +76,31 @@ struct Plan {
     // Token id stored in a cell (PLE predecessors).
     virtual Token cell_token(uint32_t cell) const = 0;
     virtual ~Plan() = default;
+};
+
+// What the model needs stored, given when the memory is created. Attention and indexer rows exist per global
+// cell for each full-attention layer; recurrent rows per recurrent row index for each recurrent (GDN) layer.
+struct CacheShape {
+    uint32_t n_attn_layers = 0;   // full-attention layers, numbered 0.. in model order
+    uint32_t kv_width = 0;        // elements of one K (and one V) row: head size * KV heads
+    uint32_t idx_width = 0;       // Di; an indexer row is [raw key (Di) | pooled key (Di)]; 0 = no indexer
+    uint32_t n_recr_layers = 0;   // recurrent layers, numbered 0.. in model order
+    uint32_t conv_floats = 0;     // per recurrent layer and row: conv history
+    uint32_t ssm_floats = 0;      // per recurrent layer and row: delta-rule state
+    uint32_t ple_floats = 0;      // per row: PLE conv history (0 = no PLE)
+    tensor::ElemType type_k = tensor::ElemType::F16;  // K rows and indexer rows: F32 or F16
+    tensor::ElemType type_v = tensor::ElemType::F16;  // V rows: F32 or F16
+};
+
+// Row access to the memory's storage, for the model. Rows have the element types of the CacheShape.
+struct Storage {
+    virtual void * k_row(uint32_t attn_layer, uint32_t cell) = 0;
+    virtual void * v_row(uint32_t attn_layer, uint32_t cell) = 0;
+    virtual void * idx_row(uint32_t attn_layer, uint32_t cell) = 0;   // 2 * idx_width elements
+    virtual float * conv_state(uint32_t recr_layer, uint32_t row) = 0;
+    virtual float * ssm_state(uint32_t recr_layer, uint32_t row) = 0;
+    virtual float * ple_state(uint32_t row) = 0;
+    virtual ~Storage() = default;
 };
 
 }  // namespace offgrid::memory
