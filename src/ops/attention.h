@@ -1,0 +1,33 @@
+// Softmax attention of one query head over a gathered list of cache rows (dense or sparse alike: the caller
+// decides which rows). Rows are F32 or F16; the head's slice starts at element `offset` of each row.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "tensor/types.h"
+
+namespace offgrid::ops {
+
+struct CacheRows {
+    std::span<const void * const> rows;   // one pointer per attended cell, in summation order
+    tensor::ElemType type = tensor::ElemType::F32;  // F32 or F16
+};
+
+// out[d] = sum_j p_j V_j[offset + d], p = softmax_j(scale * q . K_j[offset ..]). scratch holds rows.size()
+// floats. With no rows, out is zero.
+void attend_head(const float * q, size_t head_dim, const CacheRows & k, const CacheRows & v, size_t offset,
+                 float scale, float * scratch, float * out);
+
+// Plain twin: converts every row to float first and uses double-free straightforward loops.
+void attend_head_ref(const float * q, size_t head_dim, const CacheRows & k, const CacheRows & v, size_t offset,
+                     float scale, float * out);
+
+// Reads element i of a cache row of type F32 or F16.
+float cache_element(const void * row, tensor::ElemType type, size_t i);
+// Writes n floats into a cache row of type F32 or F16 (rounded to nearest even for F16).
+void store_cache_row(void * row, tensor::ElemType type, const float * x, size_t n);
+// Reads n floats from a cache row.
+void load_cache_row(const void * row, tensor::ElemType type, float * x, size_t n);
+
+}  // namespace offgrid::ops

@@ -1,0 +1,33 @@
+// Small element-wise functions and vector kernels: activations, RMSNorm, L2 norm, softmax, top-k.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace offgrid::ops {
+
+inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+// log(1 + e^x), linear above 20 as the reference does.
+inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
+inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
+
+// out = x / sqrt(mean(x^2) + eps) * gamma (gamma may be null). The sum of squares accumulates in double, the
+// scale is a float 1/sqrtf(mean + eps). out may alias x.
+void rms_norm(const float * x, size_t n, float eps, const float * gamma, float * out);
+
+// out = x / sqrt(sum(x^2) + eps), sum in double. out may alias x.
+void l2_norm(const float * x, size_t n, float eps, float * out);
+
+// In-place softmax over n values (max subtracted; float exp and sum in index order).
+void softmax(float * x, size_t n);
+
+// Indices of the k largest values, in descending order of value; equal values keep the lower index first.
+// k is clamped to n.
+std::vector<uint32_t> top_k(const float * values, size_t n, size_t k);
+// Plain twin: repeated selection of the maximum (lowest index among equals).
+std::vector<uint32_t> top_k_ref(const float * values, size_t n, size_t k);
+
+}  // namespace offgrid::ops

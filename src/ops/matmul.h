@@ -1,0 +1,50 @@
+// Matrix-vector and matrix-matrix products with weights in their stored element type (F32, F16, BF16, Q8_0):
+// rows are dequantised on the fly, activations and accumulation are F32. A weight with ggml shape {in, out}
+// is a row-major out x in matrix W, and y = W x.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/thread_pool.h"
+#include "tensor/types.h"
+
+namespace offgrid::ops {
+
+// A read-only view of a 2-D weight (or one 2-D slab of a 3-D expert tensor), usually inside a memory map.
+struct Matrix {
+    tensor::ElemType type = tensor::ElemType::F32;
+    const uint8_t * data = nullptr;
+    int64_t cols = 0;       // input width (ggml ne[0])
+    int64_t rows = 0;       // output height
+    size_t row_bytes = 0;   // bytes between consecutive rows
+
+    const uint8_t * row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
+    // Rows [first, first + count) as a matrix of their own.
+    Matrix row_slice(int64_t first, int64_t count) const;
+};
+
+// True for the element types the kernels read (F32, F16, BF16, Q8_0).
+bool supported_weight_type(tensor::ElemType type);
+// Bytes of one row of n elements of a supported type (n a multiple of 32 for Q8_0).
+size_t weight_row_bytes(tensor::ElemType type, int64_t n);
+// Builds a matrix over contiguous rows. Throws offgrid::Error for an unsupported type or a bad width.
+Matrix make_matrix(tensor::ElemType type, const void * data, int64_t cols, int64_t rows);
+
+// dot(row r of W, x), x of W.cols floats.
+float dot_row(const Matrix & w, int64_t r, const float * x);
+// Plain scalar twin: dequantise element by element and sum in index order.
+float dot_row_ref(const Matrix & w, int64_t r, const float * x);
+
+// Dequantises row r of W into out (W.cols floats).
+void dequantize_matrix_row(const Matrix & w, int64_t r, float * out);
+
+// y[o] = sum_i W[o,i] x[i], o < W.rows.
+void matvec(const Matrix & w, const float * x, float * y, ThreadPool * pool = nullptr);
+// Y[t, o] = sum_i W[o,i] X[t, i] for n_tokens rows of X (stride W.cols) and Y (stride W.rows). The work is
+// split by output rows, so results do not depend on the thread count.
+void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, ThreadPool * pool = nullptr);
+// Plain scalar twin of matmul, single-threaded.
+void matmul_ref(const Matrix & w, const float * x, int64_t n_tokens, float * y);
+
+}  // namespace offgrid::ops

@@ -1,0 +1,82 @@
+#include "ops/sequence.h"
+
+#include <vector>
+
+namespace offgrid::ops {
+
+void causal_conv_step(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,
+                      const float * x, float * out) {
+    const size_t h = (kernel - 1) * dilation;
+    for (size_t c = 0; c < channels; ++c) {
+        float * hist = history + c * h;
+        const float * w = weights + c * kernel;
+        float sum = 0.0f;
+        for (size_t k = 0; k < kernel; ++k) {
+            const size_t back = (kernel - 1 - k) * dilation;  // frames before the new one
+            const float v = back == 0 ? x[c] : hist[h - back];
+            sum += w[k] * v;
+        }
+        out[c] = sum;
+        if (h > 0) {
+            for (size_t j = 0; j + 1 < h; ++j) hist[j] = hist[j + 1];
+            hist[h - 1] = x[c];
+        }
+    }
+}
+
+void causal_conv_ref(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,
+                     const float * x, size_t n_frames, float * out) {
+    const size_t h = (kernel - 1) * dilation;
+    for (size_t c = 0; c < channels; ++c) {
+        // The channel's whole timeline: history, then the new frames.
+        std::vector<float> line(h + n_frames);
+        for (size_t j = 0; j < h; ++j) line[j] = history[c * h + j];
+        for (size_t t = 0; t < n_frames; ++t) line[h + t] = x[t * channels + c];
+        for (size_t t = 0; t < n_frames; ++t) {
+            float sum = 0.0f;
+            for (size_t k = 0; k < kernel; ++k) sum += weights[c * kernel + k] * line[h + t - (kernel - 1 - k) * dilation];
+            out[t * channels + c] = sum;
+        }
+        for (size_t j = 0; j < h; ++j) history[c * h + j] = line[n_frames + j];
+    }
+}
+
+void gated_delta_step(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
+                      float decay, float beta, float scale, float * out) {
+    for (size_t m = 0; m < dv; ++m) {
+        float * col = state + m * dk;  // S[., m] is contiguous
+        float kv = 0.0f;
+        for (size_t i = 0; i < dk; ++i) {
+            col[i] *= decay;
+            kv += col[i] * k[i];
+        }
+        const float delta = beta * (v[m] - kv);
+        float qs = 0.0f;
+        for (size_t i = 0; i < dk; ++i) {
+            col[i] += k[i] * delta;
+            qs += col[i] * q[i];
+        }
+        out[m] = scale * qs;
+    }
+}
+
+void gated_delta_step_ref(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
+                          float decay, float beta, float scale, float * out) {
+    for (size_t n = 0; n < dk * dv; ++n) state[n] = decay * state[n];
+    std::vector<float> delta(dv);
+    for (size_t m = 0; m < dv; ++m) {
+        float kv = 0.0f;
+        for (size_t i = 0; i < dk; ++i) kv += state[i + dk * m] * k[i];
+        delta[m] = beta * (v[m] - kv);
+    }
+    for (size_t m = 0; m < dv; ++m) {
+        for (size_t i = 0; i < dk; ++i) state[i + dk * m] += k[i] * delta[m];
+    }
+    for (size_t m = 0; m < dv; ++m) {
+        float qs = 0.0f;
+        for (size_t i = 0; i < dk; ++i) qs += state[i + dk * m] * q[i];
+        out[m] = scale * qs;
+    }
+}
+
+}  // namespace offgrid::ops

@@ -1,0 +1,33 @@
+// Kernels that run along time: the causal depthwise convolution (with dilation) and the gated delta rule.
+// Both keep their history in a caller-owned state buffer, so a sequence can continue across ubatches.
+#pragma once
+
+#include <cstddef>
+
+namespace offgrid::ops {
+
+// Causal depthwise convolution of one new frame x (channels floats) with kernel taps
+// weights[k + c * kernel], k = 0..kernel-1, the last tap on the newest frame:
+//   out[c] = sum_k weights[k + c*kernel] * frame(t - (kernel-1-k)*dilation)[c]
+// history holds the previous (kernel-1)*dilation frames per channel, oldest first, time fastest:
+// history[c * H + j], H = (kernel-1)*dilation. It is shifted by one frame and x appended. Taps are summed in
+// order k = 0..kernel-1 in float.
+void causal_conv_step(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,
+                      const float * x, float * out);
+
+// Plain twin over a whole sequence: frames x[t * channels + c], t < n_frames, history as above (updated).
+void causal_conv_ref(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,
+                     const float * x, size_t n_frames, float * out);
+
+// One token of the gated delta rule for one value head. state[i + dk * m] (i < dk key index, m < dv value
+// index). decay = exp(g) with g <= 0, beta in (0, 1); q and k are L2-normalised key-head vectors:
+//   S <- decay * S;  delta[m] = beta * (v[m] - sum_i S[i,m] k[i]);  S[i,m] += k[i] * delta[m]
+//   out[m] = scale * sum_i S[i,m] q[i]
+void gated_delta_step(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
+                      float decay, float beta, float scale, float * out);
+
+// Plain twin (the same maths, written element by element with no shared partial results).
+void gated_delta_step_ref(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
+                          float decay, float beta, float scale, float * out);
+
+}  // namespace offgrid::ops
