@@ -1,0 +1,174 @@
+// The sampling chain: penalties, top-k, top-p, min-p, temperature, draw.
+#include "runtime/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <unordered_map>
+
+#include "common/error.h"
+
+namespace offgrid::runtime {
+
+namespace {
+
+struct Candidate {
+    int32_t id;
+    float logit;
+};
+
+// Higher logit first; equal logits by lower id, so every step is deterministic.
+bool ranks_before(const Candidate & a, const Candidate & b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
+}
+
+// Probabilities of candidates sorted by ranks_before (the first one has the largest logit) at a temperature.
+// Subtracting the top logit before dividing keeps a tiny temperature from overflowing.
+std::vector<double> softmax_sorted(const std::vector<Candidate> & c, double temperature = 1.0) {
+    std::vector<double> p(c.size());
+    const double top = c.front().logit;
+    double sum = 0;
+    for (size_t i = 0; i < c.size(); ++i) {
+        p[i] = std::exp((static_cast<double>(c[i].logit) - top) / temperature);
+        sum += p[i];
+    }
+    for (double & v : p) v /= sum;
+    return p;
+}
+
+std::string number(double v) { return std::to_string(v); }
+
+}  // namespace
+
+void validate(const SamplingParams & p) {
+    if (std::isnan(p.temperature)) throw Error("sampling: temperature is NaN");
+    if (p.top_k < 0) throw Error("sampling: top_k must be >= 0 (0 disables it), got " + std::to_string(p.top_k));
+    if (!(p.top_p > 0 && p.top_p <= 1)) {
+        throw Error("sampling: top_p must be in (0, 1] (1 disables it), got " + number(p.top_p));
+    }
+    if (!(p.min_p >= 0 && p.min_p <= 1)) {
+        throw Error("sampling: min_p must be in [0, 1] (0 disables it), got " + number(p.min_p));
+    }
+    if (!(p.repeat_penalty > 0) || !std::isfinite(p.repeat_penalty)) {
+        throw Error("sampling: repeat_penalty must be a finite value > 0 (1 disables it), got " +
+                    number(p.repeat_penalty));
+    }
+    if (!std::isfinite(p.frequency_penalty)) throw Error("sampling: frequency_penalty must be finite");
+    if (!std::isfinite(p.presence_penalty)) throw Error("sampling: presence_penalty must be finite");
+    if (p.repeat_last_n < -1) {
+        throw Error("sampling: repeat_last_n must be >= -1 (-1: whole history, 0: off), got " +
+                    std::to_string(p.repeat_last_n));
+    }
+}
+
+Sampler::Sampler(const SamplingParams & params) : params_(params) {
+    validate(params_);
+    reset();
+}
+
+void Sampler::reset() {
+    history_.clear();
+    rng_state_ = params_.seed;
+}
+
+void Sampler::accept(int32_t token) {
+    if (params_.repeat_last_n == 0) return;
+    history_.push_back(token);
+    if (params_.repeat_last_n > 0 && history_.size() > static_cast<size_t>(params_.repeat_last_n)) {
+        history_.pop_front();
+    }
+}
+
+// splitmix64: a fixed, portable sequence for each seed.
+double Sampler::next_uniform() {
+    rng_state_ += 0x9E3779B97F4A7C15ull;
+    uint64_t z = rng_state_;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return static_cast<double>(z >> 11) * 0x1.0p-53;
+}
+
+std::vector<TokenProb> Sampler::distribution(std::span<const float> logits) const {
+    const SamplingParams & p = params_;
+    if (logits.empty()) throw Error("sampling: empty logits row");
+    if (logits.size() > static_cast<size_t>(INT32_MAX)) throw Error("sampling: logits row too long");
+    std::vector<Candidate> c(logits.size());
+    for (size_t i = 0; i < logits.size(); ++i) {
+        if (std::isnan(logits[i]) || logits[i] == INFINITY) {
+            throw Error("sampling: logits[" + std::to_string(i) + "] is " + (std::isnan(logits[i]) ? "NaN" : "+inf"));
+        }
+        c[i] = {static_cast<int32_t>(i), logits[i]};
+    }
+
+    // Penalties, once per distinct token of the window (ids outside the row are ignored).
+    if (!history_.empty()) {
+        std::unordered_map<int32_t, int> counts;
+        for (const int32_t t : history_) {
+            if (t >= 0 && static_cast<size_t>(t) < c.size()) ++counts[t];
+        }
+        for (const auto & [t, n] : counts) {
+            float & l = c[t].logit;
+            l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+            l -= static_cast<float>(n) * p.frequency_penalty + p.presence_penalty;
+        }
+    }
+
+    if (p.temperature <= 0) {
+        const auto best = std::min_element(c.begin(), c.end(), ranks_before);
+        return {{best->id, 1.0f}};
+    }
+
+    // Drop impossible tokens; they would only get probability 0.
+    c.erase(std::remove_if(c.begin(), c.end(), [](const Candidate & x) { return x.logit == -INFINITY; }), c.end());
+    if (c.empty()) throw Error("sampling: every logit is -inf");
+
+    // Top-k, leaving the candidates sorted.
+    if (p.top_k > 0 && static_cast<size_t>(p.top_k) < c.size()) {
+        std::partial_sort(c.begin(), c.begin() + p.top_k, c.end(), ranks_before);
+        c.resize(p.top_k);
+    } else {
+        std::sort(c.begin(), c.end(), ranks_before);
+    }
+
+    // Top-p: the shortest head whose probability reaches top_p.
+    if (p.top_p < 1) {
+        const std::vector<double> prob = softmax_sorted(c);
+        double cum = 0;
+        size_t keep = c.size();
+        for (size_t i = 0; i < prob.size(); ++i) {
+            cum += prob[i];
+            if (cum >= p.top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        c.resize(keep);
+    }
+
+    // Min-p: tokens at least min_p times as likely as the best one.
+    if (p.min_p > 0) {
+        const double top = c.front().logit;
+        const auto weak = [&](const Candidate & x) { return std::exp(static_cast<double>(x.logit) - top) < p.min_p; };
+        c.erase(std::remove_if(c.begin() + 1, c.end(), weak), c.end());
+    }
+
+    const std::vector<double> prob = softmax_sorted(c, p.temperature);
+    std::vector<TokenProb> out(c.size());
+    for (size_t i = 0; i < c.size(); ++i) out[i] = {c[i].id, static_cast<float>(prob[i])};
+    return out;
+}
+
+int32_t Sampler::sample(std::span<const float> logits) {
+    const std::vector<TokenProb> dist = distribution(logits);
+    if (dist.size() == 1) return dist.front().id;
+    const double u = next_uniform();
+    double cum = 0;
+    for (const TokenProb & t : dist) {
+        cum += t.p;
+        if (u < cum) return t.id;
+    }
+    return dist.back().id;  // u beyond the rounded total
+}
+
+}  // namespace offgrid::runtime

@@ -1,0 +1,61 @@
+// Token sampling from a logits row. The chain runs in the order llama.cpp users know:
+//   penalties (repetition / frequency / presence over the last n accepted tokens) -> top-k -> top-p -> min-p
+//   -> temperature -> draw.
+// A temperature <= 0 means greedy: the largest logit after the penalties (lowest id on ties).
+// Draws are deterministic for a seed (own generator, no std:: distributions, so every platform agrees).
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <span>
+#include <vector>
+
+namespace offgrid::runtime {
+
+struct SamplingParams {
+    float temperature = 0.8f;     // <= 0: greedy
+    int32_t top_k = 40;           // 0: off; must be >= 0
+    float top_p = 0.95f;          // 1: off; must be in (0, 1]
+    float min_p = 0.05f;          // 0: off; must be in [0, 1]
+    float repeat_penalty = 1.0f;  // 1: off; must be > 0. Positive logits are divided by it, negative multiplied
+    float frequency_penalty = 0;  // subtracted once per occurrence in the window
+    float presence_penalty = 0;   // subtracted once if the token occurs in the window
+    int32_t repeat_last_n = 64;   // penalty window: 0 off, -1 the whole history; must be >= -1
+    uint64_t seed = 0;
+};
+
+// Throws offgrid::Error naming the first invalid field.
+void validate(const SamplingParams & params);
+
+struct TokenProb {
+    int32_t id;
+    float p;
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplingParams & params);  // validates
+
+    // Draws a token from logits (one per vocabulary entry). Does not record it: call accept() for the token
+    // actually used (sampled or forced), so the penalties see it.
+    int32_t sample(std::span<const float> logits);
+    void accept(int32_t token);
+    // Forgets the history and restarts the generator from the seed.
+    void reset();
+
+    // The distribution the draw would use: candidates left after the chain, by decreasing probability (ties by
+    // increasing id), probabilities summing to 1. Greedy gives the single winner with p = 1.
+    std::vector<TokenProb> distribution(std::span<const float> logits) const;
+
+    const SamplingParams & params() const { return params_; }
+    const std::deque<int32_t> & history() const { return history_; }
+
+private:
+    double next_uniform();  // in [0, 1)
+
+    SamplingParams params_;
+    std::deque<int32_t> history_;
+    uint64_t rng_state_ = 0;
+};
+
+}  // namespace offgrid::runtime
