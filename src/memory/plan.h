@@ -52,6 +52,7 @@ struct TokenPlan {
     uint32_t n_visible;   // entries of seq's cells with pos <= this token's pos (dense attention reads these)
     uint32_t n_pools;     // pools of seq that end at or before this token (selectable pools: pools[0..n_pools))
     std::span<const uint32_t> tail;  // incomplete tail cells, the token itself first then older (size < kpool)
+    uint32_t index = 0;   // the token's index in the decode call's batch (ubatches regroup tokens by sequence)
 };
 
 // Recurrent rows one sequence group of the ubatch works on. The model reads the state from `row`, runs the

@@ -1,0 +1,68 @@
+// The batch one decode call takes, its validation (memory.md section 8) and its split into ubatches.
+//
+// Validation either returns a normalised batch (every field filled in) or throws offgrid::Error naming the token
+// index and the broken rule; it never touches the memory. The split is the equal split per sequence set of the
+// reference (8.5), with its quirk Q5 fixed: a ubatch never holds more than n_ubatch tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "memory/plan.h"
+#include "memory/seq_set.h"
+
+namespace offgrid::memory {
+
+// What a caller hands to decode. Only `tokens` is required.
+struct Batch {
+    std::vector<Token> tokens;
+    std::vector<Pos> pos;                  // empty: each sequence continues at its pos_max + 1
+    std::vector<std::vector<SeqId>> seqs;  // empty: every token belongs to sequence 0; else one list per token
+    std::vector<uint8_t> output;           // empty: only the last token is output
+    std::vector<Pos> pos_x, pos_y;         // optional 2-D (M-RoPE) positions; empty: 0
+};
+
+// A batch after validation: every field present, one entry per token.
+struct ValidBatch {
+    std::vector<Token> tokens;
+    std::vector<Pos> pos;
+    std::vector<SeqSet> seqs;
+    std::vector<SeqId> first;      // the first listed sequence id of each token
+    std::vector<uint8_t> output;
+    std::vector<Pos> pos_x, pos_y;
+    size_t size() const { return tokens.size(); }
+};
+
+struct BatchLimits {
+    uint32_t n_vocab = 0;    // 0: token ids are not range-checked
+    uint32_t n_seq_max = 1;  // valid sequence ids are [0, n_seq_max)
+    bool multi_pos = false;  // M-RoPE style positions: rule V4 instead of V5/V6
+};
+
+// The memory's view of a sequence before the batch: first and last position, -1 when empty.
+struct SeqRange {
+    Pos min = -1;
+    Pos max = -1;
+};
+using SeqRangeFn = std::function<SeqRange(SeqId)>;
+
+// Throws offgrid::Error ("batch: token I: rule: ...") on the first violated rule.
+ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const SeqRangeFn & memory_range);
+
+// One ubatch: token indices of the batch grouped by sequence set. Set k's tokens are
+// idx[k * n_seq_tokens .. (k + 1) * n_seq_tokens), in batch order.
+struct Ubatch {
+    std::vector<uint32_t> idx;
+    std::vector<SeqSet> sets;
+    uint32_t n_seq_tokens = 0;
+    size_t size() const { return idx.size(); }
+};
+
+// Equal split. `separate_streams` refuses tokens shared by several sequences (each sequence lives in its own
+// stream). keep_tail > 0 keeps the last keep_tail tokens of every sequence set in one ubatch. Returns false (and
+// no ubatches) when the batch cannot be split; `why` then says why.
+bool split_equal(const ValidBatch & batch, uint32_t n_ubatch, bool separate_streams, uint32_t keep_tail,
+                 std::vector<Ubatch> & out, std::string & why);
+
+}  // namespace offgrid::memory

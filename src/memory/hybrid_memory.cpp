@@ -1,0 +1,448 @@
+#include "memory/hybrid_memory.h"
+
+#include <algorithm>
+#include <map>
+
+#include "common/error.h"
+
+namespace offgrid::memory {
+
+uint32_t cells_per_stream(uint32_t n_ctx, uint32_t n_seq_max, bool unified) {
+    auto pad256 = [](uint64_t n) { return (uint32_t)((n + 255) / 256 * 256); };
+    if (n_seq_max == 0) throw Error("n_seq_max: must be at least 1");
+    const uint32_t total = pad256(std::max<uint32_t>(n_ctx, 1));
+    if (unified) return total;
+    return pad256(std::max<uint32_t>(total / n_seq_max, 1));
+}
+
+namespace {
+
+uint32_t stream_cells(const MemoryParams & p) {
+    if (p.n_seq_max == 0 || p.n_seq_max > (uint32_t)kMaxSeq) throw Error("n_seq_max: must be in [1, 256]");
+    if (p.unified) return p.n_ctx;
+    if (p.n_ctx / p.n_seq_max == 0) throw Error("n_ctx: fewer cells than sequences");
+    return p.n_ctx / p.n_seq_max;
+}
+
+const MemoryParams & checked(const MemoryParams & p) {
+    if (p.n_ubatch == 0) throw Error("n_ubatch: must be at least 1");
+    if (p.n_rs_seq > 0 && p.n_ubatch < p.n_rs_seq + 1)
+        throw Error("n_ubatch: must be at least n_rs_seq + 1 = " + std::to_string(p.n_rs_seq + 1) +
+                    " to keep a sequence's last tokens in one ubatch");
+    if (p.kpool > 0 && p.shape.idx_width == 0) throw Error("kpool: pools need an indexer (idx_width > 0)");
+    if (p.kpool > 4096) throw Error("kpool: " + std::to_string(p.kpool) + " is too large");
+    return p;
+}
+
+}  // namespace
+
+// The state of one decode call between begin() and finish() / undo().
+struct HybridMemory::Call {
+    ValidBatch batch;
+    std::vector<Ubatch> ubatches;
+    std::vector<std::vector<uint32_t>> cells;
+    size_t next = 0;
+    std::vector<uint32_t> placed;
+    std::vector<uint32_t> heads_before;
+    std::array<Pos, kMaxSeq> stale_before;
+    SeqSet seqs;
+    std::unique_ptr<PlanImpl> plan;
+};
+
+class HybridMemory::PlanImpl final : public Plan {
+public:
+    explicit PlanImpl(const HybridMemory * mem) : mem_(mem) {}
+    SeqView seq_view(SeqId seq) const override {
+        if (seq < 0 || seq >= kMaxSeq) return {};
+        const SeqLayout & sq = mem_->layout_.seq(seq);
+        return SeqView{std::span<const PosCell>(sq.cells), std::span<const uint32_t>(sq.pools)};
+    }
+    Token cell_token(uint32_t cell) const override {
+        if (cell >= mem_->kv_.n_cells()) return -1;
+        return mem_->kv_.stream(cell / mem_->kv_.kv_size()).ext(cell % mem_->kv_.kv_size()).tok;
+    }
+    std::vector<uint32_t> arena;  // tails and pool members; spans are set once it is complete
+
+private:
+    const HybridMemory * mem_;
+};
+
+HybridMemory::HybridMemory(const MemoryParams & params)
+    : params_(checked(params)),
+      has_recurrent_(params.shape.n_recr_layers > 0 || params.shape.ple_floats > 0),
+      kv_(params.shape, stream_cells(params), params.unified ? 1 : params.n_seq_max),
+      rec_(params.shape, params.n_seq_max, params.n_rs_seq),
+      layout_(params.kpool, params.by_order),
+      rep_mark_(kv_.n_cells(), 0) {}
+
+HybridMemory::~HybridMemory() = default;
+
+void HybridMemory::check_seq(SeqId s, const char * op, bool allow_all) const {
+    if (allow_all && s == -1) return;
+    if (s < 0 || (uint32_t)s >= params_.n_seq_max)
+        throw Error(std::string(op) + ": sequence id " + std::to_string(s) + " is outside [0, " +
+                    std::to_string(params_.n_seq_max) + ")");
+}
+
+void HybridMemory::check_idle(const char * op) const {
+    if (call_) throw Error(std::string(op) + ": not allowed while a decode call is in progress");
+}
+
+const ValidBatch & HybridMemory::call_batch() const {
+    if (!call_) throw Error("call_batch: no decode call in progress");
+    return call_->batch;
+}
+
+BeginResult HybridMemory::begin(const Batch & batch) {
+    check_idle("begin");
+    BeginResult res;
+    auto call = std::make_unique<Call>();
+    try {
+        BatchLimits limits{params_.n_vocab, params_.n_seq_max, params_.multi_pos};
+        call->batch = validate_batch(batch, limits, [&](SeqId s) { return SeqRange{seq_pos_min(s), seq_pos_max(s)}; });
+    } catch (const Error & e) {
+        res.status = DecodeStatus::InvalidBatch;
+        res.message = e.what();
+        return res;
+    }
+    std::string why;
+    const uint32_t keep_tail = has_recurrent_ && params_.n_rs_seq > 0 ? params_.n_rs_seq + 1 : 0;
+    if (!split_equal(call->batch, params_.n_ubatch, kv_.n_stream() > 1, keep_tail, call->ubatches, why) ||
+        !kv_.find_slots(call->batch, call->ubatches, call->cells, why)) {
+        res.status = DecodeStatus::NoSpace;
+        res.message = "decode: " + why;
+        return res;
+    }
+    call->heads_before = kv_.heads();
+    call->stale_before = layout_.stale_all();
+    for (auto & set : call->batch.seqs) call->seqs |= set;
+    rec_.journal_begin();
+    res.n_ubatches = call->ubatches.size();
+    call_ = std::move(call);
+    return res;
+}
+
+bool HybridMemory::has_next() const { return call_ && call_->next < call_->ubatches.size(); }
+
+const Plan & HybridMemory::apply() {
+    if (!has_next()) throw Error("apply: no ubatch left in this decode call");
+    Call & c = *call_;
+    const size_t u = c.next++;
+    const Ubatch & ub = c.ubatches[u];
+    const ValidBatch & b = c.batch;
+    const std::vector<uint32_t> & cells = c.cells[u];
+
+    kv_.place(b, ub, cells);
+    c.placed.insert(c.placed.end(), cells.begin(), cells.end());
+
+    // Extend each sequence's layout with its new cells (only these are scanned).
+    std::map<SeqId, std::vector<PosCell>> fresh;
+    for (size_t j = 0; j < ub.size(); ++j) {
+        const SeqSet & set = b.seqs[ub.idx[j]];
+        for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s))
+            fresh[(SeqId)s].push_back(PosCell{b.pos[ub.idx[j]], cells[j]});
+    }
+    for (auto & [s, list] : fresh) {
+        std::sort(list.begin(), list.end(),
+                  [](const PosCell & x, const PosCell & y) { return x.pos != y.pos ? x.pos < y.pos : x.cell < y.cell; });
+        if (!layout_.append(s, list)) relayout(SeqSet().set(s));
+    }
+
+    auto plan = std::make_unique<PlanImpl>(this);
+    plan->kpool = params_.kpool;
+    const uint32_t kpool = params_.kpool;
+
+    // Pools to (re)pool: stale ones (first ubatch of the call only), then those holding a token of this ubatch.
+    // A rep cell is pooled once, even when several sequences share the pool.
+    if (++generation_ == 0) {
+        std::fill(rep_mark_.begin(), rep_mark_.end(), 0);
+        generation_ = 1;
+    }
+    struct PendingPool {
+        SeqId s;
+        uint32_t start;
+    };
+    std::vector<PendingPool> pending;
+    auto mark = [&](SeqId s, size_t k) {
+        const SeqLayout & sq = layout_.seq(s);
+        const uint32_t start = sq.pools[k];
+        const uint32_t rep = sq.cells[start + kpool - 1].cell;
+        if (rep_mark_[rep] == generation_) return;
+        rep_mark_[rep] = generation_;
+        pending.push_back({s, start});
+    };
+    if (kpool > 0) {
+        if (u == 0) {
+            for (SeqId s = 0; s < kMaxSeq; ++s) {
+                const Pos from = layout_.stale(s);
+                if (from == kPosInf) continue;
+                const SeqLayout & sq = layout_.seq(s);
+                auto first = std::lower_bound(sq.pools.begin(), sq.pools.end(), from,
+                                              [&](uint32_t j, Pos p) { return sq.cells[j + kpool - 1].pos < p; });
+                for (auto it = first; it != sq.pools.end(); ++it) mark(s, (size_t)(it - sq.pools.begin()));
+            }
+            layout_.clear_stale();
+        }
+        for (size_t j = 0; j < ub.size(); ++j) {
+            const SeqSet & set = b.seqs[ub.idx[j]];
+            for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) {
+                const size_t r = layout_.rank((SeqId)s, b.pos[ub.idx[j]], cells[j]);
+                const int64_t k = layout_.pool_of((SeqId)s, r);
+                if (k >= 0) mark((SeqId)s, (size_t)k);
+            }
+        }
+    }
+
+    // Tokens: cell, visibility, selectable pools and tail. Spans into the arena are fixed up at the end.
+    std::vector<std::pair<size_t, size_t>> tail_at(ub.size());
+    plan->tokens.resize(ub.size());
+    for (size_t j = 0; j < ub.size(); ++j) {
+        const uint32_t i = ub.idx[j];
+        TokenPlan & t = plan->tokens[j];
+        t.token = b.tokens[i];
+        t.pos = b.pos[i];
+        t.seq = b.first[i];
+        t.cell = cells[j];
+        t.output = b.output[i] != 0;
+        t.index = i;
+        const SeqLayout & sq = layout_.seq(t.seq);
+        auto vis = std::upper_bound(sq.cells.begin(), sq.cells.end(), t.pos,
+                                    [](Pos p, const PosCell & pc) { return p < pc.pos; });
+        t.n_visible = (uint32_t)(vis - sq.cells.begin());
+        const size_t r = layout_.rank(t.seq, t.pos, t.cell);
+        t.n_pools = layout_.visible_pools(t.seq, t.pos, r);
+        const size_t at = plan->arena.size();
+        layout_.tail(t.seq, t.pos, r, plan->arena);
+        tail_at[j] = {at, plan->arena.size() - at};
+    }
+    std::vector<size_t> members_at;
+    for (auto & pp : pending) {
+        const SeqLayout & sq = layout_.seq(pp.s);
+        members_at.push_back(plan->arena.size());
+        for (uint32_t k = 0; k < kpool; ++k) plan->arena.push_back(sq.cells[pp.start + k].cell);
+    }
+    for (size_t j = 0; j < ub.size(); ++j)
+        plan->tokens[j].tail = std::span<const uint32_t>(plan->arena.data() + tail_at[j].first, tail_at[j].second);
+    for (size_t q = 0; q < pending.size(); ++q) {
+        const SeqLayout & sq = layout_.seq(pending[q].s);
+        const PosCell & first = sq.cells[pending[q].start];
+        const CellExt & e = kv_.stream(first.cell / kv_.kv_size()).ext(first.cell % kv_.kv_size());
+        NewPool np;
+        np.members = std::span<const uint32_t>(plan->arena.data() + members_at[q], kpool);
+        np.rep = sq.cells[pending[q].start + kpool - 1].cell;
+        np.pos4 = {first.pos, e.y, e.x, first.pos};
+        plan->new_pools.push_back(np);
+    }
+
+    // Recurrent groups: one per sequence set, led by the set's first token's first sequence.
+    for (size_t k = 0; k < ub.sets.size(); ++k) {
+        SeqGroup g;
+        const uint32_t n = ub.n_seq_tokens;
+        g.seq = b.first[ub.idx[k * n]];
+        for (uint32_t t = 0; t < n; ++t) g.tokens.push_back((uint32_t)(k * n + t));
+        rec_.prepare_group(g.seq, ub.sets[k]);
+        g.row = rec_.row(0, (uint32_t)g.seq);
+        const uint32_t snaps = std::min(params_.n_rs_seq, n);
+        for (uint32_t p = 1; p <= snaps; ++p) g.snapshots.push_back(rec_.row(p, (uint32_t)g.seq));
+        rec_.finish_group(g.seq, ub.sets[k], b.pos[ub.idx[k * n + n - 1]], n);
+        plan->groups.push_back(std::move(g));
+    }
+
+    c.plan = std::move(plan);
+    return *c.plan;
+}
+
+void HybridMemory::finish() {
+    if (!call_) return;
+    rec_.journal_commit();
+    call_.reset();
+}
+
+void HybridMemory::undo() {
+    if (!call_) return;
+    kv_.unplace(call_->placed, call_->heads_before);
+    rec_.journal_undo();
+    const SeqSet seqs = call_->seqs;
+    const auto stale = call_->stale_before;
+    call_.reset();
+    relayout(seqs);
+    layout_.set_stale_all(stale);
+}
+
+void HybridMemory::relayout(const SeqSet & seqs) {
+    for (SeqId s = 0; s < kMaxSeq; ++s) {
+        if (!seqs.test(s)) continue;
+        if ((uint32_t)s >= params_.n_seq_max && kv_.n_stream() > 1) {
+            layout_.clear_seq(s);
+            continue;
+        }
+        const uint32_t st = kv_.stream_of(s);
+        layout_.rebuild(s, kv_.stream(st).seq_cells(s), kv_.global(st, 0));
+    }
+}
+
+Pos HybridMemory::stale_pos(SeqId s, Pos p0) const {
+    // An edit at or below the first position moves the pool alignment: the whole sequence regroups.
+    if (s < 0 || p0 <= kv_.seq_pos_min(s)) return 0;
+    return p0;
+}
+
+void HybridMemory::remove_whole(SeqId s) {
+    const SeqSet changed = kv_.seq_rm(s, -1, -1);
+    rec_.drop(s);
+    layout_.mark_stale(s, 0);
+    relayout(changed | SeqSet().set(s));
+}
+
+bool HybridMemory::seq_rm(SeqId s, Pos p0, Pos p1) {
+    check_idle("seq_rm");
+    check_seq(s, "seq_rm", true);
+    std::tie(p0, p1) = normalize_range(p0, p1);
+    if (p0 >= p1) return true;
+    if (!has_recurrent_) {
+        const Pos stale = stale_pos(s, p0);
+        const SeqSet changed = kv_.seq_rm(s, p0, p1);
+        if (s < 0) layout_.mark_all_stale(0); else layout_.mark_stale(s, stale);
+        relayout(changed);
+        return true;
+    }
+    // What removing [p0, p1) means for one sequence: nothing, all of it, a rollback of k tokens, or refused.
+    struct Kind {
+        enum { Nothing, Whole, Rollback, Refused } what;
+        uint32_t k = 0;
+    };
+    auto classify = [&](SeqId q) -> Kind {
+        const Pos lo = kv_.seq_pos_min(q), hi = kv_.seq_pos_max(q);
+        if (lo < 0 && !rec_.present(q)) return {Kind::Nothing};
+        if (lo < 0 || (p0 <= lo && p1 > hi)) return {Kind::Whole};
+        if (p1 <= lo || p0 > hi) return {Kind::Nothing};
+        if (p1 > hi) {
+            const SeqCells & sc = kv_.stream(kv_.stream_of(q)).seq_cells(q);
+            uint32_t k = 0;
+            for (auto it = sc.lower_bound({p0, 0}); it != sc.end(); ++it) ++k;
+            if (k >= 1 && k <= rec_.seq(q).snaps) return {Kind::Rollback, k};
+        }
+        return {Kind::Refused};
+    };
+    std::vector<std::pair<SeqId, Kind>> todo;
+    for (SeqId q = 0; q < (SeqId)params_.n_seq_max; ++q) {
+        if (s >= 0 && q != s) continue;
+        const Kind kind = classify(q);
+        if (kind.what == Kind::Refused) return false;  // nothing changed yet
+        if (kind.what != Kind::Nothing) todo.push_back({q, kind});
+    }
+    for (auto & [q, kind] : todo) {
+        if (kind.what == Kind::Whole) {
+            remove_whole(q);
+            continue;
+        }
+        const Pos stale = stale_pos(q, p0);
+        const SeqSet changed = kv_.seq_rm(q, p0, kPosInf);
+        rec_.rollback(q, kind.k, kv_.seq_pos_max(q));
+        layout_.mark_stale(q, stale);
+        relayout(changed);
+    }
+    return true;
+}
+
+void HybridMemory::seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1) {
+    check_idle("seq_cp");
+    check_seq(src, "seq_cp");
+    check_seq(dst, "seq_cp");
+    if (!(p0 <= 0 && p1 < 0))
+        throw Error("seq_cp: only whole-sequence copies are supported (p0 <= 0 and p1 < 0), got [" +
+                    std::to_string(p0) + ", " + std::to_string(p1) + ")");
+    if (src == dst) return;
+    remove_whole(dst);
+    const SeqSet changed = kv_.seq_cp(src, dst, -1, -1);
+    rec_.copy(src, dst);
+    // The destination gets the source's pools and rep rows; it regroups and pools them once more.
+    layout_.mark_stale(dst, 0);
+    relayout(changed | SeqSet().set(dst));
+}
+
+void HybridMemory::seq_keep(SeqId s) {
+    check_idle("seq_keep");
+    check_seq(s, "seq_keep");
+    SeqSet changed;
+    if (kv_.n_stream() == 1) changed |= kv_.seq_keep(s);
+    for (SeqId q = 0; q < (SeqId)params_.n_seq_max; ++q) {
+        if (q == s) continue;
+        if (kv_.n_stream() > 1) changed |= kv_.seq_rm(q, -1, -1);
+        rec_.drop(q);
+        changed.set(q);
+    }
+    layout_.mark_all_stale(0);
+    relayout(changed);
+}
+
+void HybridMemory::seq_add(SeqId s, Pos p0, Pos p1, Pos delta) {
+    check_idle("seq_add");
+    check_seq(s, "seq_add");
+    if (delta == 0) return;
+    const Pos stale = stale_pos(s, delta < 0 ? normalize_range(p0, p1).first + delta : normalize_range(p0, p1).first);
+    const SeqSet changed = kv_.seq_add(s, p0, p1, delta);
+    for (SeqId q = 0; q < kMaxSeq; ++q) {
+        if (!changed.test(q)) continue;
+        // Other sequences sharing a moved cell moved too: they regroup from the start.
+        layout_.mark_stale(q, q == s ? stale : 0);
+        if ((uint32_t)q < params_.n_seq_max) {
+            if (kv_.seq_pos_max(q) < 0) rec_.drop(q); else if (rec_.present(q)) rec_.set_pos(q, kv_.seq_pos_max(q));
+        }
+    }
+    relayout(changed);
+}
+
+void HybridMemory::seq_div(SeqId s, Pos p0, Pos p1, int d) {
+    check_idle("seq_div");
+    check_seq(s, "seq_div");
+    if (d < 1) throw Error("seq_div: divisor " + std::to_string(d) + " must be at least 1");
+    const SeqSet changed = kv_.seq_div(s, p0, p1, d);
+    for (SeqId q = 0; q < kMaxSeq; ++q) {
+        if (!changed.test(q)) continue;
+        layout_.mark_stale(q, 0);
+        if ((uint32_t)q < params_.n_seq_max && rec_.present(q)) rec_.set_pos(q, kv_.seq_pos_max(q));
+    }
+    relayout(changed);
+}
+
+Pos HybridMemory::seq_pos_max(SeqId s) const {
+    if (s < 0 || (uint32_t)s >= params_.n_seq_max) return -1;
+    return kv_.seq_pos_max(s);
+}
+
+Pos HybridMemory::seq_pos_min(SeqId s) const {
+    if (s < 0 || (uint32_t)s >= params_.n_seq_max) return -1;
+    return has_recurrent_ ? kv_.seq_pos_max(s) : kv_.seq_pos_min(s);
+}
+
+Pos HybridMemory::seq_first_pos(SeqId s) const {
+    if (s < 0 || (uint32_t)s >= params_.n_seq_max) return -1;
+    return kv_.seq_pos_min(s);
+}
+
+void HybridMemory::clear() {
+    check_idle("clear");
+    kv_.clear(true);
+    rec_.clear();
+    for (SeqId s = 0; s < kMaxSeq; ++s) layout_.clear_seq(s);
+    layout_.mark_all_stale(0);
+}
+
+void HybridMemory::apply_pending_shifts(const RotateFn & rotate) {
+    check_idle("apply_pending_shifts");
+    kv_.apply_shifts(rotate);
+}
+
+std::vector<BreakdownEntry> HybridMemory::breakdown() const {
+    std::vector<BreakdownEntry> out;
+    out.push_back({"attention", "k", params_.shape.type_k, kv_.k_bytes()});
+    out.push_back({"attention", "v", params_.shape.type_v, kv_.v_bytes()});
+    out.push_back({"indexer", "rows", params_.shape.type_k, kv_.idx_bytes()});
+    out.push_back({"recurrent", "conv", tensor::ElemType::F32, rec_.conv_bytes()});
+    out.push_back({"recurrent", "ssm", tensor::ElemType::F32, rec_.ssm_bytes()});
+    out.push_back({"recurrent", "ple", tensor::ElemType::F32, rec_.ple_bytes()});
+    return out;
+}
+
+}  // namespace offgrid::memory

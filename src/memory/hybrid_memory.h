@@ -1,0 +1,136 @@
+// The hybrid memory the runtime uses: attention KV cache, recurrent state cache and indexer (k-pool) cache that
+// agree cell for cell, one batch split for all three, and per ubatch a Plan for the model (plan.h).
+//
+// Decode flow (one call):
+//   begin(batch)   validate, split, find cells for every ubatch as a dry run. Ok, NoSpace or InvalidBatch; on
+//                  anything but Ok nothing changed.
+//   apply()        per ubatch: place the cells, extend the pool layout, prepare recurrent rows; returns the Plan.
+//                  The model runs forward(plan, *this) before the next apply().
+//   finish()       commit the call.   undo()  forget everything the call did, in all three caches.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "memory/batch.h"
+#include "memory/kpool_layout.h"
+#include "memory/kv_cache.h"
+#include "memory/plan.h"
+#include "memory/recurrent_cache.h"
+
+namespace offgrid::memory {
+
+struct MemoryParams {
+    CacheShape shape;
+    uint32_t n_ctx = 256;       // cells: all in one stream (unified) or n_ctx / n_seq_max per sequence stream
+    uint32_t n_seq_max = 1;     // sequence ids are [0, n_seq_max)
+    bool unified = true;        // one shared stream, else one stream per sequence
+    uint32_t n_rs_seq = 0;      // recurrent rollback snapshots per sequence
+    uint32_t n_ubatch = 512;    // most tokens per ubatch
+    uint32_t kpool = 0;         // pool size of the indexer (0: no pools)
+    bool by_order = true;       // pools by sequence order (qwen4exp), else by aligned positions
+    uint32_t n_vocab = 0;       // token ids are checked against it (0: unchecked)
+    bool multi_pos = false;     // M-RoPE positions (batch rule V4)
+};
+
+// The reference's context sizing (memory.md 0.5): n_ctx rounded up to 256; per-sequence streams get
+// pad256(n_ctx / n_seq_max) cells each. Returns the cells per stream.
+uint32_t cells_per_stream(uint32_t n_ctx, uint32_t n_seq_max, bool unified);
+
+enum class DecodeStatus { Ok, NoSpace, InvalidBatch };
+
+struct BeginResult {
+    DecodeStatus status = DecodeStatus::Ok;
+    std::string message;
+    size_t n_ubatches = 0;
+};
+
+struct BreakdownEntry {
+    std::string cache;  // "attention", "indexer", "recurrent"
+    std::string part;   // "k", "v", "rows", "conv", "ssm", "ple"
+    tensor::ElemType type;
+    uint64_t bytes;
+};
+
+class HybridMemory final : public Storage {
+public:
+    explicit HybridMemory(const MemoryParams & params);
+    ~HybridMemory() override;
+    HybridMemory(const HybridMemory &) = delete;
+    HybridMemory & operator=(const HybridMemory &) = delete;
+
+    const MemoryParams & params() const { return params_; }
+
+    // --- one decode call ---
+    BeginResult begin(const Batch & batch);
+    bool has_next() const;
+    const Plan & apply();
+    void finish();
+    void undo();
+    bool in_call() const { return call_ != nullptr; }
+    const ValidBatch & call_batch() const;  // the validated batch of the current call
+
+    // --- sequence operations (not during a call; bad ids throw offgrid::Error) ---
+    // Whole-sequence removal always works; removing the last k tokens is a rollback (k <= valid snapshots);
+    // any other partial removal is refused (false, nothing changed) when the model has recurrent state.
+    bool seq_rm(SeqId s, Pos p0, Pos p1);
+    // Whole-sequence copy; dst's previous content is replaced. A partial range throws.
+    void seq_cp(SeqId src, SeqId dst, Pos p0 = -1, Pos p1 = -1);
+    void seq_keep(SeqId s);  // every other sequence is removed, in every stream
+    void seq_add(SeqId s, Pos p0, Pos p1, Pos delta);
+    void seq_div(SeqId s, Pos p0, Pos p1, int d);  // d < 1 throws
+    // As the reference hybrid reports them: with recurrent state the minimum is the last position too.
+    Pos seq_pos_min(SeqId s) const;
+    Pos seq_pos_max(SeqId s) const;
+    Pos seq_first_pos(SeqId s) const;  // the first position held in the attention cache (-1: none)
+    void clear();
+
+    // Pending position shifts (after seq_add / seq_div): rotate(global cell, old pos, new pos) re-rotates K.
+    using RotateFn = std::function<void(uint32_t cell, Pos old_pos, Pos new_pos)>;
+    bool has_pending_shift() const { return kv_.has_shift(); }
+    void apply_pending_shifts(const RotateFn & rotate);
+
+    std::vector<BreakdownEntry> breakdown() const;
+
+    // --- Storage ---
+    void * k_row(uint32_t attn_layer, uint32_t cell) override { return kv_.k_row(attn_layer, cell); }
+    void * v_row(uint32_t attn_layer, uint32_t cell) override { return kv_.v_row(attn_layer, cell); }
+    void * idx_row(uint32_t attn_layer, uint32_t cell) override { return kv_.idx_row(attn_layer, cell); }
+    float * conv_state(uint32_t recr_layer, uint32_t row) override { return rec_.conv(recr_layer, row); }
+    float * ssm_state(uint32_t recr_layer, uint32_t row) override { return rec_.ssm(recr_layer, row); }
+    float * ple_state(uint32_t row) override { return rec_.ple(row); }
+
+    // --- introspection (tests, state I/O) ---
+    const KvCache & kv() const { return kv_; }
+    KvCache & kv() { return kv_; }
+    const RecurrentCache & recurrent() const { return rec_; }
+    RecurrentCache & recurrent() { return rec_; }
+    const KPoolLayout & layout() const { return layout_; }
+    KPoolLayout & layout() { return layout_; }
+    bool has_recurrent() const { return has_recurrent_; }
+    void relayout(const SeqSet & seqs);  // rebuild these sequences' layouts from the cells
+
+private:
+    struct Call;
+    class PlanImpl;
+
+    void check_seq(SeqId s, const char * op, bool allow_all = false) const;
+    void check_idle(const char * op) const;
+    void remove_whole(SeqId s);
+    Pos stale_pos(SeqId s, Pos p0) const;
+
+    MemoryParams params_;
+    bool has_recurrent_;
+    KvCache kv_;
+    RecurrentCache rec_;
+    KPoolLayout layout_;
+    std::unique_ptr<Call> call_;
+    std::vector<uint32_t> rep_mark_;  // per global cell: the plan generation that last marked it as a rep
+    uint32_t generation_ = 0;
+};
+
+}  // namespace offgrid::memory

@@ -1,0 +1,244 @@
+#include "memory/kv_cache.h"
+
+#include <algorithm>
+#include <cstring>
+#include <unordered_set>
+
+#include "common/error.h"
+
+namespace offgrid::memory {
+
+uint32_t cache_elem_bytes(tensor::ElemType type, const char * field) {
+    switch (type) {
+        case tensor::ElemType::F32: return 4;
+        case tensor::ElemType::F16: return 2;
+        default:
+            throw Error(std::string(field) + ": cache rows must be f32 or f16, not type id " +
+                        std::to_string((uint32_t)type));
+    }
+}
+
+KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream) : kv_size_(kv_size) {
+    if (kv_size == 0) throw Error("kv_size: a cache needs at least one cell per stream");
+    if (n_stream == 0 || n_stream > (uint32_t)kMaxSeq) throw Error("n_stream: must be in [1, 256]");
+    streams_.assign(n_stream, CellStream(kv_size));
+    k_row_bytes_ = shape.kv_width * cache_elem_bytes(shape.type_k, "type_k");
+    v_row_bytes_ = shape.kv_width * cache_elem_bytes(shape.type_v, "type_v");
+    idx_row_bytes_ = 2 * shape.idx_width * cache_elem_bytes(shape.type_k, "type_k");
+    const size_t cells = (size_t)kv_size * n_stream;
+    k_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * k_row_bytes_));
+    v_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * v_row_bytes_));
+    if (shape.idx_width > 0) idx_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * idx_row_bytes_));
+}
+
+std::vector<uint32_t> KvCache::heads() const {
+    std::vector<uint32_t> h;
+    for (auto & st : streams_) h.push_back(st.head);
+    return h;
+}
+
+bool KvCache::find_slots(const ValidBatch & batch, const std::vector<Ubatch> & ubatches,
+                         std::vector<std::vector<uint32_t>> & cells, std::string & why) const {
+    cells.assign(ubatches.size(), {});
+    std::vector<uint32_t> head = heads();
+    std::vector<uint32_t> claimed_in(n_stream(), 0);
+    std::unordered_set<uint32_t> claimed;
+    for (size_t u = 0; u < ubatches.size(); ++u) {
+        const Ubatch & ub = ubatches[u];
+        // One group per sequence set with separate streams, else one group of all tokens.
+        const size_t n_groups = n_stream() == 1 ? 1 : ub.sets.size();
+        const size_t per = ub.size() / n_groups;
+        cells[u].resize(ub.size());
+        for (size_t g = 0; g < n_groups; ++g) {
+            const uint32_t st = stream_of(batch.first[ub.idx[g * per]]);
+            const CellStream & cs = streams_[st];
+            const uint32_t n = kv_size_;
+            if (per > n) {
+                why = "a ubatch of " + std::to_string(per) + " tokens does not fit in " + std::to_string(n) + " cells";
+                return false;
+            }
+            uint32_t h = head[st];
+            if (h > cs.used() + claimed_in[st] + 2 * per) h = 0;  // many holes before the head: rescan from 0
+            size_t got = 0;
+            uint32_t tested = 0, last = h;
+            while (got < per && tested < n) {
+                if (h >= n) h = 0;
+                const uint32_t i = h++;
+                ++tested;
+                if (cs.is_empty(i) && !claimed.count(global(st, i))) {
+                    cells[u][g * per + got++] = global(st, i);
+                    claimed.insert(global(st, i));
+                    last = i;
+                }
+            }
+            if (got < per) {
+                why = "no room: " + std::to_string(per) + " cells wanted in stream " + std::to_string(st) + ", " +
+                      std::to_string(n - cs.used() - claimed_in[st]) + " free";
+                return false;
+            }
+            claimed_in[st] += (uint32_t)per;
+            head[st] = last + 1;
+        }
+    }
+    return true;
+}
+
+void KvCache::place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells) {
+    for (size_t j = 0; j < ub.size(); ++j) {
+        const uint32_t i = ub.idx[j];
+        const uint32_t st = cells[j] / kv_size_, local = cells[j] % kv_size_;
+        streams_[st].place(local, batch.pos[i], batch.seqs[i], CellExt{batch.pos_x[i], batch.pos_y[i], batch.tokens[i]});
+        streams_[st].head = local + 1;
+    }
+}
+
+void KvCache::unplace(const std::vector<uint32_t> & cells, const std::vector<uint32_t> & heads) {
+    for (uint32_t c : cells) {
+        CellStream & cs = streams_[c / kv_size_];
+        if (!cs.is_empty(c % kv_size_)) cs.free(c % kv_size_);
+    }
+    for (size_t st = 0; st < streams_.size() && st < heads.size(); ++st) streams_[st].head = heads[st];
+}
+
+SeqSet KvCache::seq_rm(SeqId s, Pos p0, Pos p1) {
+    std::tie(p0, p1) = normalize_range(p0, p1);
+    SeqSet changed;
+    if (p0 >= p1) return changed;
+    if (s < 0) {
+        for (auto & cs : streams_) {
+            for (uint32_t i = 0; i < cs.size(); ++i) {
+                if (cs.is_empty(i) || cs.pos(i) < p0 || cs.pos(i) >= p1) continue;
+                changed |= cs.seqs(i);
+                cs.free(i);
+                cs.head = std::min(cs.head, i);
+            }
+        }
+        return changed;
+    }
+    CellStream & cs = streams_[stream_of(s)];
+    const SeqCells & sc = cs.seq_cells(s);
+    std::vector<uint32_t> hit;
+    for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) hit.push_back(it->second);
+    for (uint32_t i : hit)
+        if (cs.seq_remove(i, s)) cs.head = std::min(cs.head, i);
+    if (!hit.empty()) changed.set(s);
+    return changed;
+}
+
+void KvCache::copy_rows(uint32_t dst, uint32_t src) {
+    for (uint32_t l = 0; l < n_layers(); ++l) {
+        std::memcpy(k_row(l, dst), k_row(l, src), k_row_bytes_);
+        std::memcpy(v_row(l, dst), v_row(l, src), v_row_bytes_);
+        if (!idx_.empty()) std::memcpy(idx_row(l, dst), idx_row(l, src), idx_row_bytes_);
+    }
+}
+
+SeqSet KvCache::seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1) {
+    SeqSet changed;
+    if (src == dst) return changed;
+    std::tie(p0, p1) = normalize_range(p0, p1);
+    const uint32_t ss = stream_of(src), sd = stream_of(dst);
+    if (ss == sd) {
+        CellStream & cs = streams_[ss];
+        std::vector<uint32_t> hit;
+        const SeqCells & sc = cs.seq_cells(src);
+        for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) hit.push_back(it->second);
+        for (uint32_t i : hit) cs.seq_add(i, dst);
+        if (!hit.empty()) changed.set(dst);
+        return changed;
+    }
+    // Separate streams: dst's stream becomes a copy of src's cells (whole sequence), rows copied now.
+    CellStream & from = streams_[ss];
+    CellStream & to = streams_[sd];
+    if (to.used() > 0) changed.set(dst);
+    to.reset();
+    SeqSet only;
+    only.set(dst);
+    for (auto & [pos, i] : from.seq_cells(src)) {
+        to.place_with_shift(i, pos, only, from.ext(i), from.shift(i));
+        copy_rows(global(sd, i), global(ss, i));
+        changed.set(dst);
+    }
+    to.head = from.head;
+    return changed;
+}
+
+SeqSet KvCache::seq_keep(SeqId s) {
+    CellStream & cs = streams_[stream_of(s)];
+    SeqSet changed;
+    for (uint32_t i = 0; i < cs.size(); ++i) {
+        if (cs.is_empty(i)) continue;
+        SeqSet before = cs.seqs(i);
+        before.reset(s);
+        changed |= before;
+        if (cs.seq_keep(i, s)) cs.head = std::min(cs.head, i);
+    }
+    return changed;
+}
+
+SeqSet KvCache::seq_add(SeqId s, Pos p0, Pos p1, Pos delta) {
+    SeqSet changed;
+    if (delta == 0) return changed;
+    std::tie(p0, p1) = normalize_range(p0, p1);
+    if (p0 >= p1) return changed;
+    CellStream & cs = streams_[stream_of(s)];
+    std::vector<uint32_t> hit;
+    const SeqCells & sc = cs.seq_cells(s);
+    for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) hit.push_back(it->second);
+    for (uint32_t i : hit) {
+        changed |= cs.seqs(i);  // a shared cell moves for every sequence in it
+        if (cs.pos_add(i, delta)) cs.head = std::min(cs.head, i);
+    }
+    return changed;
+}
+
+SeqSet KvCache::seq_div(SeqId s, Pos p0, Pos p1, int d) {
+    SeqSet changed;
+    if (d == 1) return changed;
+    std::tie(p0, p1) = normalize_range(p0, p1);
+    if (p0 >= p1) return changed;
+    CellStream & cs = streams_[stream_of(s)];
+    std::vector<uint32_t> hit;
+    const SeqCells & sc = cs.seq_cells(s);
+    for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) hit.push_back(it->second);
+    for (uint32_t i : hit) {
+        changed |= cs.seqs(i);
+        cs.pos_div(i, d);
+    }
+    return changed;
+}
+
+SeqSet KvCache::present() const {
+    SeqSet out;
+    for (auto & cs : streams_)
+        for (int s = 0; s < kMaxSeq; ++s)
+            if (!cs.seq_cells(s).empty()) out.set(s);
+    return out;
+}
+
+void KvCache::clear(bool zero_data) {
+    for (auto & cs : streams_) cs.reset();
+    if (zero_data) {
+        for (auto & b : k_) std::fill(b.begin(), b.end(), 0);
+        for (auto & b : v_) std::fill(b.begin(), b.end(), 0);
+        for (auto & b : idx_) std::fill(b.begin(), b.end(), 0);
+    }
+}
+
+bool KvCache::has_shift() const {
+    for (auto & cs : streams_)
+        if (cs.has_shift()) return true;
+    return false;
+}
+
+void KvCache::apply_shifts(const std::function<void(uint32_t, Pos, Pos)> & rotate) {
+    for (uint32_t st = 0; st < n_stream(); ++st) {
+        CellStream & cs = streams_[st];
+        if (!cs.has_shift()) continue;
+        for (uint32_t i = 0; i < cs.size(); ++i)
+            if (!cs.is_empty(i) && cs.shift(i) != 0) rotate(global(st, i), cs.pos(i) - cs.shift(i), cs.pos(i));
+        cs.reset_shift();
+    }
+}
+
+}  // namespace offgrid::memory

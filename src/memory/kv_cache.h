@@ -1,0 +1,82 @@
+// The attention KV cache (memory.md sections 2-4): streams of cells, per full-attention layer K and V rows, and
+// the indexer rows [raw key | pooled key] that live in exactly the same cells. There is one set of cell books
+// for both, so the attention and indexer caches can never disagree about which token a cell holds.
+//
+// Cells are addressed globally (stream * kv_size + local cell), as plan.h promises.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "memory/batch.h"
+#include "memory/cells.h"
+#include "memory/plan.h"
+
+namespace offgrid::memory {
+
+// Bytes per element of a cache row type (F32 or F16); throws offgrid::Error naming `field` otherwise.
+uint32_t cache_elem_bytes(tensor::ElemType type, const char * field);
+
+class KvCache {
+public:
+    KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream);
+
+    uint32_t kv_size() const { return kv_size_; }
+    uint32_t n_stream() const { return (uint32_t)streams_.size(); }
+    uint32_t n_cells() const { return kv_size_ * n_stream(); }
+    uint32_t stream_of(SeqId s) const { return n_stream() == 1 ? 0 : (uint32_t)s; }
+    const CellStream & stream(uint32_t st) const { return streams_[st]; }
+    CellStream & stream(uint32_t st) { return streams_[st]; }
+    uint32_t global(uint32_t st, uint32_t local) const { return st * kv_size_ + local; }
+
+    // Dry run over all ubatches of a batch: the global cell of every ubatch token (in ubatch order), each ubatch
+    // seeing the cells taken by the earlier ones. Changes nothing. False (and why) when there is no room.
+    bool find_slots(const ValidBatch & batch, const std::vector<Ubatch> & ubatches,
+                    std::vector<std::vector<uint32_t>> & cells, std::string & why) const;
+    // Writes the books of one ubatch into the cells find_slots chose; the next search starts after them.
+    void place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells);
+    // Frees cells placed by this decode call (failure rollback); heads go back to `heads`.
+    void unplace(const std::vector<uint32_t> & cells, const std::vector<uint32_t> & heads);
+    std::vector<uint32_t> heads() const;
+
+    // Sequence operations; each returns the sequences whose cell lists changed. Ranges are half-open after
+    // normalize_range. Callers have checked the sequence ids.
+    SeqSet seq_rm(SeqId s, Pos p0, Pos p1);  // s = -1: every sequence
+    SeqSet seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1);
+    SeqSet seq_keep(SeqId s);
+    SeqSet seq_add(SeqId s, Pos p0, Pos p1, Pos delta);
+    SeqSet seq_div(SeqId s, Pos p0, Pos p1, int d);
+    Pos seq_pos_min(SeqId s) const { return streams_[stream_of(s)].seq_pos_min(s); }
+    Pos seq_pos_max(SeqId s) const { return streams_[stream_of(s)].seq_pos_max(s); }
+    SeqSet present() const;  // sequences holding at least one cell
+    void clear(bool zero_data);
+
+    // Pending position shifts: rotate(global cell, old position, new position) for every shifted cell, then
+    // the shifts are forgotten.
+    bool has_shift() const;
+    void apply_shifts(const std::function<void(uint32_t, Pos, Pos)> & rotate);
+
+    // Row storage.
+    uint32_t k_row_bytes() const { return k_row_bytes_; }
+    uint32_t v_row_bytes() const { return v_row_bytes_; }
+    uint32_t idx_row_bytes() const { return idx_row_bytes_; }
+    uint32_t n_layers() const { return (uint32_t)k_.size(); }
+    uint8_t * k_row(uint32_t layer, uint32_t cell) { return k_[layer].data() + (size_t)cell * k_row_bytes_; }
+    uint8_t * v_row(uint32_t layer, uint32_t cell) { return v_[layer].data() + (size_t)cell * v_row_bytes_; }
+    uint8_t * idx_row(uint32_t layer, uint32_t cell) { return idx_[layer].data() + (size_t)cell * idx_row_bytes_; }
+    uint64_t k_bytes() const { return (uint64_t)k_row_bytes_ * n_cells() * k_.size(); }
+    uint64_t v_bytes() const { return (uint64_t)v_row_bytes_ * n_cells() * v_.size(); }
+    uint64_t idx_bytes() const { return (uint64_t)idx_row_bytes_ * n_cells() * idx_.size(); }
+
+private:
+    void copy_rows(uint32_t dst_cell, uint32_t src_cell);
+
+    uint32_t kv_size_;
+    std::vector<CellStream> streams_;
+    uint32_t k_row_bytes_, v_row_bytes_, idx_row_bytes_;
+    std::vector<std::vector<uint8_t>> k_, v_, idx_;
+};
+
+}  // namespace offgrid::memory

@@ -1,0 +1,167 @@
+#include "memory/recurrent_cache.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/error.h"
+
+namespace offgrid::memory {
+
+RecurrentCache::RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint32_t n_rs_seq)
+    : n_slots_(n_slots), n_rs_seq_(n_rs_seq), conv_floats_(shape.conv_floats), ssm_floats_(shape.ssm_floats),
+      ple_floats_(shape.ple_floats) {
+    if (n_slots == 0 || n_slots > (uint32_t)kMaxSeq) throw Error("n_seq_max: must be in [1, 256]");
+    seqs_.assign(kMaxSeq, SeqState{});
+    const size_t rows = n_rows();
+    conv_.assign(shape.n_recr_layers, std::vector<float>(rows * conv_floats_));
+    ssm_.assign(shape.n_recr_layers, std::vector<float>(rows * ssm_floats_));
+    ple_.assign(rows * ple_floats_, 0.0f);
+}
+
+uint32_t RecurrentCache::slot_floats() const {
+    return (1 + n_rs_seq_) * ((conv_floats_ + ssm_floats_) * (uint32_t)conv_.size() + ple_floats_);
+}
+
+void RecurrentCache::read_plane(uint32_t slot, uint32_t plane, std::vector<float> & out) const {
+    const uint32_t r = row(plane, slot);
+    for (size_t l = 0; l < conv_.size(); ++l) {
+        const float * c = conv_[l].data() + (size_t)r * conv_floats_;
+        out.insert(out.end(), c, c + conv_floats_);
+        const float * s = ssm_[l].data() + (size_t)r * ssm_floats_;
+        out.insert(out.end(), s, s + ssm_floats_);
+    }
+    const float * p = ple_.data() + (size_t)r * ple_floats_;
+    out.insert(out.end(), p, p + ple_floats_);
+}
+
+void RecurrentCache::write_plane(uint32_t slot, uint32_t plane, const float * in) {
+    const uint32_t r = row(plane, slot);
+    for (size_t l = 0; l < conv_.size(); ++l) {
+        std::memcpy(conv_[l].data() + (size_t)r * conv_floats_, in, 4ull * conv_floats_);
+        in += conv_floats_;
+        std::memcpy(ssm_[l].data() + (size_t)r * ssm_floats_, in, 4ull * ssm_floats_);
+        in += ssm_floats_;
+    }
+    std::memcpy(ple_.data() + (size_t)r * ple_floats_, in, 4ull * ple_floats_);
+}
+
+void RecurrentCache::read_slot(uint32_t slot, uint32_t planes, std::vector<float> & out) const {
+    for (uint32_t k = 0; k < planes; ++k) read_plane(slot, k, out);
+}
+
+void RecurrentCache::write_slot(uint32_t slot, uint32_t planes, const float * in) {
+    const size_t plane_floats = slot_floats() / (1 + n_rs_seq_);
+    for (uint32_t k = 0; k < planes; ++k) write_plane(slot, k, in + k * plane_floats);
+}
+
+void RecurrentCache::touch(uint32_t slot) {
+    if (!journal_on_ || journal_rows_.count(slot)) return;
+    std::vector<float> saved;
+    read_slot(slot, 1 + n_rs_seq_, saved);
+    journal_rows_[slot] = std::move(saved);
+}
+
+void RecurrentCache::copy_slot(uint32_t dst, uint32_t src) {
+    touch(dst);
+    std::vector<float> tmp;
+    read_slot(src, 1 + n_rs_seq_, tmp);
+    write_slot(dst, 1 + n_rs_seq_, tmp.data());
+}
+
+void RecurrentCache::zero_slot(uint32_t slot) {
+    touch(slot);
+    std::vector<float> zeros(slot_floats(), 0.0f);
+    write_slot(slot, 1 + n_rs_seq_, zeros.data());
+}
+
+void RecurrentCache::materialize(SeqId d) {
+    if (seqs_[d].shares < 0) return;
+    copy_slot((uint32_t)d, (uint32_t)seqs_[d].shares);
+    seqs_[d].shares = -1;
+}
+
+void RecurrentCache::detach_sharers(SeqId s) {
+    for (SeqId d = 0; d < kMaxSeq; ++d)
+        if (seqs_[d].shares == s) materialize(d);
+}
+
+void RecurrentCache::claim(SeqId s) {
+    detach_sharers(s);
+    seqs_[s].shares = -1;
+}
+
+void RecurrentCache::prepare_group(SeqId lead, const SeqSet & set) {
+    for (SeqId s = 0; s < kMaxSeq; ++s) {
+        if (!set.test(s)) continue;
+        detach_sharers(s);
+    }
+    if (!present(lead)) {
+        seqs_[lead].shares = -1;
+        zero_slot((uint32_t)lead);
+    } else {
+        materialize(lead);
+        touch((uint32_t)lead);  // the model writes it
+    }
+}
+
+void RecurrentCache::finish_group(SeqId lead, const SeqSet & set, Pos last, uint32_t n_tokens) {
+    const uint32_t snaps = std::min(n_rs_seq_, n_tokens);
+    for (SeqId s = 0; s < kMaxSeq; ++s) {
+        if (!set.test(s)) continue;
+        seqs_[s].pos = last;
+        seqs_[s].snaps = snaps;
+        seqs_[s].shares = s == lead ? -1 : lead;
+    }
+}
+
+void RecurrentCache::drop(SeqId s) {
+    detach_sharers(s);
+    seqs_[s] = SeqState{};
+}
+
+void RecurrentCache::rollback(SeqId s, uint32_t k, Pos new_pos) {
+    const uint32_t from = slot_of(s);
+    std::vector<float> plane;
+    read_plane(from, k, plane);
+    claim(s);
+    touch((uint32_t)s);
+    write_plane((uint32_t)s, 0, plane.data());
+    seqs_[s].pos = new_pos;
+    seqs_[s].snaps = 0;  // a second rollback needs a new decode first
+}
+
+void RecurrentCache::copy(SeqId src, SeqId dst) {
+    if (src == dst) return;
+    drop(dst);
+    if (!present(src)) return;
+    seqs_[dst] = seqs_[src];
+    seqs_[dst].shares = (SeqId)slot_of(src);
+}
+
+void RecurrentCache::clear() {
+    for (auto & s : seqs_) s = SeqState{};
+    for (auto & v : conv_) std::fill(v.begin(), v.end(), 0.0f);
+    for (auto & v : ssm_) std::fill(v.begin(), v.end(), 0.0f);
+    std::fill(ple_.begin(), ple_.end(), 0.0f);
+}
+
+void RecurrentCache::journal_begin() {
+    journal_on_ = true;
+    journal_seqs_ = seqs_;
+    journal_rows_.clear();
+}
+
+void RecurrentCache::journal_commit() {
+    journal_on_ = false;
+    journal_rows_.clear();
+}
+
+void RecurrentCache::journal_undo() {
+    if (!journal_on_) return;
+    for (auto & [slot, saved] : journal_rows_) write_slot(slot, 1 + n_rs_seq_, saved.data());
+    seqs_ = journal_seqs_;
+    journal_on_ = false;
+    journal_rows_.clear();
+}
+
+}  // namespace offgrid::memory

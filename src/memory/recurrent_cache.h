@@ -1,0 +1,94 @@
+// The recurrent state cache (memory.md section 5, fixed where appendix A says so): one state slot per sequence
+// (slot = sequence id), each with 1 + n_rs_seq planes of rows. Plane 0 is the live state; plane k holds the state
+// as it was before the last k tokens of the sequence's latest ubatch (rollback snapshots).
+//
+// Row r = plane * n_slots + slot. Per recurrent layer a row holds conv_floats of conv history and ssm_floats of
+// delta state; the PLE history (ple_floats) is per row. After a copy, the destination shares the source's slot
+// until either of them is written (copy on write). Writes during a decode call are journaled, so a failed call
+// can be undone exactly.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <vector>
+
+#include "memory/plan.h"
+#include "memory/seq_set.h"
+
+namespace offgrid::memory {
+
+class RecurrentCache {
+public:
+    struct SeqState {
+        Pos pos = -1;         // last position absorbed into the state; -1: no state
+        SeqId shares = -1;    // the sequence whose slot holds this one's state (-1: its own slot)
+        uint32_t snaps = 0;   // valid rollback snapshots (planes 1..snaps)
+        bool operator==(const SeqState &) const = default;
+    };
+
+    RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint32_t n_rs_seq);
+
+    uint32_t n_slots() const { return n_slots_; }
+    uint32_t n_rs_seq() const { return n_rs_seq_; }
+    uint32_t n_rows() const { return n_slots_ * (1 + n_rs_seq_); }
+    uint32_t row(uint32_t plane, uint32_t slot) const { return plane * n_slots_ + slot; }
+    const SeqState & seq(SeqId s) const { return seqs_[s]; }
+    Pos pos(SeqId s) const { return seqs_[s].pos; }
+    bool present(SeqId s) const { return seqs_[s].pos >= 0; }
+    // The slot holding s's state right now (its own, or the one it shares).
+    uint32_t slot_of(SeqId s) const { return seqs_[s].shares >= 0 ? (uint32_t)seqs_[s].shares : (uint32_t)s; }
+
+    // Before a ubatch advances the sequence set `set` (first sequence `lead`): gives `lead` its own slot (copy on
+    // write, or zeroed rows for a new sequence); the other sequences of the set will share it.
+    void prepare_group(SeqId lead, const SeqSet & set);
+    // After the ubatch: every sequence of the set sits at `last` with min(n_rs_seq, n_tokens) valid snapshots.
+    void finish_group(SeqId lead, const SeqSet & set, Pos last, uint32_t n_tokens);
+
+    void drop(SeqId s);  // forget s's state (its sharers keep theirs)
+    // Restores the snapshot taken before the last k tokens (1 <= k <= snaps), now; s ends at new_pos.
+    void rollback(SeqId s, uint32_t k, Pos new_pos);
+    void copy(SeqId src, SeqId dst);  // dst shares src's state
+    void set_pos(SeqId s, Pos p) { seqs_[s].pos = p; }
+    void clear();
+
+    // Undo journal of one decode call.
+    void journal_begin();
+    void journal_commit();
+    void journal_undo();
+
+    float * conv(uint32_t layer, uint32_t row) { return conv_[layer].data() + (size_t)row * conv_floats_; }
+    float * ssm(uint32_t layer, uint32_t row) { return ssm_[layer].data() + (size_t)row * ssm_floats_; }
+    float * ple(uint32_t row) { return ple_.data() + (size_t)row * ple_floats_; }
+    uint64_t conv_bytes() const { return 4ull * conv_floats_ * n_rows() * conv_.size(); }
+    uint64_t ssm_bytes() const { return 4ull * ssm_floats_ * n_rows() * ssm_.size(); }
+    uint64_t ple_bytes() const { return 4ull * ple_.size(); }
+    uint32_t slot_floats() const;  // floats of all planes of one slot, all layers
+
+    // Raw copy of one slot's planes (state I/O), in a fixed order: per plane, per layer conv then ssm, then PLE.
+    void read_slot(uint32_t slot, uint32_t planes, std::vector<float> & out) const;
+    void write_slot(uint32_t slot, uint32_t planes, const float * in);
+    // Plane `plane` of `slot` in the same per-layer order (one plane only).
+    void read_plane(uint32_t slot, uint32_t plane, std::vector<float> & out) const;
+    void write_plane(uint32_t slot, uint32_t plane, const float * in);
+    void claim(SeqId s);  // s will be overwritten: detach its sharers and itself
+    void set_state(SeqId s, const SeqState & st) { seqs_[s] = st; }
+
+private:
+    void touch(uint32_t slot);          // journal a slot before it is written
+    void materialize(SeqId d);          // give d its own copy of the shared state
+    void detach_sharers(SeqId s);       // every sequence sharing s's slot gets its own copy
+    void copy_slot(uint32_t dst, uint32_t src);
+    void zero_slot(uint32_t slot);
+
+    uint32_t n_slots_, n_rs_seq_;
+    uint32_t conv_floats_, ssm_floats_, ple_floats_;
+    std::vector<SeqState> seqs_;
+    std::vector<std::vector<float>> conv_, ssm_;
+    std::vector<float> ple_;
+
+    bool journal_on_ = false;
+    std::vector<SeqState> journal_seqs_;
+    std::map<uint32_t, std::vector<float>> journal_rows_;
+};
+
+}  // namespace offgrid::memory

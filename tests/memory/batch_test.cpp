@@ -1,0 +1,211 @@
+// Batch validation (memory.md 8.2-8.3) and the equal split (8.5), with Q5 fixed.
+#include <gtest/gtest.h>
+
+#include "common/error.h"
+#include "memory/batch.h"
+
+namespace offgrid::memory {
+namespace {
+
+SeqRangeFn empty_memory() {
+    return [](SeqId) { return SeqRange{}; };
+}
+
+Batch make(std::vector<Pos> pos, std::vector<std::vector<SeqId>> seqs) {
+    Batch b;
+    b.tokens.assign(pos.size(), 5);
+    b.pos = std::move(pos);
+    b.seqs = std::move(seqs);
+    return b;
+}
+
+std::string error_of(const Batch & b, BatchLimits lim, SeqRangeFn fn) {
+    try {
+        validate_batch(b, lim, fn);
+    } catch (const Error & e) {
+        return e.what();
+    }
+    return "";
+}
+
+TEST(Batch, T21_EmptyBatchRefused) {
+    EXPECT_NE(error_of(Batch{}, {10, 4}, empty_memory()).find("no tokens"), std::string::npos);
+}
+
+TEST(Batch, T18_TokenIdOutOfVocabNamesTokenAndRule) {
+    Batch b = make({0, 1, 2}, {{0}, {0}, {0}});
+    b.tokens[1] = 10;
+    const std::string e = error_of(b, {10, 4}, empty_memory());
+    EXPECT_NE(e.find("token 1"), std::string::npos) << e;
+    EXPECT_NE(e.find("V2"), std::string::npos) << e;
+    b.tokens[1] = -1;
+    EXPECT_NE(error_of(b, {10, 4}, empty_memory()).find("V2"), std::string::npos);
+}
+
+TEST(Batch, T19_SeqIdOutOfRange) {
+    const std::string e = error_of(make({0, 1}, {{0}, {300}}), {10, 4}, empty_memory());
+    EXPECT_NE(e.find("token 1"), std::string::npos) << e;
+    EXPECT_NE(e.find("V3"), std::string::npos) << e;
+    EXPECT_NE(error_of(make({0}, {{4}}), {10, 4}, empty_memory()).find("V3"), std::string::npos);
+    EXPECT_NE(error_of(make({0}, {{}}), {10, 4}, empty_memory()).find("no sequence"), std::string::npos);
+}
+
+TEST(Batch, T20_DecreasingPositionsRefused) {
+    const std::string e = error_of(make({1, 0}, {{0}, {0}}), {10, 4}, empty_memory());
+    EXPECT_NE(e.find("V9"), std::string::npos) << e;
+    EXPECT_NE(e.find("token 1"), std::string::npos) << e;
+}
+
+TEST(Batch, T05_PositionsMustContinueMemory) {
+    auto mem = [](SeqId s) { return s == 1 ? SeqRange{0, 10} : SeqRange{}; };
+    EXPECT_NE(error_of(make({12}, {{1}}), {10, 4}, mem).find("V5"), std::string::npos);
+    EXPECT_NE(error_of(make({5}, {{1}}), {10, 4}, mem).find("V5"), std::string::npos);
+    EXPECT_EQ(error_of(make({11}, {{1}}), {10, 4}, mem), "");
+}
+
+TEST(Batch, V6_GapInsideBatchRefused) {
+    EXPECT_NE(error_of(make({0, 2}, {{0}, {0}}), {10, 4}, empty_memory()).find("V6"), std::string::npos);
+}
+
+TEST(Batch, T15_DuplicatePositionsAllowed) {
+    EXPECT_EQ(error_of(make({0, 0, 1}, {{0}, {0}, {0}}), {10, 4}, empty_memory()), "");
+}
+
+TEST(Batch, T24_DivergedCoupledSequencesRefused) {
+    auto mem = [](SeqId s) { return s == 0 ? SeqRange{0, 5} : SeqRange{2, 5}; };
+    const std::string e = error_of(make({6}, {{0, 1}}), {10, 4}, mem);
+    EXPECT_NE(e.find("V7"), std::string::npos) << e;
+}
+
+TEST(Batch, V4_MultiPositionsNeedStrictIncrease) {
+    auto mem = [](SeqId) { return SeqRange{0, 9}; };
+    BatchLimits lim{10, 4, true};
+    EXPECT_EQ(error_of(make({15}, {{0}}), lim, mem), "");
+    EXPECT_NE(error_of(make({9}, {{0}}), lim, mem).find("V4"), std::string::npos);
+}
+
+TEST(Batch, T14_AutomaticPositionsContinueEachSequence) {
+    Batch b;
+    b.tokens = {1, 2, 3};
+    b.seqs = {{0}, {1}, {0}};
+    auto mem = [](SeqId s) { return s == 0 ? SeqRange{0, 4} : SeqRange{}; };
+    ValidBatch v = validate_batch(b, {10, 4}, mem);
+    EXPECT_EQ(v.pos, (std::vector<Pos>{5, 0, 6}));
+    EXPECT_EQ(v.output, (std::vector<uint8_t>{0, 0, 1}));
+    EXPECT_EQ(v.first, (std::vector<SeqId>{0, 1, 0}));
+    // A coupled token advances every sequence it belongs to.
+    Batch c;
+    c.tokens = {1, 2};
+    c.seqs = {{2, 0}, {0}};
+    auto mem2 = [](SeqId s) { return s == 0 || s == 2 ? SeqRange{0, 4} : SeqRange{}; };
+    ValidBatch w = validate_batch(c, {10, 4}, mem2);
+    EXPECT_EQ(w.pos, (std::vector<Pos>{5, 6}));
+    EXPECT_EQ(w.first, (std::vector<SeqId>{2, 0}));
+}
+
+TEST(Batch, FieldSizeMismatchNamed) {
+    Batch b = make({0, 1}, {{0}, {0}});
+    b.output = {1};
+    EXPECT_NE(error_of(b, {10, 4}, empty_memory()).find("output"), std::string::npos);
+    b.output.clear();
+    b.pos = {0};
+    EXPECT_NE(error_of(b, {10, 4}, empty_memory()).find("pos"), std::string::npos);
+}
+
+TEST(Batch, NegativeExplicitPositionRefused) {
+    EXPECT_NE(error_of(make({-3}, {{0}}), {10, 4}, empty_memory()).find("position"), std::string::npos);
+}
+
+std::vector<Ubatch> split(const ValidBatch & v, uint32_t n_ubatch, bool sep, uint32_t keep) {
+    std::vector<Ubatch> out;
+    std::string why;
+    EXPECT_TRUE(split_equal(v, n_ubatch, sep, keep, out, why)) << why;
+    return out;
+}
+
+ValidBatch seqs_of_lengths(std::vector<int> lens) {
+    Batch b;
+    for (size_t s = 0; s < lens.size(); ++s)
+        for (int i = 0; i < lens[s]; ++i) {
+            b.tokens.push_back(1);
+            b.pos.push_back(i);
+            b.seqs.push_back({(SeqId)s});
+        }
+    return validate_batch(b, {10, 8}, empty_memory());
+}
+
+TEST(Split, FixQ5_T80_NeverMoreThanNUbatch) {
+    ValidBatch v = seqs_of_lengths({1, 1, 1, 1});
+    auto ubs = split(v, 2, false, 0);
+    ASSERT_EQ(ubs.size(), 2u);
+    for (auto & ub : ubs) EXPECT_EQ(ub.size(), 2u);
+}
+
+TEST(Split, T81_EqualLengthsInLockStep) {
+    auto ubs = split(seqs_of_lengths({4, 2}), 8, false, 0);
+    ASSERT_EQ(ubs.size(), 2u);
+    EXPECT_EQ(ubs[0].idx, (std::vector<uint32_t>{0, 1, 4, 5}));
+    EXPECT_EQ(ubs[0].n_seq_tokens, 2u);
+    EXPECT_EQ(ubs[1].idx, (std::vector<uint32_t>{2, 3}));
+}
+
+TEST(Split, T82_KeepTail) {
+    auto sizes = [](const std::vector<Ubatch> & ubs) {
+        std::vector<size_t> s;
+        for (auto & u : ubs) s.push_back(u.size());
+        return s;
+    };
+    EXPECT_EQ(sizes(split(seqs_of_lengths({2, 3}), 4, true, 2)), (std::vector<size_t>{2, 3}));
+    EXPECT_EQ(sizes(split(seqs_of_lengths({3, 3}), 4, true, 2)), (std::vector<size_t>{3, 3}));
+    EXPECT_EQ(sizes(split(seqs_of_lengths({5}), 4, true, 2)), (std::vector<size_t>{3, 2}));
+    EXPECT_EQ(sizes(split(seqs_of_lengths({6}), 4, true, 2)), (std::vector<size_t>{4, 2}));
+}
+
+TEST(Split, T83_CoupledTokensNeedUnified) {
+    Batch b = make({0, 1}, {{0, 1}, {0, 1}});
+    ValidBatch v = validate_batch(b, {10, 4}, empty_memory());
+    std::vector<Ubatch> out;
+    std::string why;
+    EXPECT_FALSE(split_equal(v, 4, true, 0, out, why));
+    EXPECT_NE(why.find("token 0"), std::string::npos);
+    auto ubs = split(v, 4, false, 0);
+    ASSERT_EQ(ubs.size(), 1u);
+    EXPECT_EQ(ubs[0].sets.size(), 1u);
+    EXPECT_EQ(ubs[0].sets[0].count(), 2u);
+}
+
+TEST(Split, KeepTailLargerThanUbatchRefused) {
+    std::vector<Ubatch> out;
+    std::string why;
+    EXPECT_FALSE(split_equal(seqs_of_lengths({10}), 4, false, 5, out, why));
+}
+
+TEST(Split, EveryTokenOnceAndUbatchesBounded) {
+    for (uint32_t n_ub = 1; n_ub <= 7; ++n_ub) {
+        for (uint32_t keep = 0; keep <= n_ub && keep <= 3; ++keep) {
+            ValidBatch v = seqs_of_lengths({7, 1, 4, 3, 9});
+            auto ubs = split(v, n_ub, false, keep);
+            std::vector<int> seen(v.size(), 0);
+            for (auto & u : ubs) {
+                EXPECT_LE(u.size(), n_ub);
+                EXPECT_EQ(u.size(), u.sets.size() * u.n_seq_tokens);
+                for (auto i : u.idx) ++seen[i];
+            }
+            for (int c : seen) EXPECT_EQ(c, 1);
+            if (keep > 0) {
+                // The last `keep` tokens of each sequence share a ubatch.
+                for (SeqId s = 0; s < 5; ++s) {
+                    std::vector<size_t> where;
+                    for (size_t u = 0; u < ubs.size(); ++u)
+                        for (auto i : ubs[u].idx)
+                            if (v.first[i] == s) where.push_back(u);
+                    const size_t k = std::min<size_t>(keep, where.size());
+                    for (size_t t = where.size() - k; t < where.size(); ++t) EXPECT_EQ(where[t], where.back());
+                }
+            }
+        }
+    }
+}
+
+}  // namespace
+}  // namespace offgrid::memory
