@@ -5,13 +5,13 @@ namespace offgrid::memory {
 CellStream::CellStream(uint32_t size) : pos_(size, -1), seq_(size), shift_(size, 0), ext_(size) {}
 
 void CellStream::index_remove(uint32_t i) {
-    for (int s = 0; s < kMaxSeq; ++s)
-        if (seq_[i].test(s)) seq_pos_[s].erase({pos_[i], i});
+    const SeqSet & set = seq_[i];
+    for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) seq_pos_[s].erase({pos_[i], i});
 }
 
 void CellStream::index_add(uint32_t i) {
-    for (int s = 0; s < kMaxSeq; ++s)
-        if (seq_[i].test(s)) seq_pos_[s].insert({pos_[i], i});
+    const SeqSet & set = seq_[i];
+    for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) seq_pos_[s].insert({pos_[i], i});
 }
 
 void CellStream::place(uint32_t i, Pos p, const SeqSet & seqs, const CellExt & ext) {

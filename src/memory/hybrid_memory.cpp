@@ -304,6 +304,10 @@ bool HybridMemory::seq_rm(SeqId s, Pos p0, Pos p1) {
         const SeqSet changed = kv_.seq_rm(s, p0, p1);
         if (s < 0) layout_.mark_all_stale(0); else layout_.mark_stale(s, stale);
         relayout(changed);
+        for (SeqId q = 0; q < (SeqId)params_.n_seq_max; ++q) {
+            if (!changed.test(q)) continue;
+            if (kv_.seq_pos_max(q) < 0) rec_.drop(q); else rec_.set_pos(q, kv_.seq_pos_max(q));
+        }
         return true;
     }
     // What removing [p0, p1) means for one sequence: nothing, all of it, a rollback of k tokens, or refused.
@@ -419,6 +423,14 @@ Pos HybridMemory::seq_pos_min(SeqId s) const {
 Pos HybridMemory::seq_first_pos(SeqId s) const {
     if (s < 0 || (uint32_t)s >= params_.n_seq_max) return -1;
     return kv_.seq_pos_min(s);
+}
+
+void HybridMemory::drop(SeqId s) {
+    if (s < 0) {
+        clear();
+        return;
+    }
+    remove_whole(s);
 }
 
 void HybridMemory::clear() {

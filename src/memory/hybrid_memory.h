@@ -113,6 +113,8 @@ public:
     KPoolLayout & layout() { return layout_; }
     bool has_recurrent() const { return has_recurrent_; }
     void relayout(const SeqSet & seqs);  // rebuild these sequences' layouts from the cells
+    // Drops s from all three caches unconditionally (s = -1: everything), as a failed restore does.
+    void drop(SeqId s);
 
 private:
     struct Call;
