@@ -47,6 +47,8 @@ public:
     // Metadata, in file order.
     const std::vector<KeyValue> & metadata() const;
     const Value * find(std::string_view key) const;   // nullptr when absent
+    // File offset of a key's value (its type field), 0 when absent: lets callers name the place in errors.
+    uint64_t value_offset(std::string_view key) const;
 
     // Typed look-ups. Throw FileError (naming the key) when the key is absent or has another type.
     // get_u32 accepts any integer type whose value fits; get_f32 accepts f32 and f64.

@@ -1,0 +1,547 @@
+// GGUF v3 parsing and validation (little endian; v2 has the same layout and is accepted too).
+#include "gguf/reader.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <bit>
+#include <cerrno>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+#include "gguf/format.h"
+
+namespace offgrid::gguf {
+
+namespace {
+
+struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+};
+using NameIndex = std::unordered_map<std::string, size_t, StringHash, std::equal_to<>>;
+
+// Owns a read-only mapping of a whole file.
+struct Mapping {
+    void * addr = nullptr;
+    size_t size = 0;
+    ~Mapping() {
+        if (addr != nullptr) munmap(addr, size);
+    }
+};
+
+}  // namespace
+
+struct Reader::Impl {
+    std::string path;
+    Mapping mapping;
+    const uint8_t * base = nullptr;
+    size_t size = 0;
+    uint32_t version = 0;
+    uint32_t alignment = kDefaultAlignment;
+    uint64_t data_offset = 0;
+    std::vector<KeyValue> metadata;
+    std::vector<uint64_t> value_offsets;  // file offset of each metadata value (its type field)
+    NameIndex key_index;
+    std::vector<TensorInfo> tensors;
+    NameIndex tensor_index;
+
+    void parse();
+    const Value & require(std::string_view key, size_t & index) const;
+    [[noreturn]] void type_error(size_t index, const char * expected) const;
+};
+
+namespace {
+
+// Sequential reader over the buffer. Every read checks the remaining size first; `field` is a callable that
+// builds the field name only when an error is reported, so the hot paths do not allocate.
+class Parser {
+public:
+    Parser(const uint8_t * base, size_t size, const std::string & name) : base_(base), size_(size), name_(name) {}
+
+    size_t pos() const { return pos_; }
+    size_t remaining() const { return size_ - pos_; }
+
+    template <class Field>
+    [[noreturn]] void fail(uint64_t offset, const Field & field, const std::string & what) const {
+        throw FileError(name_, offset, field(), what);
+    }
+
+    template <class Field>
+    void need(size_t n, const Field & field) const {
+        if (remaining() < n) {
+            fail(pos_, field, "needs " + std::to_string(n) + " bytes but only " + std::to_string(remaining()) +
+                                  " remain (truncated file)");
+        }
+    }
+
+    template <class T, class Field>
+    T scalar(const Field & field) {
+        need(sizeof(T), field);
+        T v;
+        std::memcpy(&v, base_ + pos_, sizeof(T));
+        pos_ += sizeof(T);
+        return v;
+    }
+
+    template <class Field>
+    std::string string(const Field & field) {
+        const size_t at = pos_;
+        const uint64_t len = scalar<uint64_t>(field);
+        if (len > remaining()) {
+            fail(at, field, "string length " + std::to_string(len) + " runs past the end of the file (" +
+                                std::to_string(remaining()) + " bytes remain)");
+        }
+        std::string s(reinterpret_cast<const char *>(base_ + pos_), static_cast<size_t>(len));
+        pos_ += static_cast<size_t>(len);
+        return s;
+    }
+
+private:
+    const uint8_t * base_;
+    size_t size_;
+    size_t pos_ = 0;
+    const std::string & name_;
+};
+
+// Keys and names come from the file: show them printable and short in messages.
+std::string quoted(std::string_view s) {
+    std::string out = "'";
+    size_t n = 0;
+    for (unsigned char c : s) {
+        if (++n > 64) {
+            out += "...";
+            break;
+        }
+        if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+            out += static_cast<char>(c);
+        } else {
+            static const char * hex = "0123456789abcdef";
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 15];
+        }
+    }
+    return out + "'";
+}
+
+bool known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType::F64); }
+
+// Smallest encoding of one value of a type: bounds an array's count by the bytes left before allocating.
+size_t min_value_bytes(ValueType t) {
+    switch (t) {
+    case ValueType::U8:
+    case ValueType::I8:
+    case ValueType::BOOL: return 1;
+    case ValueType::U16:
+    case ValueType::I16: return 2;
+    case ValueType::U32:
+    case ValueType::I32:
+    case ValueType::F32: return 4;
+    case ValueType::U64:
+    case ValueType::I64:
+    case ValueType::F64:
+    case ValueType::STRING: return 8;
+    case ValueType::ARRAY: return 12;
+    }
+    return 1;
+}
+
+// A non-owning reference to a field-name builder. Values recurse into arrays, so the builder's type must not
+// grow with the depth (a template parameter would instantiate without end).
+class FieldRef {
+public:
+    template <class F>
+    FieldRef(const F & f) : ctx_(&f), call_([](const void * c) { return (*static_cast<const F *>(c))(); }) {}
+    std::string operator()() const { return call_(ctx_); }
+
+private:
+    const void * ctx_;
+    std::string (*call_)(const void *);
+};
+
+class MetadataParser {
+public:
+    explicit MetadataParser(Parser & p) : p_(p) {}
+
+    // Reads a value of known type t; `field` names it in errors. depth counts enclosing arrays.
+    void read(Value & v, ValueType t, FieldRef field, int depth) {
+        v.type = t;
+        switch (t) {
+        case ValueType::U8: v.u = p_.scalar<uint8_t>(field); break;
+        case ValueType::I8: v.i = p_.scalar<int8_t>(field); break;
+        case ValueType::U16: v.u = p_.scalar<uint16_t>(field); break;
+        case ValueType::I16: v.i = p_.scalar<int16_t>(field); break;
+        case ValueType::U32: v.u = p_.scalar<uint32_t>(field); break;
+        case ValueType::I32: v.i = p_.scalar<int32_t>(field); break;
+        case ValueType::U64: v.u = p_.scalar<uint64_t>(field); break;
+        case ValueType::I64: v.i = p_.scalar<int64_t>(field); break;
+        case ValueType::F32: v.f = p_.scalar<float>(field); break;
+        case ValueType::F64: v.f = p_.scalar<double>(field); break;
+        case ValueType::BOOL: {
+            const size_t at = p_.pos();
+            v.u = p_.scalar<uint8_t>(field);
+            if (v.u > 1) p_.fail(at, field, "bool value " + std::to_string(v.u) + " is neither 0 nor 1");
+            break;
+        }
+        case ValueType::STRING: v.s = p_.string(field); break;
+        case ValueType::ARRAY: read_array(v, field, depth); break;
+        }
+    }
+
+private:
+    void read_array(Value & v, FieldRef field, int depth) {
+        const size_t type_at = p_.pos();
+        const uint32_t elem = p_.scalar<uint32_t>(field);
+        if (!known_value_type(elem)) {
+            p_.fail(type_at, field, "unknown array element type id " + std::to_string(elem));
+        }
+        v.elem_type = static_cast<ValueType>(elem);
+        if (v.elem_type == ValueType::ARRAY && depth + 1 >= kMaxArrayDepth) {
+            p_.fail(type_at, field, "arrays nested deeper than " + std::to_string(kMaxArrayDepth) + " levels");
+        }
+        const size_t count_at = p_.pos();
+        const uint64_t count = p_.scalar<uint64_t>(field);
+        const size_t min_bytes = min_value_bytes(v.elem_type);
+        if (count > p_.remaining() / min_bytes) {
+            p_.fail(count_at, field, "array count " + std::to_string(count) + " needs at least " +
+                                         std::to_string(min_bytes) + " bytes per element but only " +
+                                         std::to_string(p_.remaining()) + " bytes remain");
+        }
+        v.array.resize(static_cast<size_t>(count));
+        for (size_t k = 0; k < v.array.size(); ++k) {
+            auto elem_field = [&] { return field() + "[" + std::to_string(k) + "]"; };
+            read(v.array[k], v.elem_type, elem_field, depth + 1);
+        }
+    }
+
+    Parser & p_;
+};
+
+}  // namespace
+
+// Parses the buffer (base, size and path set). Throws FileError on the first problem found.
+void Reader::Impl::parse() {
+    Impl & impl = *this;
+    Parser p(impl.base, impl.size, impl.path);
+    const auto field_magic = [] { return std::string("header.magic"); };
+    const auto field_version = [] { return std::string("header.version"); };
+    const auto field_tensor_count = [] { return std::string("header.tensor_count"); };
+    const auto field_kv_count = [] { return std::string("header.metadata_kv_count"); };
+
+    const uint32_t magic = p.scalar<uint32_t>(field_magic);
+    if (magic != kMagic) {
+        char shown[4];
+        std::memcpy(shown, &magic, 4);
+        p.fail(0, field_magic, "bad magic " + quoted(std::string_view(shown, 4)) + ", not a GGUF file");
+    }
+    impl.version = p.scalar<uint32_t>(field_version);
+    if (impl.version != 2 && impl.version != 3) {
+        std::string what = "unsupported version " + std::to_string(impl.version) + " (supported: 2, 3)";
+        if (impl.version != 0 && (impl.version & 0xffffu) == 0) what += "; big-endian files are not supported";
+        p.fail(4, field_version, what);
+    }
+    const uint64_t tensor_count = p.scalar<uint64_t>(field_tensor_count);
+    const uint64_t kv_count = p.scalar<uint64_t>(field_kv_count);
+    // A tensor info takes at least 32 bytes, a key-value pair at least 13 (see format.h).
+    if (tensor_count > p.remaining() / kMinTensorInfoBytes) {
+        p.fail(8, field_tensor_count, "count " + std::to_string(tensor_count) + " is larger than the " +
+                                          std::to_string(p.remaining()) + " remaining bytes can hold");
+    }
+    if (kv_count > p.remaining() / kMinKeyValueBytes) {
+        p.fail(16, field_kv_count, "count " + std::to_string(kv_count) + " is larger than the " +
+                                       std::to_string(p.remaining()) + " remaining bytes can hold");
+    }
+
+    MetadataParser values(p);
+    impl.metadata.resize(static_cast<size_t>(kv_count));
+    impl.value_offsets.resize(static_cast<size_t>(kv_count));
+    impl.key_index.reserve(static_cast<size_t>(kv_count));
+    for (size_t k = 0; k < impl.metadata.size(); ++k) {
+        KeyValue & kv = impl.metadata[k];
+        const size_t key_at = p.pos();
+        const auto field_key = [k] { return "metadata[" + std::to_string(k) + "].key"; };
+        kv.key = p.string(field_key);
+        if (kv.key.empty()) p.fail(key_at, field_key, "empty key");
+        const auto field_value = [&kv] { return "metadata " + quoted(kv.key); };
+        const size_t type_at = p.pos();
+        impl.value_offsets[k] = type_at;
+        const uint32_t type = p.scalar<uint32_t>(field_value);
+        if (!known_value_type(type)) p.fail(type_at, field_value, "unknown value type id " + std::to_string(type));
+        values.read(kv.value, static_cast<ValueType>(type), field_value, 0);
+        const auto [it, inserted] = impl.key_index.emplace(kv.key, k);
+        if (!inserted) {
+            p.fail(key_at, field_key, "duplicate key " + quoted(kv.key) + " (first defined at byte " +
+                                          std::to_string(impl.value_offsets[it->second]) + ")");
+        }
+    }
+
+    if (const auto it = impl.key_index.find(std::string_view(kKeyAlignment)); it != impl.key_index.end()) {
+        const Value & v = impl.metadata[it->second].value;
+        const uint64_t at = impl.value_offsets[it->second];
+        const auto field = [] { return std::string(kKeyAlignment); };
+        if (v.type != ValueType::U32) {
+            p.fail(at, field, std::string("has type ") + value_type_name(v.type) + ", expected u32");
+        }
+        if (v.u == 0 || !std::has_single_bit(v.u)) {
+            p.fail(at, field, "alignment " + std::to_string(v.u) + " is not a power of two");
+        }
+        impl.alignment = static_cast<uint32_t>(v.u);
+    }
+
+    // Tensor infos. Positions of each info's offset field are kept for the data checks below.
+    if (tensor_count > p.remaining() / kMinTensorInfoBytes) {
+        p.fail(8, field_tensor_count, "count " + std::to_string(tensor_count) + " is larger than the " +
+                                          std::to_string(p.remaining()) +
+                                          " bytes left after the metadata can hold");
+    }
+    impl.tensors.resize(static_cast<size_t>(tensor_count));
+    std::vector<uint64_t> offset_field_at(impl.tensors.size());
+    impl.tensor_index.reserve(impl.tensors.size());
+    for (size_t k = 0; k < impl.tensors.size(); ++k) {
+        TensorInfo & t = impl.tensors[k];
+        const size_t name_at = p.pos();
+        const auto field_name = [k] { return "tensor[" + std::to_string(k) + "].name"; };
+        t.name = p.string(field_name);
+        if (t.name.empty()) p.fail(name_at, field_name, "empty tensor name");
+        const auto prefix = [&t] { return "tensor " + quoted(t.name); };
+
+        const size_t dims_at = p.pos();
+        const auto field_dims = [&] { return prefix() + ".n_dims"; };
+        const uint32_t n_dims = p.scalar<uint32_t>(field_dims);
+        if (n_dims < 1 || n_dims > kMaxDims) {
+            p.fail(dims_at, field_dims, "n_dims " + std::to_string(n_dims) + " is outside 1.." +
+                                            std::to_string(kMaxDims));
+        }
+        t.ne.resize(n_dims);
+        std::vector<size_t> dim_at(n_dims);
+        for (uint32_t d = 0; d < n_dims; ++d) {
+            dim_at[d] = p.pos();
+            const auto field_dim = [&] { return prefix() + ".ne[" + std::to_string(d) + "]"; };
+            const uint64_t ne = p.scalar<uint64_t>(field_dim);
+            if (ne == 0 || ne > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+                p.fail(dim_at[d], field_dim, "dimension " + std::to_string(static_cast<int64_t>(ne)) +
+                                                 " is not positive");
+            }
+            t.ne[d] = static_cast<int64_t>(ne);
+        }
+
+        const size_t type_at = p.pos();
+        const auto field_type = [&] { return prefix() + ".type"; };
+        const uint32_t type_id = p.scalar<uint32_t>(field_type);
+        const auto traits = tensor::type_traits(type_id);
+        if (!traits) p.fail(type_at, field_type, "unknown element type id " + std::to_string(type_id));
+        t.type = static_cast<tensor::ElemType>(type_id);
+
+        offset_field_at[k] = p.pos();
+        t.offset = p.scalar<uint64_t>([&] { return prefix() + ".offset"; });
+
+        // Element count and byte size, checked for int64 overflow dimension by dimension.
+        if (static_cast<uint64_t>(t.ne[0]) % traits->block_size != 0) {
+            p.fail(dim_at[0], [&] { return prefix() + ".ne[0]"; },
+                   "row of " + std::to_string(t.ne[0]) + " elements is not a multiple of the " +
+                       std::string(traits->name) + " block size " + std::to_string(traits->block_size));
+        }
+        int64_t n_elements = t.ne[0];
+        uint64_t n_bytes = static_cast<uint64_t>(t.ne[0]) / traits->block_size * traits->block_bytes;
+        for (uint32_t d = 1; d < n_dims; ++d) {
+            const auto field_dim = [&] { return prefix() + ".ne[" + std::to_string(d) + "]"; };
+            if (n_elements > std::numeric_limits<int64_t>::max() / t.ne[d]) {
+                p.fail(dim_at[d], field_dim, "element count overflows int64");
+            }
+            n_elements *= t.ne[d];
+            if (n_bytes > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(t.ne[d])) {
+                p.fail(dim_at[d], field_dim, "byte size overflows uint64");
+            }
+            n_bytes *= static_cast<uint64_t>(t.ne[d]);
+        }
+        t.n_bytes = n_bytes;
+
+        const auto [it, inserted] = impl.tensor_index.emplace(t.name, k);
+        if (!inserted) {
+            p.fail(name_at, field_name, "duplicate tensor name " + quoted(t.name) + " (first is tensor " +
+                                            std::to_string(it->second) + ")");
+        }
+    }
+
+    // The data section starts at the next multiple of the alignment after the infos.
+    const uint64_t infos_end = p.pos();
+    impl.data_offset = (infos_end + impl.alignment - 1) / impl.alignment * impl.alignment;
+    const uint64_t data_size = impl.data_offset <= impl.size ? impl.size - impl.data_offset : 0;
+
+    for (size_t k = 0; k < impl.tensors.size(); ++k) {
+        TensorInfo & t = impl.tensors[k];
+        const auto field = [&t] { return "tensor " + quoted(t.name) + ".offset"; };
+        if (t.offset % impl.alignment != 0) {
+            p.fail(offset_field_at[k], field, "data offset " + std::to_string(t.offset) +
+                                                  " is not a multiple of the alignment " +
+                                                  std::to_string(impl.alignment));
+        }
+        if (t.offset > data_size || t.n_bytes > data_size - t.offset) {
+            p.fail(offset_field_at[k], field,
+                   "data [" + std::to_string(t.offset) + ", +" + std::to_string(t.n_bytes) +
+                       ") runs past the end of the data section (" + std::to_string(data_size) +
+                       " bytes from byte " + std::to_string(impl.data_offset) + ")");
+        }
+        t.data = impl.base + impl.data_offset + t.offset;
+    }
+
+    std::vector<size_t> order(impl.tensors.size());
+    std::iota(order.begin(), order.end(), size_t{0});
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return impl.tensors[a].offset < impl.tensors[b].offset; });
+    for (size_t k = 1; k < order.size(); ++k) {
+        const TensorInfo & prev = impl.tensors[order[k - 1]];
+        const TensorInfo & cur = impl.tensors[order[k]];
+        if (prev.offset + prev.n_bytes > cur.offset) {
+            p.fail(offset_field_at[order[k]], [&cur] { return "tensor " + quoted(cur.name) + ".offset"; },
+                   "data at " + std::to_string(cur.offset) + " overlaps tensor " + quoted(prev.name) + " [" +
+                       std::to_string(prev.offset) + ", " + std::to_string(prev.offset + prev.n_bytes) + ")");
+        }
+    }
+}
+
+int64_t TensorInfo::n_elements() const {
+    int64_t n = 1;
+    for (int64_t d : ne) n *= d;
+    return n;
+}
+
+Reader::Reader(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Reader::Reader(Reader &&) noexcept = default;
+Reader & Reader::operator=(Reader &&) noexcept = default;
+Reader::~Reader() = default;
+
+Reader Reader::open(const std::string & path) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = path;
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) throw FileError(path, 0, "file", std::string("cannot open: ") + std::strerror(errno));
+    struct stat st {};
+    if (fstat(fd, &st) != 0) {
+        const int err = errno;
+        ::close(fd);
+        throw FileError(path, 0, "file", std::string("cannot stat: ") + std::strerror(err));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        ::close(fd);
+        throw FileError(path, 0, "file", "not a regular file");
+    }
+    const auto size = static_cast<size_t>(st.st_size);
+    if (size > 0) {
+        void * addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+        if (addr == MAP_FAILED) {
+            const int err = errno;
+            ::close(fd);
+            throw FileError(path, 0, "file", std::string("cannot map: ") + std::strerror(err));
+        }
+        impl->mapping.addr = addr;
+        impl->mapping.size = size;
+        impl->base = static_cast<const uint8_t *>(addr);
+        impl->size = size;
+    }
+    ::close(fd);  // the mapping stays valid
+    static const uint8_t empty = 0;
+    if (impl->base == nullptr) impl->base = &empty;
+    impl->parse();
+    return Reader(std::move(impl));
+}
+
+Reader Reader::from_memory(const uint8_t * data, size_t size, std::string name) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = std::move(name);
+    static const uint8_t empty = 0;
+    impl->base = data != nullptr ? data : &empty;
+    impl->size = data != nullptr ? size : 0;
+    impl->parse();
+    return Reader(std::move(impl));
+}
+
+const std::string & Reader::path() const { return impl_->path; }
+uint32_t Reader::version() const { return impl_->version; }
+uint32_t Reader::alignment() const { return impl_->alignment; }
+uint64_t Reader::data_offset() const { return impl_->data_offset; }
+const std::vector<KeyValue> & Reader::metadata() const { return impl_->metadata; }
+const std::vector<TensorInfo> & Reader::tensors() const { return impl_->tensors; }
+std::span<const uint8_t> Reader::bytes() const { return {impl_->base, impl_->size}; }
+
+const Value * Reader::find(std::string_view key) const {
+    const auto it = impl_->key_index.find(key);
+    return it == impl_->key_index.end() ? nullptr : &impl_->metadata[it->second].value;
+}
+
+const TensorInfo * Reader::find_tensor(std::string_view name) const {
+    const auto it = impl_->tensor_index.find(name);
+    return it == impl_->tensor_index.end() ? nullptr : &impl_->tensors[it->second];
+}
+
+uint64_t Reader::value_offset(std::string_view key) const {
+    const auto it = impl_->key_index.find(key);
+    return it == impl_->key_index.end() ? 0 : impl_->value_offsets[it->second];
+}
+
+const Value & Reader::Impl::require(std::string_view key, size_t & index) const {
+    const auto it = key_index.find(key);
+    if (it == key_index.end()) throw FileError(path, 0, std::string(key), "required key is missing");
+    index = it->second;
+    return metadata[index].value;
+}
+
+void Reader::Impl::type_error(size_t index, const char * expected) const {
+    const Value & v = metadata[index].value;
+    throw FileError(path, value_offsets[index], metadata[index].key,
+                    std::string("has type ") + value_type_name(v.type) + ", expected " + expected);
+}
+
+uint32_t Reader::get_u32(std::string_view key) const {
+    size_t index = 0;
+    const Value & v = impl_->require(key, index);
+    if (!v.is_integer()) impl_->type_error(index, "an integer");
+    const bool is_signed =
+        v.type == ValueType::I8 || v.type == ValueType::I16 || v.type == ValueType::I32 || v.type == ValueType::I64;
+    const bool fits = is_signed ? (v.i >= 0 && v.i <= static_cast<int64_t>(UINT32_MAX)) : v.u <= UINT32_MAX;
+    if (!fits) {
+        throw FileError(impl_->path, impl_->value_offsets[index], impl_->metadata[index].key,
+                        "value " + (is_signed ? std::to_string(v.i) : std::to_string(v.u)) +
+                            " does not fit in u32");
+    }
+    return static_cast<uint32_t>(is_signed ? static_cast<uint64_t>(v.i) : v.u);
+}
+
+std::optional<uint32_t> Reader::get_u32_opt(std::string_view key) const {
+    if (find(key) == nullptr) return std::nullopt;
+    return get_u32(key);
+}
+
+float Reader::get_f32(std::string_view key) const {
+    size_t index = 0;
+    const Value & v = impl_->require(key, index);
+    if (v.type != ValueType::F32 && v.type != ValueType::F64) impl_->type_error(index, "f32 or f64");
+    return static_cast<float>(v.f);
+}
+
+std::optional<float> Reader::get_f32_opt(std::string_view key) const {
+    if (find(key) == nullptr) return std::nullopt;
+    return get_f32(key);
+}
+
+bool Reader::get_bool(std::string_view key) const {
+    size_t index = 0;
+    const Value & v = impl_->require(key, index);
+    if (v.type != ValueType::BOOL) impl_->type_error(index, "bool");
+    return v.u != 0;
+}
+
+const std::string & Reader::get_string(std::string_view key) const {
+    size_t index = 0;
+    const Value & v = impl_->require(key, index);
+    if (v.type != ValueType::STRING) impl_->type_error(index, "string");
+    return v.s;
+}
+
+}  // namespace offgrid::gguf
