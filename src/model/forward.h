@@ -1,0 +1,20 @@
+// The qwen4exp forward pass over one ubatch, on the memory's plan and storage (src/memory/plan.h).
+#pragma once
+
+#include <vector>
+
+#include "memory/plan.h"
+#include "model/model.h"
+#include "ops/thread_pool.h"
+
+namespace offgrid::model {
+
+// Runs every token of the plan through the model: writes each token's K/V rows, raw indexer keys and the
+// pooled keys of plan.new_pools into storage, reads and writes the groups' recurrent rows (and their
+// rollback snapshots), and returns the logits of the tokens marked `output`, in ubatch order, n_vocab floats
+// per row. `shape` must be the model's cache_shape() the storage was created with. Activations are F32.
+// Throws offgrid::Error for a plan the model cannot run (token id out of range, pool size mismatch, ...).
+std::vector<float> forward(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
+                           memory::Storage & storage, ops::ThreadPool * pool = nullptr);
+
+}  // namespace offgrid::model

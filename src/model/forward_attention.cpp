@@ -1,0 +1,186 @@
+// Full attention (spec 3.5) with QSA k-pool selection (spec 5.5): gated queries, q/k norms, IMRoPE, grouped
+// KV heads, K/V written to each token's cell; on QSA layers raw indexer keys are stored, the plan's new pools
+// are pooled, and each token attends to its top top_k/r pools plus its incomplete tail.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "model/forward_internal.h"
+#include "ops/attention.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/rope.h"
+
+namespace offgrid::model::detail {
+
+namespace {
+
+size_t elem_size(tensor::ElemType t) { return t == tensor::ElemType::F32 ? 4 : 2; }
+
+ops::RopeParams rope_params(const Hparams & hp) {
+    ops::RopeParams p;
+    p.n_rot = static_cast<int>(hp.n_rot);
+    p.sections = hp.rope_sections;
+    p.freq_base = hp.rope_freq_base;
+    p.freq_scale = hp.rope_freq_scale;
+    p.attn_factor = hp.rope_attn_factor;
+    return p;
+}
+
+std::array<int32_t, 4> text_pos(memory::Pos p) { return {p, p, p, 0}; }
+
+// Writes the raw indexer keys, then pools plan.new_pools into their rep rows.
+void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w, const float * a) {
+    const Hparams & hp = b.hp;
+    const size_t T = b.n_tokens, Di = hp.idx_dim, r = b.plan.kpool;
+    const tensor::ElemType type = b.shape.type_k;
+    const size_t half_bytes = Di * elem_size(type);
+    std::vector<float> kr(T * Di), zeros(Di, 0.0f);
+    ops::matmul(w.idx_k, a, T, kr.data(), b.pool);
+    for (size_t t = 0; t < T; ++t) {
+        auto * row = static_cast<uint8_t *>(b.storage.idx_row(li, b.plan.tokens[t].cell));
+        ops::store_cache_row(row, type, &kr[t * Di], Di);
+        ops::store_cache_row(row + half_bytes, type, zeros.data(), Di);
+    }
+    const ops::RopeParams rp = rope_params(hp);
+    std::vector<float> sum(Di), member(Di), pooled(Di);
+    const float inv_r = 1.0f / static_cast<float>(r);
+    for (const memory::NewPool & np : b.plan.new_pools) {
+        if (np.members.size() != r) {
+            throw Error("forward: a new pool has " + std::to_string(np.members.size()) + " members, expected " +
+                        std::to_string(r));
+        }
+        std::fill(sum.begin(), sum.end(), 0.0f);
+        for (uint32_t cell : np.members) {
+            ops::load_cache_row(b.storage.idx_row(li, cell), type, member.data(), Di);
+            for (size_t i = 0; i < Di; ++i) sum[i] += member[i];
+        }
+        for (size_t i = 0; i < Di; ++i) sum[i] *= inv_r;
+        ops::rms_norm(sum.data(), Di, hp.rms_eps, w.idx_k_norm.data(), pooled.data());
+        ops::imrope(pooled.data(), 1, static_cast<int>(Di), rp, np.pos4);
+        auto * rep = static_cast<uint8_t *>(b.storage.idx_row(li, np.rep));
+        ops::store_cache_row(rep + half_bytes, type, pooled.data(), Di);
+    }
+}
+
+}  // namespace
+
+void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
+    const Hparams & hp = b.hp;
+    const AttentionWeights & w = b.model.weights().layers[il].attn;
+    const uint32_t li = static_cast<uint32_t>(b.model.attn_index(il));
+    const size_t T = b.n_tokens, D = hp.head_dim, H = hp.n_head, Hkv = hp.n_head_kv;
+    const size_t qdim = 2 * D * H, kvdim = D * Hkv, group = H / Hkv;
+    const ops::RopeParams rp = rope_params(hp);
+
+    std::vector<float> q(T * qdim), k(T * kvdim), v(T * kvdim);
+    ops::matmul(w.q, a, T, q.data(), b.pool);
+    ops::matmul(w.k, a, T, k.data(), b.pool);
+    ops::matmul(w.v, a, T, v.data(), b.pool);
+    for (float & x : q) x *= w.q_scale;
+    for (float & x : k) x *= w.k_scale;
+    for (float & x : v) x *= w.v_scale;
+
+    // Norm and rotate q (per head, gate halves untouched) and k; store K and V rows.
+    for (size_t t = 0; t < T; ++t) {
+        const memory::TokenPlan & tp = b.plan.tokens[t];
+        const ops::RopeAngles ang = ops::rope_angles(rp, text_pos(tp.pos));
+        for (size_t h = 0; h < H; ++h) {
+            float * qh = &q[t * qdim + 2 * D * h];
+            ops::rms_norm(qh, D, hp.rms_eps, w.q_norm.data(), qh);
+            ops::rope_apply(qh, rp.n_rot, ang);
+        }
+        for (size_t j = 0; j < Hkv; ++j) {
+            float * kj = &k[t * kvdim + D * j];
+            ops::rms_norm(kj, D, hp.rms_eps, w.k_norm.data(), kj);
+            ops::rope_apply(kj, rp.n_rot, ang);
+        }
+        ops::store_cache_row(b.storage.k_row(li, tp.cell), b.shape.type_k, &k[t * kvdim], kvdim);
+        ops::store_cache_row(b.storage.v_row(li, tp.cell), b.shape.type_v, &v[t * kvdim], kvdim);
+    }
+
+    const bool qsa = hp.is_qsa(il);
+    const size_t Di = hp.idx_dim, Hi = hp.idx_heads, r = hp.kpool;
+    std::vector<float> qi;
+    if (qsa) {
+        store_indexer_keys(b, li, w, a);
+        qi.resize(T * Hi * Di);
+        ops::matmul(w.idx_q, a, T, qi.data(), b.pool);
+        for (size_t t = 0; t < T; ++t) {
+            const ops::RopeAngles ang = ops::rope_angles(rp, text_pos(b.plan.tokens[t].pos));
+            for (size_t h = 0; h < Hi; ++h) {
+                float * qh = &qi[(t * Hi + h) * Di];
+                ops::rms_norm(qh, Di, hp.rms_eps, w.idx_q_norm.data(), qh);
+                ops::rope_apply(qh, rp.n_rot, ang);
+            }
+        }
+    }
+
+    // Attention per token: independent, so tokens are spread over the pool.
+    std::vector<float> attn(T * D * H);
+    const float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
+    const size_t budget = qsa ? hp.idx_top_k / r : 0;
+    const tensor::ElemType type_k = b.shape.type_k, type_v = b.shape.type_v;
+    ops::parallel_for(b.pool, T, [&](size_t begin, size_t end) {
+        std::vector<const void *> krows, vrows;
+        std::vector<float> scratch, scores, pooled(Di), head(D);
+        std::vector<uint32_t> cells;
+        for (size_t t = begin; t < end; ++t) {
+            const memory::TokenPlan & tp = b.plan.tokens[t];
+            const memory::SeqView view = b.plan.seq_view(tp.seq);
+            if (tp.n_visible > view.cells.size() || tp.n_pools > view.pools.size()) {
+                throw Error("forward: ubatch token " + std::to_string(t) + ": plan sees more cells or pools than its sequence has");
+            }
+            cells.clear();
+            if (!qsa || tp.n_pools <= budget) {
+                for (size_t j = 0; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
+            } else {
+                // Score every visible pool: sum over indexer heads of relu(q . pooled key), heads in order.
+                scores.resize(tp.n_pools);
+                for (size_t p = 0; p < tp.n_pools; ++p) {
+                    const size_t first = view.pools[p];
+                    if (first + r > view.cells.size()) throw Error("forward: pool beyond its sequence's cells");
+                    const uint32_t rep = view.cells[first + r - 1].cell;
+                    const auto * row = static_cast<const uint8_t *>(b.storage.idx_row(li, rep));
+                    ops::load_cache_row(row + Di * elem_size(type_k), type_k, pooled.data(), Di);
+                    float s = 0.0f;
+                    for (size_t h = 0; h < Hi; ++h) {
+                        const float * qh = &qi[(t * Hi + h) * Di];
+                        float d = 0.0f;
+                        for (size_t i = 0; i < Di; ++i) d += qh[i] * pooled[i];
+                        s += ops::relu(d);
+                    }
+                    scores[p] = s;
+                }
+                std::vector<uint32_t> picked = ops::top_k(scores.data(), scores.size(), budget);
+                std::sort(picked.begin(), picked.end());  // attend in sequence order
+                for (uint32_t p : picked) {
+                    for (size_t m = 0; m < r; ++m) cells.push_back(view.cells[view.pools[p] + m].cell);
+                }
+                for (size_t j = tp.tail.size(); j-- > 0;) cells.push_back(tp.tail[j]);  // oldest first
+            }
+            krows.resize(cells.size());
+            vrows.resize(cells.size());
+            for (size_t j = 0; j < cells.size(); ++j) {
+                krows[j] = b.storage.k_row(li, cells[j]);
+                vrows[j] = b.storage.v_row(li, cells[j]);
+            }
+            scratch.resize(cells.size());
+            const ops::CacheRows K{krows, type_k}, V{vrows, type_v};
+            for (size_t h = 0; h < H; ++h) {
+                const float * qh = &q[t * qdim + 2 * D * h];
+                const float * gate = qh + D;
+                const size_t kv_head = h / group;  // contiguous GQA groups
+                ops::attend_head(qh, D, K, V, kv_head * D, kq_scale, scratch.data(), head.data());
+                float * out = &attn[(t * H + h) * D];
+                for (size_t d = 0; d < D; ++d) out[d] = head[d] * ops::sigmoid(gate[d]);
+            }
+        }
+    });
+    ops::matmul(w.o, attn.data(), T, y, b.pool);
+    for (size_t i = 0; i < T * hp.n_embd; ++i) y[i] *= w.o_scale;
+}
+
+}  // namespace offgrid::model::detail

@@ -1,0 +1,49 @@
+// Shared pieces of the forward pass (one file per block kind). Not part of the public interface.
+#pragma once
+
+#include <cstddef>
+#include <vector>
+
+#include "memory/plan.h"
+#include "model/model.h"
+#include "ops/thread_pool.h"
+
+namespace offgrid::model::detail {
+
+struct Batch {
+    const Model & model;
+    const Hparams & hp;
+    const memory::CacheShape & shape;
+    const memory::Plan & plan;
+    memory::Storage & storage;
+    ops::ThreadPool * pool;
+    size_t n_tokens;
+};
+
+// Hyper-connection mixer over n token residuals R (n x hc x E): writes the mixed block input (n x E) and,
+// when `inject` is non-null, the hc inject logits per token (n x hc).
+void hc_mix(const Batch & b, const HcWeights & w, const float * R, size_t n, float * mixed, float * inject);
+// R[t][h] += 2 sigmoid(inject[t][h] / hc) * y[t].
+void hc_combine(const Batch & b, float * R, const float * y, const float * inject);
+
+// PLE: the per-token n-gram embedding u (n_tokens x E), then the PLE block updating R in place.
+void ple_embeddings(const Batch & b, float * u);
+void ple_block(const Batch & b, uint32_t il, const float * u, float * R);
+
+// Token mixers and the FFN: input a (n_tokens x E), output y (n_tokens x E).
+void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y);
+void attention_layer(const Batch & b, uint32_t il, const float * a, float * y);
+void moe_layer(const Batch & b, uint32_t il, const float * f, float * y);
+
+// Writes the state of the group's live row into the snapshot rows whose moment has come: snapshot k-1 holds
+// the state before the last k tokens of the group, i.e. after `done` = n - k tokens. `copy(from, to)`
+// copies one row's state.
+template <typename Copy>
+void snapshot_if_due(const memory::SeqGroup & g, size_t done, Copy copy) {
+    const size_t n = g.tokens.size();
+    for (size_t k = 1; k <= g.snapshots.size(); ++k) {
+        if (k <= n && n - k == done) copy(g.row, g.snapshots[k - 1]);
+    }
+}
+
+}  // namespace offgrid::model::detail

@@ -1,0 +1,101 @@
+// PLE n-gram hash embeddings (spec 3.4): row indices from the token and its predecessors in the cache, and the
+// PLE block with its dilated causal convolution whose history lives in the recurrent row.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "model/forward_internal.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/sequence.h"
+
+namespace offgrid::model::detail {
+
+namespace {
+
+// Token of the sequence's cell with the greatest position <= target, or -1.
+memory::Token predecessor(const memory::Plan & plan, const memory::SeqView & view, memory::Pos target) {
+    if (target < 0) return -1;
+    auto it = std::upper_bound(view.cells.begin(), view.cells.end(), target,
+                               [](memory::Pos p, const memory::PosCell & c) { return p < c.pos; });
+    if (it == view.cells.begin()) return -1;
+    return plan.cell_token(std::prev(it)->cell);
+}
+
+}  // namespace
+
+void ple_embeddings(const Batch & b, float * u) {
+    const Hparams & hp = b.hp;
+    const size_t N = hp.ple_ngram, G = hp.ple_heads_per_ngram, Dp = hp.ple_dim, E = hp.n_embd;
+    const int64_t eos = hp.ple_eos;
+    std::vector<int64_t> ctx(N);
+    for (size_t t = 0; t < b.n_tokens; ++t) {
+        const memory::TokenPlan & tp = b.plan.tokens[t];
+        const memory::SeqView view = b.plan.seq_view(tp.seq);
+        ctx[0] = tp.token;
+        bool cut = false;
+        for (size_t s = 1; s < N; ++s) {
+            const int64_t prev = cut ? -1 : predecessor(b.plan, view, tp.pos - static_cast<memory::Pos>(s));
+            // An EOS (or the start of the sequence) replaces itself and everything older with EOS.
+            cut = cut || prev < 0 || prev == eos;
+            ctx[s] = cut ? eos : prev;
+        }
+        for (size_t n = 2; n <= N; ++n) {
+            uint64_t mixed = 0;
+            for (size_t j = 0; j < n; ++j) mixed ^= static_cast<uint64_t>(ctx[j]) * hp.ple_multipliers[j];
+            for (size_t g = 0; g < G; ++g) {
+                const size_t h = (n - 2) * G + g;
+                const uint64_t row = mixed % hp.ple_vocab_sizes[h] + hp.ple_offsets[h];
+                ops::dequantize_matrix_row(b.model.weights().ple_table, static_cast<int64_t>(row), u + t * E + h * Dp);
+            }
+        }
+    }
+}
+
+void ple_block(const Batch & b, uint32_t il, const float * u, float * R) {
+    const Hparams & hp = b.hp;
+    const PleWeights & w = b.model.weights().layers[il].ple;
+    const size_t T = b.n_tokens, E = hp.n_embd, hc = hp.hc, dim = hc * E;
+    std::vector<float> key(T * dim), value(T * E);
+    ops::matmul(w.key, u, T, key.data(), b.pool);
+    ops::matmul(w.value, u, T, value.data(), b.pool);
+
+    // Gated value per stream (Gv) and its normed copy (Nc), the conv input.
+    std::vector<float> gv(T * dim), nc(T * dim), kn(E), qn(E);
+    const float inv_sqrt_e = 1.0f / std::sqrt(static_cast<float>(E));
+    for (size_t t = 0; t < T; ++t) {
+        for (size_t h = 0; h < hc; ++h) {
+            ops::rms_norm(&key[t * dim + h * E], E, hp.rms_eps, &w.norm_key[h * E], kn.data());
+            ops::rms_norm(R + t * dim + h * E, E, hp.rms_eps, &w.norm_query[h * E], qn.data());
+            float s = 0.0f;
+            for (size_t i = 0; i < E; ++i) s += kn[i] * qn[i];
+            s *= inv_sqrt_e;
+            const float sgn = s > 0.0f ? 1.0f : (s < 0.0f ? -1.0f : 0.0f);
+            const float gate = ops::sigmoid(sgn * std::sqrt(std::max(std::fabs(s), 1e-6f)));
+            float * g = &gv[t * dim + h * E];
+            for (size_t i = 0; i < E; ++i) g[i] = value[t * E + i] * gate;
+            ops::rms_norm(g, E, hp.rms_eps, &w.norm_conv[h * E], &nc[t * dim + h * E]);
+        }
+    }
+
+    // Dilated causal conv along each sequence group, history in the group's recurrent row.
+    const size_t Kp = hp.ple_conv_kernel, N = hp.ple_ngram;
+    const size_t state_floats = b.shape.ple_floats;
+    std::vector<float> conv(dim);
+    auto copy_row = [&](uint32_t from, uint32_t to) {
+        std::memcpy(b.storage.ple_state(to), b.storage.ple_state(from), state_floats * sizeof(float));
+    };
+    for (const memory::SeqGroup & g : b.plan.groups) {
+        float * history = b.storage.ple_state(g.row);
+        snapshot_if_due(g, 0, copy_row);
+        for (size_t i = 0; i < g.tokens.size(); ++i) {
+            const size_t t = g.tokens[i];
+            ops::causal_conv_step(w.conv.data(), Kp, N, dim, history, &nc[t * dim], conv.data());
+            float * r = R + t * dim;
+            for (size_t c = 0; c < dim; ++c) r[c] += gv[t * dim + c] + ops::silu(conv[c]);
+            snapshot_if_due(g, i + 1, copy_row);
+        }
+    }
+}
+
+}  // namespace offgrid::model::detail

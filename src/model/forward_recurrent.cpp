@@ -1,0 +1,65 @@
+// Gated DeltaNet layer (spec 3.7): projections for the whole ubatch, then the causal conv and the delta rule
+// token by token along each sequence group, with the state in the group's recurrent row.
+#include <cmath>
+#include <cstring>
+
+#include "model/forward_internal.h"
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/sequence.h"
+
+namespace offgrid::model::detail {
+
+void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
+    const Hparams & hp = b.hp;
+    const RecurrentWeights & w = b.model.weights().layers[il].recr;
+    const uint32_t ri = static_cast<uint32_t>(b.model.recr_index(il));
+    const size_t T = b.n_tokens, E = hp.n_embd;
+    const size_t dk = hp.ssm_d_state, dv = hp.ssm_d_state, Hk = hp.ssm_n_k_heads, Hv = hp.ssm_n_v_heads;
+    const size_t key_dim = hp.ssm_key_dim(), vdim = hp.ssm_value_dim(), conv_dim = hp.ssm_conv_dim();
+
+    std::vector<float> x(T * conv_dim), z(T * vdim), beta(T * Hv), alpha(T * Hv);
+    ops::matmul(w.qkv, a, T, x.data(), b.pool);
+    ops::matmul(w.gate, a, T, z.data(), b.pool);
+    ops::matmul(w.beta, a, T, beta.data(), b.pool);
+    ops::matmul(w.alpha, a, T, alpha.data(), b.pool);
+    for (float & v : x) v *= w.qkv_scale;
+    for (float & v : z) v *= w.gate_scale;
+
+    std::vector<float> o(T * vdim), c(conv_dim), head_out(dv);
+    const float out_scale = 1.0f / std::sqrt(static_cast<float>(dk));
+    const size_t conv_floats = b.shape.conv_floats, ssm_floats = b.shape.ssm_floats;
+    auto copy_row = [&](uint32_t from, uint32_t to) {
+        std::memcpy(b.storage.conv_state(ri, to), b.storage.conv_state(ri, from), conv_floats * sizeof(float));
+        std::memcpy(b.storage.ssm_state(ri, to), b.storage.ssm_state(ri, from), ssm_floats * sizeof(float));
+    };
+    for (const memory::SeqGroup & g : b.plan.groups) {
+        float * conv_state = b.storage.conv_state(ri, g.row);
+        float * ssm_state = b.storage.ssm_state(ri, g.row);
+        snapshot_if_due(g, 0, copy_row);
+        for (size_t step = 0; step < g.tokens.size(); ++step) {
+            const size_t t = g.tokens[step];
+            ops::causal_conv_step(w.conv.data(), hp.ssm_d_conv, 1, conv_dim, conv_state, &x[t * conv_dim], c.data());
+            for (float & v : c) v = ops::silu(v);
+            for (size_t i = 0; i < Hk; ++i) {
+                ops::l2_norm(&c[i * dk], dk, hp.rms_eps, &c[i * dk]);
+                ops::l2_norm(&c[key_dim + i * dk], dk, hp.rms_eps, &c[key_dim + i * dk]);
+            }
+            for (size_t j = 0; j < Hv; ++j) {
+                const size_t kh = j % Hk;  // tiled V-head order: value head j reads key head j mod Hk
+                const float gdec = ops::softplus(alpha[t * Hv + j] * w.alpha_scale + w.dt_bias[j]) * w.a[j];
+                const float bt = ops::sigmoid(beta[t * Hv + j] * w.beta_scale);
+                ops::gated_delta_step(ssm_state + j * dk * dv, dk, dv, &c[kh * dk], &c[key_dim + kh * dk],
+                                      &c[2 * key_dim + j * dv], std::exp(gdec), bt, out_scale, head_out.data());
+                float * oj = &o[t * vdim + j * dv];
+                ops::rms_norm(head_out.data(), dv, hp.rms_eps, w.norm.data(), oj);
+                for (size_t m = 0; m < dv; ++m) oj[m] *= ops::sigmoid(z[t * vdim + j * dv + m]);
+            }
+            snapshot_if_due(g, step + 1, copy_row);
+        }
+    }
+    ops::matmul(w.out, o.data(), T, y, b.pool);
+    for (size_t i = 0; i < T * E; ++i) y[i] *= w.out_scale;
+}
+
+}  // namespace offgrid::model::detail

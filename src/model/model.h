@@ -1,0 +1,44 @@
+// A loaded qwen4exp model: the GGUF file (kept mapped), its hyper-parameters and weight views, and the cache
+// shape the hybrid memory must provide for it.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gguf/reader.h"
+#include "memory/plan.h"
+#include "model/hparams.h"
+#include "model/weights.h"
+
+namespace offgrid::model {
+
+class Model {
+public:
+    // Opens, validates and maps a GGUF file. Throws offgrid::Error / FileError naming the key or tensor.
+    static Model load(const std::string & path);
+    // Takes ownership of an open reader (tests build models in memory).
+    static Model from_reader(gguf::Reader reader);
+
+    const Hparams & hparams() const { return hp_; }
+    const Weights & weights() const { return w_; }
+    const gguf::Reader & reader() const { return *reader_; }
+
+    // What the memory must store for this model. type_k applies to K rows and indexer rows, type_v to V rows;
+    // both must be F32 or F16.
+    memory::CacheShape cache_shape(tensor::ElemType type_k = tensor::ElemType::F16,
+                                   tensor::ElemType type_v = tensor::ElemType::F16) const;
+
+    // Model-order layer numbering of the caches: the index of layer il among the full-attention layers
+    // (attention and indexer rows) or among the recurrent layers (recurrent rows); -1 when il is the other kind.
+    int attn_index(uint32_t il) const { return attn_index_[il]; }
+    int recr_index(uint32_t il) const { return recr_index_[il]; }
+
+private:
+    Model() = default;
+    std::unique_ptr<gguf::Reader> reader_;
+    Hparams hp_;
+    Weights w_;
+    std::vector<int> attn_index_, recr_index_;
+};
+
+}  // namespace offgrid::model

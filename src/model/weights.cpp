@@ -1,0 +1,227 @@
+#include "model/weights.h"
+
+#include <string>
+
+#include "common/error.h"
+
+namespace offgrid::model {
+
+namespace {
+
+using gguf::TensorInfo;
+
+std::string shape_str(const std::vector<int64_t> & ne) {
+    std::string s = "{";
+    for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
+    return s + "}";
+}
+
+std::vector<int64_t> trimmed(std::vector<int64_t> ne) {
+    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
+    return ne;
+}
+
+class TensorLoader {
+public:
+    explicit TensorLoader(const gguf::Reader & r) : r_(r) {}
+
+    [[noreturn]] void fail(const std::string & name, const std::string & what) const {
+        throw Error(r_.path() + ": tensor " + name + ": " + what);
+    }
+
+    const TensorInfo * find(const std::string & name) const { return r_.find_tensor(name); }
+
+    const TensorInfo & require(const std::string & name) const {
+        const TensorInfo * t = find(name);
+        if (!t) fail(name, "missing");
+        return *t;
+    }
+
+    void check_shape(const TensorInfo & t, std::vector<int64_t> want) const {
+        if (trimmed(t.ne) != trimmed(want)) {
+            fail(t.name, "shape " + shape_str(t.ne) + ", expected " + shape_str(want));
+        }
+    }
+
+    ops::Matrix view(const TensorInfo & t, int64_t cols, int64_t rows) const {
+        if (!ops::supported_weight_type(t.type)) {
+            fail(t.name, "element type " + std::to_string(static_cast<uint32_t>(t.type)) +
+                             " is not supported (f32, f16, bf16, q8_0)");
+        }
+        if (t.type == tensor::ElemType::Q8_0 && cols % 32 != 0) fail(t.name, "q8_0 rows must be a multiple of 32 wide");
+        ops::Matrix m = ops::make_matrix(t.type, t.data, cols, rows);
+        if (m.row_bytes * static_cast<uint64_t>(rows) > t.n_bytes || t.data == nullptr) {
+            fail(t.name, "data is shorter than its shape needs");
+        }
+        return m;
+    }
+
+    // A 2-D weight {cols, rows}, or a stack {cols, rows, n_stack} viewed as rows * n_stack rows.
+    ops::Matrix matrix(const std::string & name, int64_t cols, int64_t rows, int64_t n_stack = 1) const {
+        const TensorInfo & t = require(name);
+        if (n_stack == 1) {
+            check_shape(t, {cols, rows});
+        } else {
+            check_shape(t, {cols, rows, n_stack});
+        }
+        return view(t, cols, rows * n_stack);
+    }
+
+    // Any tensor of n elements, converted to F32. When `shape` is given it must match; otherwise any
+    // layout with n elements is accepted (the spec allows reshaped norm gammas).
+    std::vector<float> floats(const TensorInfo & t, int64_t n, const std::vector<int64_t> * shape = nullptr) const {
+        if (shape) {
+            check_shape(t, *shape);
+        } else if (t.n_elements() != n) {
+            fail(t.name, "has " + std::to_string(t.n_elements()) + " elements, expected " + std::to_string(n));
+        }
+        const ops::Matrix m = view(t, n, 1);
+        std::vector<float> out(n);
+        ops::dequantize_matrix_row(m, 0, out.data());
+        return out;
+    }
+
+    std::vector<float> vec(const std::string & name, int64_t n) const {
+        const std::vector<int64_t> shape{n};
+        return floats(require(name), n, &shape);
+    }
+
+    std::vector<float> any_layout(const std::string & name, int64_t n) const { return floats(require(name), n); }
+
+    // Optional `.scale` sidecar of one element; 1 when absent.
+    float scale(const std::string & name) const {
+        const TensorInfo * t = find(name);
+        if (!t) return 1.0f;
+        return floats(*t, 1)[0];
+    }
+
+    std::vector<float> expert_scale(const std::string & name, int64_t n_expert) const {
+        const TensorInfo * t = find(name);
+        if (!t) return std::vector<float>(n_expert, 1.0f);
+        return floats(*t, n_expert);
+    }
+
+private:
+    const gguf::Reader & r_;
+};
+
+HcWeights load_hc(const TensorLoader & L, const std::string & prefix, const Hparams & hp, bool with_inject) {
+    const int64_t E = hp.n_embd, hc = hp.hc, dim = int64_t(hp.hc) * hp.n_embd;
+    HcWeights w;
+    w.norm = L.any_layout(prefix + "_norm.weight", E * hc);
+    w.down = L.matrix(prefix + "_down.weight", dim, hp.hc_lr);
+    w.up = L.matrix(prefix + "_up.weight", hp.hc_lr, dim);
+    if (with_inject) w.inject = L.matrix(prefix + "_inject.weight", dim, hc);
+    return w;
+}
+
+}  // namespace
+
+Weights load_weights(const gguf::Reader & reader, const Hparams & hp) {
+    const TensorLoader L(reader);
+    const int64_t E = hp.n_embd, V = hp.n_vocab;
+    Weights w;
+    w.token_embd = L.matrix("token_embd.weight", E, V);
+    w.output = L.find("output.weight") ? L.matrix("output.weight", E, V) : w.token_embd;
+    w.output_hc = load_hc(L, "output_hc", hp, false);
+
+    if (hp.has_ple) {
+        const TensorInfo & t = L.require("per_layer_token_embd.weight");
+        uint64_t need_rows = 0;
+        for (uint32_t h = 0; h < hp.ple_heads(); ++h) {
+            need_rows = std::max<uint64_t>(need_rows, hp.ple_offsets[h] + hp.ple_vocab_sizes[h]);
+        }
+        if (t.ne.size() != 2 || t.ne[0] != hp.ple_dim || t.ne[1] < static_cast<int64_t>(need_rows)) {
+            L.fail(t.name, "shape " + shape_str(t.ne) + ", expected {" + std::to_string(hp.ple_dim) + ", >= " +
+                               std::to_string(need_rows) + "}");
+        }
+        w.ple_table = L.view(t, hp.ple_dim, t.ne[1]);
+    }
+
+    const int64_t D = hp.head_dim, H = hp.n_head, Hkv = hp.n_head_kv, hc_dim = int64_t(hp.hc) * E;
+    const int64_t n_exp = hp.n_expert, n_ff = hp.n_ff_exp, n_sh = hp.n_ff_shexp;
+    w.layers.resize(hp.n_layer);
+    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+        const std::string p = "blk." + std::to_string(il) + ".";
+        LayerWeights & l = w.layers[il];
+        l.hc_attn = load_hc(L, p + "hc_attn", hp, true);
+        l.hc_ffn = load_hc(L, p + "hc_ffn", hp, true);
+
+        if (!hp.is_recurrent[il]) {
+            AttentionWeights & a = l.attn;
+            if (L.find(p + "attn_qkv.weight")) L.fail(p + "attn_qkv.weight", "fused QKV on a full-attention layer is not supported");
+            a.q = L.matrix(p + "attn_q.weight", E, 2 * D * H);
+            a.k = L.matrix(p + "attn_k.weight", E, D * Hkv);
+            a.v = L.matrix(p + "attn_v.weight", E, D * Hkv);
+            a.o = L.matrix(p + "attn_output.weight", D * H, E);
+            a.q_scale = L.scale(p + "attn_q.scale");
+            a.k_scale = L.scale(p + "attn_k.scale");
+            a.v_scale = L.scale(p + "attn_v.scale");
+            a.o_scale = L.scale(p + "attn_output.scale");
+            a.q_norm = L.vec(p + "attn_q_norm.weight", D);
+            a.k_norm = L.vec(p + "attn_k_norm.weight", D);
+            if (hp.is_qsa(il)) {
+                const int64_t Di = hp.idx_dim;
+                a.idx_q = L.matrix(p + "indexer.q_proj.weight", E, int64_t(hp.idx_heads) * Di);
+                a.idx_k = L.matrix(p + "indexer.k_proj.weight", E, Di);
+                a.idx_q_norm = L.vec(p + "indexer.q_norm.weight", Di);
+                a.idx_k_norm = L.vec(p + "indexer.k_norm.weight", Di);
+            }
+        } else {
+            RecurrentWeights & r = l.recr;
+            const int64_t conv_dim = hp.ssm_conv_dim(), vdim = hp.ssm_value_dim(), Hv = hp.ssm_n_v_heads;
+            r.qkv = L.matrix(p + "attn_qkv.weight", E, conv_dim);
+            r.gate = L.matrix(p + "attn_gate.weight", E, vdim);
+            r.beta = L.matrix(p + "ssm_beta.weight", E, Hv);
+            r.alpha = L.matrix(p + "ssm_alpha.weight", E, Hv);
+            r.out = L.matrix(p + "ssm_out.weight", vdim, E);
+            r.qkv_scale = L.scale(p + "attn_qkv.scale");
+            r.gate_scale = L.scale(p + "attn_gate.scale");
+            r.beta_scale = L.scale(p + "ssm_beta.scale");
+            r.alpha_scale = L.scale(p + "ssm_alpha.scale");
+            r.out_scale = L.scale(p + "ssm_out.scale");
+            const std::vector<int64_t> conv_shape{int64_t(hp.ssm_d_conv), conv_dim};
+            r.conv = L.floats(L.require(p + "ssm_conv1d.weight"), hp.ssm_d_conv * conv_dim, &conv_shape);
+            r.dt_bias = L.vec(p + "ssm_dt.bias", Hv);
+            r.a = L.vec(p + "ssm_a", Hv);
+            r.norm = L.vec(p + "ssm_norm.weight", hp.ssm_d_state);
+        }
+
+        if (hp.has_ple && il == hp.ple_layer) {
+            PleWeights & pw = l.ple;
+            pw.key = L.matrix(p + "ple_key.weight", E, hc_dim);
+            pw.value = L.matrix(p + "ple_value.weight", E, E);
+            pw.norm_key = L.any_layout(p + "ple_norm_key.weight", hc_dim);
+            pw.norm_query = L.any_layout(p + "ple_norm_query.weight", hc_dim);
+            pw.norm_conv = L.any_layout(p + "ple_norm_conv.weight", hc_dim);
+            const std::vector<int64_t> conv_shape{int64_t(hp.ple_conv_kernel), hc_dim};
+            pw.conv = L.floats(L.require(p + "ple_conv1d.weight"), hp.ple_conv_kernel * hc_dim, &conv_shape);
+        }
+
+        MoeWeights & m = l.moe;
+        m.router = L.matrix(p + "ffn_gate_inp.weight", E, n_exp);
+        if (L.find(p + "ffn_gate_up_exps.weight")) {
+            m.fused_gate_up = true;
+            m.gate_up = L.matrix(p + "ffn_gate_up_exps.weight", E, 2 * n_ff, n_exp);
+        } else {
+            m.gate = L.matrix(p + "ffn_gate_exps.weight", E, n_ff, n_exp);
+            m.up = L.matrix(p + "ffn_up_exps.weight", E, n_ff, n_exp);
+            m.gate_scale = L.expert_scale(p + "ffn_gate_exps.scale", n_exp);
+            m.up_scale = L.expert_scale(p + "ffn_up_exps.scale", n_exp);
+        }
+        if (m.gate_scale.empty()) m.gate_scale.assign(n_exp, 1.0f);
+        if (m.up_scale.empty()) m.up_scale.assign(n_exp, 1.0f);
+        m.down = L.matrix(p + "ffn_down_exps.weight", n_ff, E, n_exp);
+        m.down_scale = L.expert_scale(p + "ffn_down_exps.scale", n_exp);
+        m.shared_gate_inp = L.vec(p + "ffn_gate_inp_shexp.weight", E);
+        m.shared_gate = L.matrix(p + "ffn_gate_shexp.weight", E, n_sh);
+        m.shared_up = L.matrix(p + "ffn_up_shexp.weight", E, n_sh);
+        m.shared_down = L.matrix(p + "ffn_down_shexp.weight", n_sh, E);
+        m.shared_gate_scale = L.scale(p + "ffn_gate_shexp.scale");
+        m.shared_up_scale = L.scale(p + "ffn_up_shexp.scale");
+        m.shared_down_scale = L.scale(p + "ffn_down_shexp.scale");
+    }
+    return w;
+}
+
+}  // namespace offgrid::model

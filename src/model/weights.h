@@ -1,0 +1,78 @@
+// qwen4exp weights: large matrices are views into the GGUF memory map (F32, F16, BF16 or Q8_0, dequantised
+// row by row while multiplying); small vectors (norm gammas, biases, conv kernels, scales) are converted to
+// F32 copies at load. Every tensor's presence, shape and element type is checked at load (spec section 2).
+#pragma once
+
+#include <vector>
+
+#include "gguf/reader.h"
+#include "model/hparams.h"
+#include "ops/matmul.h"
+
+namespace offgrid::model {
+
+struct HcWeights {
+    std::vector<float> norm;   // hc x E, stream-major (gamma[h][i] at h*E + i)
+    ops::Matrix down;          // hc_lr x hc*E
+    ops::Matrix up;            // hc*E x hc_lr
+    ops::Matrix inject;        // hc x hc*E (absent for the final mixer)
+};
+
+struct AttentionWeights {
+    ops::Matrix q, k, v, o;    // q: 2*D*H rows ([q_h | gate_h] per head); k, v: D*Hkv; o: E x D*H
+    float q_scale = 1, k_scale = 1, v_scale = 1, o_scale = 1;
+    std::vector<float> q_norm, k_norm;  // D
+    // QSA indexer (present on layers with compress ratio > 0).
+    ops::Matrix idx_q, idx_k;           // Hi*Di x E, Di x E
+    std::vector<float> idx_q_norm, idx_k_norm;  // Di
+};
+
+struct RecurrentWeights {
+    ops::Matrix qkv, gate, beta, alpha, out;
+    float qkv_scale = 1, gate_scale = 1, beta_scale = 1, alpha_scale = 1, out_scale = 1;
+    std::vector<float> conv;      // d_conv taps per channel: conv[k + ch*d_conv]
+    std::vector<float> dt_bias;   // Hv
+    std::vector<float> a;         // Hv, = -exp(A_log)
+    std::vector<float> norm;      // d_state, used as-is
+};
+
+struct PleWeights {
+    ops::Matrix key;              // hc*E x E
+    ops::Matrix value;            // E x E
+    std::vector<float> norm_key, norm_query, norm_conv;  // hc x E each
+    std::vector<float> conv;      // Kp taps per channel (hc*E channels)
+};
+
+struct MoeWeights {
+    ops::Matrix router;           // n_expert x E
+    // Either fused gate_up (per expert 2*n_ff rows: gate then up) or separate gate and up (n_ff rows each).
+    bool fused_gate_up = false;
+    ops::Matrix gate_up, gate, up;  // all experts stacked along rows
+    ops::Matrix down;               // n_expert * E rows of n_ff
+    std::vector<float> gate_scale, up_scale, down_scale;  // per expert (1 when absent)
+    std::vector<float> shared_gate_inp;  // E
+    ops::Matrix shared_gate, shared_up, shared_down;
+    float shared_gate_scale = 1, shared_up_scale = 1, shared_down_scale = 1;
+};
+
+struct LayerWeights {
+    HcWeights hc_attn, hc_ffn;
+    AttentionWeights attn;        // full-attention layers
+    RecurrentWeights recr;        // Gated DeltaNet layers
+    PleWeights ple;               // the PLE layer only
+    MoeWeights moe;
+};
+
+struct Weights {
+    ops::Matrix token_embd;       // n_vocab x E
+    ops::Matrix output;           // n_vocab x E (token_embd when the head is tied)
+    HcWeights output_hc;
+    ops::Matrix ple_table;        // rows x Dp
+    std::vector<LayerWeights> layers;
+};
+
+// Throws offgrid::Error naming the file and the tensor for anything missing, misshapen or of a type the
+// kernels cannot read.
+Weights load_weights(const gguf::Reader & reader, const Hparams & hp);
+
+}  // namespace offgrid::model
