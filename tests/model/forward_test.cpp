@@ -1,0 +1,199 @@
+// The engine's forward against the plain reference forward on random-weight tiny models: sparse QSA with
+// r in {2, 4, 8}, dense, weight types, optional tensors; batch-layout and thread-count invariance; rollback
+// snapshots.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+
+#include "gguf/reader.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "reference_forward.h"
+#include "test_memory.h"
+#include "tiny_model.h"
+
+namespace offgrid::model {
+namespace {
+
+struct Built {
+    std::vector<uint8_t> bytes;
+    Model model;
+};
+
+Built build(const test::TinyConfig & c) {
+    std::vector<uint8_t> bytes = test::tiny_model(c).build();
+    Model m = Model::from_reader(gguf::Reader::from_memory(bytes.data(), bytes.size(), "tiny"));
+    return {std::move(bytes), std::move(m)};
+}
+
+std::vector<int32_t> random_tokens(size_t n, uint32_t seed, uint32_t n_vocab) {
+    std::mt19937 rng(seed);
+    std::vector<int32_t> t(n);
+    for (auto & x : t) x = 1 + static_cast<int32_t>(rng() % (n_vocab - 1));
+    // A few EOS tokens, to exercise the PLE reset.
+    for (size_t i = 50; i < n; i += 97) t[i] = 0;
+    return t;
+}
+
+std::vector<float> engine(const Model & m, const std::vector<int32_t> & tokens, size_t n_ubatch,
+                          ops::ThreadPool * pool = nullptr, tensor::ElemType cache = tensor::ElemType::F32) {
+    test::TestMemory mem(m, static_cast<uint32_t>(tokens.size()), m.hparams().kpool, cache, cache);
+    std::vector<float> out;
+    for (size_t s = 0; s < tokens.size(); s += n_ubatch) {
+        const size_t n = std::min(n_ubatch, tokens.size() - s);
+        const auto l = mem.decode({tokens.begin() + s, tokens.begin() + s + n}, std::vector<bool>(n, true), pool);
+        out.insert(out.end(), l.begin(), l.end());
+    }
+    return out;
+}
+
+double max_abs_diff(const std::vector<float> & a, const std::vector<float> & b) {
+    EXPECT_EQ(a.size(), b.size());
+    double d = 0;
+    for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+        if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
+        d = std::max(d, std::fabs(double(a[i]) - double(b[i])));
+    }
+    return d;
+}
+
+size_t sequence_length() {
+    // OFFGRID_LONG_TESTS=1 runs the 2048-token variant.
+    const char * env = std::getenv("OFFGRID_LONG_TESTS");
+    return env && std::string(env) == "1" ? 2048 : 300;
+}
+
+class SparseRatio : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(SparseRatio, EngineEqualsReference) {
+    test::TinyConfig c;
+    c.ratio = GetParam();
+    c.top_k = 8 * c.ratio;  // 8 pools: sparse from 8 * r + r visible tokens on
+    const Built b = build(c);
+    const auto tokens = random_tokens(sequence_length(), 7 + c.ratio, b.model.hparams().n_vocab);
+    const auto ref = test::reference_forward(b.model, tokens);
+    const auto got = engine(b.model, tokens, 37);
+    const double d = max_abs_diff(ref, got);
+    // The selection must matter here, or this test would not test it.
+    test::ReferenceOptions dense;
+    dense.force_dense = true;
+    const double sparse_vs_dense = max_abs_diff(ref, test::reference_forward(b.model, tokens, dense));
+    std::printf("[sparse] r=%u n=%zu: engine vs reference max |diff| %.3g (sparse vs dense %.3g)\n", c.ratio,
+                tokens.size(), d, sparse_vs_dense);
+    EXPECT_LE(d, 1e-4);
+    EXPECT_GT(sparse_vs_dense, 1e-3);
+}
+
+INSTANTIATE_TEST_SUITE_P(Ratios, SparseRatio, ::testing::Values(2u, 4u, 8u));
+
+TEST(Forward, DenseModelEqualsReference) {
+    test::TinyConfig c;
+    c.ratio = 0;
+    const Built b = build(c);
+    const auto tokens = random_tokens(120, 3, b.model.hparams().n_vocab);
+    EXPECT_LE(max_abs_diff(test::reference_forward(b.model, tokens), engine(b.model, tokens, 16)), 1e-4);
+}
+
+TEST(Forward, BatchLayoutAndThreadsGiveIdenticalLogits) {
+    test::TinyConfig c;
+    c.ratio = 4;
+    const Built b = build(c);
+    const auto tokens = random_tokens(90, 4, b.model.hparams().n_vocab);
+    const auto one_batch = engine(b.model, tokens, 90);
+    const auto one_by_one = engine(b.model, tokens, 1);
+    ops::ThreadPool pool(2);
+    const auto threaded = engine(b.model, tokens, 13, &pool);
+    // Every reduction has a fixed order that does not depend on the batch split or the thread count.
+    EXPECT_EQ(one_batch, one_by_one);
+    EXPECT_EQ(one_batch, threaded);
+}
+
+TEST(Forward, WeightTypesMatchReference) {
+    for (auto type : {tensor::ElemType::F16, tensor::ElemType::BF16, tensor::ElemType::Q8_0}) {
+        test::TinyConfig c;
+        c.matrix_type = type;
+        const Built b = build(c);
+        const auto tokens = random_tokens(80, 5, b.model.hparams().n_vocab);
+        const double d = max_abs_diff(test::reference_forward(b.model, tokens), engine(b.model, tokens, 23));
+        EXPECT_LE(d, 1e-4) << "type " << static_cast<int>(type);
+    }
+}
+
+TEST(Forward, OptionalTensorVariantsMatchReference) {
+    test::TinyConfig c;
+    c.tied_output = true;
+    c.fused_gate_up = false;
+    c.with_scales = true;
+    c.ple = false;
+    const Built b = build(c);
+    EXPECT_EQ(b.model.weights().output.data, b.model.weights().token_embd.data);
+    EXPECT_FALSE(b.model.weights().layers[0].moe.fused_gate_up);
+    const auto tokens = random_tokens(70, 6, b.model.hparams().n_vocab);
+    EXPECT_LE(max_abs_diff(test::reference_forward(b.model, tokens), engine(b.model, tokens, 9)), 1e-4);
+}
+
+TEST(Forward, ScalesAreAppliedAndBiasesIgnored) {
+    test::TinyConfig with, without;
+    without.with_scales = false;
+    const Built a = build(with), b = build(without);
+    const auto tokens = random_tokens(20, 8, a.model.hparams().n_vocab);
+    // Same seed, so the weights agree; only the sidecars differ, and they must change the logits.
+    EXPECT_GT(max_abs_diff(engine(a.model, tokens, 20), engine(b.model, tokens, 20)), 1e-3);
+}
+
+TEST(Forward, F16CacheStaysCloseToF32) {
+    const Built b = build(test::TinyConfig{});
+    const auto tokens = random_tokens(60, 9, b.model.hparams().n_vocab);
+    const double d = max_abs_diff(engine(b.model, tokens, 60), engine(b.model, tokens, 60, nullptr, tensor::ElemType::F16));
+    EXPECT_GT(d, 0.0);   // the rounding is really applied
+    EXPECT_LT(d, 5e-2);
+}
+
+TEST(Forward, SnapshotsHoldTheStateBeforeTheLastTokens) {
+    const Built b = build(test::TinyConfig{});
+    const Model & m = b.model;
+    const auto tokens = random_tokens(12, 10, m.hparams().n_vocab);
+    // Row 0 is live; rows 1 and 2 receive the states before the last 1 and 2 tokens of the second ubatch.
+    test::TestMemory mem(m, 16, m.hparams().kpool, tensor::ElemType::F32, tensor::ElemType::F32, 3);
+    mem.decode({tokens.begin(), tokens.begin() + 7}, std::vector<bool>(7, false));
+    mem.snapshot_rows = {1, 2};
+    mem.decode({tokens.begin() + 7, tokens.end()}, std::vector<bool>(5, false));
+    for (uint32_t k = 1; k <= 2; ++k) {
+        test::TestMemory ref(m, 16, m.hparams().kpool);
+        ref.decode({tokens.begin(), tokens.end() - k}, std::vector<bool>(12 - k, false));
+        const auto & s = mem.shape();
+        for (uint32_t l = 0; l < s.n_recr_layers; ++l) {
+            EXPECT_EQ(0, std::memcmp(mem.storage().conv_state(l, k), ref.storage().conv_state(l, 0), s.conv_floats * 4));
+            EXPECT_EQ(0, std::memcmp(mem.storage().ssm_state(l, k), ref.storage().ssm_state(l, 0), s.ssm_floats * 4));
+        }
+        EXPECT_EQ(0, std::memcmp(mem.storage().ple_state(k), ref.storage().ple_state(0), s.ple_floats * 4));
+    }
+}
+
+TEST(Forward, RejectsBadTokensAndPlans) {
+    const Built b = build(test::TinyConfig{});
+    test::TestMemory mem(b.model, 8, b.model.hparams().kpool);
+    EXPECT_THROW(mem.decode({1, 64}, {true, true}), Error);
+    test::TestMemory wrong_pool(b.model, 8, 2);
+    EXPECT_THROW(wrong_pool.decode({1, 2}, {true, true}), Error);
+}
+
+TEST(Forward, OnlyOutputRowsAreReturned) {
+    const Built b = build(test::TinyConfig{});
+    const auto tokens = random_tokens(10, 11, b.model.hparams().n_vocab);
+    test::TestMemory mem(b.model, 16, b.model.hparams().kpool);
+    std::vector<bool> out(10, false);
+    out[3] = out[9] = true;
+    const auto l = mem.decode(tokens, out);
+    ASSERT_EQ(l.size(), 2u * b.model.hparams().n_vocab);
+    const auto all = engine(b.model, tokens, 10);
+    const size_t V = b.model.hparams().n_vocab;
+    EXPECT_EQ(std::vector<float>(l.begin(), l.begin() + V), std::vector<float>(all.begin() + 3 * V, all.begin() + 4 * V));
+    EXPECT_EQ(std::vector<float>(l.begin() + V, l.end()), std::vector<float>(all.begin() + 9 * V, all.end()));
+}
+
+}  // namespace
+}  // namespace offgrid::model

@@ -1,0 +1,20 @@
+// Test-only plain reference forward: one sequence at positions 0..n-1, F32, no caches. Every layer is
+// recomputed over the whole token list with plain loops and the scalar twin kernels; QSA selection sets are
+// built explicitly (pools of r consecutive tokens, top top_k/r pools by score with ties to the earlier pool,
+// plus the incomplete tail; dense while every visible pool fits). Returns n x n_vocab logits.
+#pragma once
+
+#include <vector>
+
+#include "model/model.h"
+
+namespace offgrid::test {
+
+struct ReferenceOptions {
+    bool force_dense = false;   // ignore QSA selection (attend to every visible token)
+};
+
+std::vector<float> reference_forward(const model::Model & m, const std::vector<int32_t> & tokens,
+                                     const ReferenceOptions & opt = {});
+
+}  // namespace offgrid::test
