@@ -173,7 +173,8 @@ struct Ref {
         return y;
     }
 
-    std::vector<Vec> attention(uint32_t il, const std::vector<Vec> & a, bool force_dense) const {
+    std::vector<Vec> attention(uint32_t il, const std::vector<Vec> & a, const ReferenceOptions & opt) const {
+        const bool force_dense = opt.force_dense;
         const auto & w = m.weights().layers[il].attn;
         const size_t D = hp.head_dim, H = hp.n_head, Hkv = hp.n_head_kv, Di = hp.idx_dim, Hi = hp.idx_heads;
         ops::RopeParams rp;
@@ -246,6 +247,11 @@ struct Ref {
                 std::vector<size_t> order(n_pools);
                 std::iota(order.begin(), order.end(), 0);
                 std::stable_sort(order.begin(), order.end(), [&](size_t x, size_t z) { return score[x] > score[z]; });
+                const double kept = score[order[budget - 1]], dropped = score[order[budget]];
+                // Exact zeros (every head rectified) tie identically in any implementation; skip them.
+                if (!(kept == 0.0 && dropped == 0.0)) {
+                    opt.min_selection_gap = std::min(opt.min_selection_gap, (kept - dropped) / std::fabs(kept));
+                }
                 order.resize(budget);
                 std::sort(order.begin(), order.end());
                 for (size_t p : order) for (size_t mm = 0; mm < r; ++mm) sel.push_back(p * r + mm);
@@ -324,7 +330,7 @@ std::vector<float> reference_forward(const model::Model & m, const std::vector<i
         if (hp.has_ple && il == hp.ple_layer) ref.ple(il, tokens, R);
         std::vector<Vec> a(n), inj(n);
         for (size_t t = 0; t < n; ++t) a[t] = ref.hc_mix(lw.hc_attn, R[t], &inj[t]);
-        const auto y = hp.is_recurrent[il] ? ref.gdn(il, a) : ref.attention(il, a, opt.force_dense);
+        const auto y = hp.is_recurrent[il] ? ref.gdn(il, a) : ref.attention(il, a, opt);
         for (size_t t = 0; t < n; ++t) ref.combine(R[t], y[t], inj[t]);
         for (size_t t = 0; t < n; ++t) {
             Vec fi;

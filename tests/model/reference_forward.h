@@ -4,6 +4,7 @@
 // plus the incomplete tail; dense while every visible pool fits). Returns n x n_vocab logits.
 #pragma once
 
+#include <cmath>
 #include <vector>
 
 #include "model/model.h"
@@ -12,6 +13,10 @@ namespace offgrid::test {
 
 struct ReferenceOptions {
     bool force_dense = false;   // ignore QSA selection (attend to every visible token)
+    // Out: the smallest relative gap, over every sparse selection, between the last kept and the first
+    // dropped pool score (exact zero ties excluded). A selection whose gap is within float noise may
+    // legitimately differ between two correct implementations that round differently.
+    mutable double min_selection_gap = INFINITY;
 };
 
 std::vector<float> reference_forward(const model::Model & m, const std::vector<int32_t> & tokens,
