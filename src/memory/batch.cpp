@@ -133,7 +133,21 @@ ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const
                     "sequence " + std::to_string(s) + " spans " + std::to_string(si.min) + ".." +
                         std::to_string(si.max) + " with " + std::to_string(si.distinct.size()) + " distinct positions");
     }
-    // V7: sequences coupled in one token must agree in memory (V8 of the reference can never fire).
+    // V8 (the reference's rule never fires, Q4): every token of a sequence carries the same sequence set, so
+    // coupled sequences advance in lock step and keep identical cells (and identical pools).
+    {
+        std::map<SeqId, size_t> first_tok;
+        for (size_t i = 0; i < n; ++i) {
+            for (size_t s = out.seqs[i]._Find_first(); s < out.seqs[i].size(); s = out.seqs[i]._Find_next(s)) {
+                auto [it, fresh] = first_tok.try_emplace((SeqId)s, i);
+                if (!fresh && out.seqs[it->second] != out.seqs[i])
+                    fail_at(i, "V8 a sequence keeps one sequence set within a batch",
+                            "sequence " + std::to_string(s) + " is in a different set of sequences than at token " +
+                                std::to_string(it->second));
+            }
+        }
+    }
+    // V7: sequences coupled in one token must agree in memory.
     for (size_t i = 0; i < n; ++i) {
         const SeqId s0 = out.first[i];
         for (int s1 = 0; s1 < kMaxSeq; ++s1) {

@@ -105,6 +105,19 @@ BeginResult HybridMemory::begin(const Batch & batch) {
         res.message = e.what();
         return res;
     }
+    // V7, stronger than the reference: coupled sequences must hold the very same cells, else their pools would
+    // put different members behind one rep cell.
+    for (size_t i = 0; i < call->batch.size(); ++i) {
+        const SeqSet & set = call->batch.seqs[i];
+        const SeqId s0 = call->batch.first[i];
+        for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) {
+            if ((SeqId)s == s0 || layout_.seq(s0).cells == layout_.seq((SeqId)s).cells) continue;
+            res.status = DecodeStatus::InvalidBatch;
+            res.message = "batch: token " + std::to_string(i) + ": V7 coupled sequences share their cells: sequence " +
+                          std::to_string(s0) + " and " + std::to_string(s) + " hold different cells";
+            return res;
+        }
+    }
     std::string why;
     const uint32_t keep_tail = has_recurrent_ && params_.n_rs_seq > 0 ? params_.n_rs_seq + 1 : 0;
     if (!split_equal(call->batch, params_.n_ubatch, kv_.n_stream() > 1, keep_tail, call->ubatches, why) ||
@@ -281,6 +294,20 @@ void HybridMemory::relayout(const SeqSet & seqs) {
     }
 }
 
+// True when a cell of s in [p0, p1) is shared with a sequence whose cells differ from s's: moving or dropping it
+// for s alone would regroup the two sequences' pools differently behind the same rep cells.
+bool HybridMemory::shares_cells_unevenly(SeqId s, Pos p0, Pos p1) const {
+    std::tie(p0, p1) = normalize_range(p0, p1);
+    const CellStream & cs = kv_.stream(kv_.stream_of(s));
+    const SeqCells & sc = cs.seq_cells(s);
+    SeqSet others;
+    for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) others |= cs.seqs(it->second);
+    others.reset(s);
+    for (size_t q = others._Find_first(); q < others.size(); q = others._Find_next(q))
+        if (layout_.seq((SeqId)q).cells != layout_.seq(s).cells) return true;
+    return false;
+}
+
 Pos HybridMemory::stale_pos(SeqId s, Pos p0) const {
     // An edit at or below the first position moves the pool alignment: the whole sequence regroups.
     if (s < 0 || p0 <= kv_.seq_pos_min(s)) return 0;
@@ -300,6 +327,12 @@ bool HybridMemory::seq_rm(SeqId s, Pos p0, Pos p1) {
     std::tie(p0, p1) = normalize_range(p0, p1);
     if (p0 >= p1) return true;
     if (!has_recurrent_) {
+        // A partial removal from cells other sequences share (with other cells of their own) is refused.
+        const bool whole = p0 <= 0 && p1 == kPosInf;
+        if (!whole && s >= 0 && shares_cells_unevenly(s, p0, p1)) return false;
+        if (!whole && s < 0)
+            for (SeqId q = 0; q < (SeqId)params_.n_seq_max; ++q)
+                if (shares_cells_unevenly(q, p0, p1)) return false;
         const Pos stale = stale_pos(s, p0);
         const SeqSet changed = kv_.seq_rm(s, p0, p1);
         if (s < 0) layout_.mark_all_stale(0); else layout_.mark_stale(s, stale);
@@ -316,16 +349,13 @@ bool HybridMemory::seq_rm(SeqId s, Pos p0, Pos p1) {
         uint32_t k = 0;
     };
     auto classify = [&](SeqId q) -> Kind {
-        const Pos lo = kv_.seq_pos_min(q), hi = kv_.seq_pos_max(q);
-        if (lo < 0 && !rec_.present(q)) return {Kind::Nothing};
-        if (lo < 0 || (p0 <= lo && p1 > hi)) return {Kind::Whole};
-        if (p1 <= lo || p0 > hi) return {Kind::Nothing};
-        if (p1 > hi) {
-            const SeqCells & sc = kv_.stream(kv_.stream_of(q)).seq_cells(q);
-            uint32_t k = 0;
-            for (auto it = sc.lower_bound({p0, 0}); it != sc.end(); ++it) ++k;
-            if (k >= 1 && k <= rec_.seq(q).snaps) return {Kind::Rollback, k};
-        }
+        const SeqCells & sc = kv_.stream(kv_.stream_of(q)).seq_cells(q);
+        if (sc.empty()) return {rec_.present(q) ? Kind::Whole : Kind::Nothing};
+        uint32_t k = 0;
+        for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) ++k;
+        if (k == 0) return {Kind::Nothing};
+        if (k == sc.size()) return {Kind::Whole};
+        if (p1 > sc.rbegin()->first && k <= rec_.seq(q).snaps) return {Kind::Rollback, k};  // the last k tokens
         return {Kind::Refused};
     };
     std::vector<std::pair<SeqId, Kind>> todo;
@@ -384,6 +414,9 @@ void HybridMemory::seq_add(SeqId s, Pos p0, Pos p1, Pos delta) {
     check_idle("seq_add");
     check_seq(s, "seq_add");
     if (delta == 0) return;
+    if (shares_cells_unevenly(s, p0, p1))
+        throw Error("seq_add: sequence " + std::to_string(s) +
+                    " shares cells with a sequence holding other cells; shifting them would split their pools");
     const Pos stale = stale_pos(s, delta < 0 ? normalize_range(p0, p1).first + delta : normalize_range(p0, p1).first);
     const SeqSet changed = kv_.seq_add(s, p0, p1, delta);
     for (SeqId q = 0; q < kMaxSeq; ++q) {
@@ -392,6 +425,7 @@ void HybridMemory::seq_add(SeqId s, Pos p0, Pos p1, Pos delta) {
         layout_.mark_stale(q, q == s ? stale : 0);
         if ((uint32_t)q < params_.n_seq_max) {
             if (kv_.seq_pos_max(q) < 0) rec_.drop(q); else if (rec_.present(q)) rec_.set_pos(q, kv_.seq_pos_max(q));
+            rec_.forget_snapshots(q);  // a rollback by position is ambiguous once positions moved
         }
     }
     relayout(changed);
@@ -401,11 +435,17 @@ void HybridMemory::seq_div(SeqId s, Pos p0, Pos p1, int d) {
     check_idle("seq_div");
     check_seq(s, "seq_div");
     if (d < 1) throw Error("seq_div: divisor " + std::to_string(d) + " must be at least 1");
+    if (shares_cells_unevenly(s, p0, p1))
+        throw Error("seq_div: sequence " + std::to_string(s) +
+                    " shares cells with a sequence holding other cells; dividing them would split their pools");
     const SeqSet changed = kv_.seq_div(s, p0, p1, d);
     for (SeqId q = 0; q < kMaxSeq; ++q) {
         if (!changed.test(q)) continue;
         layout_.mark_stale(q, 0);
-        if ((uint32_t)q < params_.n_seq_max && rec_.present(q)) rec_.set_pos(q, kv_.seq_pos_max(q));
+        if ((uint32_t)q < params_.n_seq_max && rec_.present(q)) {
+            rec_.set_pos(q, kv_.seq_pos_max(q));
+            rec_.forget_snapshots(q);
+        }
     }
     relayout(changed);
 }

@@ -124,6 +124,7 @@ private:
     void check_idle(const char * op) const;
     void remove_whole(SeqId s);
     Pos stale_pos(SeqId s, Pos p0) const;
+    bool shares_cells_unevenly(SeqId s, Pos p0, Pos p1) const;
 
     MemoryParams params_;
     bool has_recurrent_;

@@ -49,6 +49,7 @@ public:
     void rollback(SeqId s, uint32_t k, Pos new_pos);
     void copy(SeqId src, SeqId dst);  // dst shares src's state
     void set_pos(SeqId s, Pos p) { seqs_[s].pos = p; }
+    void forget_snapshots(SeqId s) { seqs_[s].snaps = 0; }
     void clear();
 
     // Undo journal of one decode call.

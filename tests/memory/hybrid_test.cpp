@@ -235,14 +235,43 @@ TEST(Hybrid, T22_TokensSharedBySequences) {
     EXPECT_EQ(check_contents(mem), "");
 }
 
-TEST(Hybrid, T23_PartialSubsetsAccepted) {
+TEST(Hybrid, FixQ4_T23_PartialSubsetsRefused) {
     HybridMemory mem(small_params(64, 4, true, 0, 16, 0, true, false));
     Batch b;
     b.tokens = {1, 2, 3};
     b.pos = {0, 1, 1};
     b.seqs = {{0, 1, 2}, {0, 1}, {1, 2}};
+    std::string why;
+    EXPECT_EQ(dec_batch(mem, b, &why), DecodeStatus::InvalidBatch);
+    EXPECT_NE(why.find("V8"), std::string::npos) << why;
+    EXPECT_NE(why.find("token 1"), std::string::npos) << why;
+    for (SeqId s = 0; s < 3; ++s) EXPECT_EQ(mm(mem, s), PP(-1, -1));
+}
+
+TEST(Hybrid, CoupledSequencesMustShareTheirCells) {
+    HybridMemory mem(small_params(64, 4, true, 0, 16, 2));
+    dec(mem, 0, 0, 4);
+    dec(mem, 1, 0, 4);  // same positions, other cells
+    Batch b;
+    b.tokens = {1};
+    b.seqs = {{0, 1}};
+    std::string why;
+    EXPECT_EQ(dec_batch(mem, b, &why), DecodeStatus::InvalidBatch);
+    EXPECT_NE(why.find("V7"), std::string::npos) << why;
+    mem.seq_cp(0, 1);
     EXPECT_EQ(dec_batch(mem, b), DecodeStatus::Ok);
-    for (SeqId s = 0; s < 3; ++s) EXPECT_EQ(mm(mem, s), PP(0, 1));
+    EXPECT_EQ(check_contents(mem), "");
+}
+
+TEST(Hybrid, ShiftOfCellsSharedUnevenlyRefused) {
+    HybridMemory mem(small_params(64, 4, true, 0, 16, 2, true, false));
+    dec(mem, 0, 0, 6);
+    mem.seq_cp(0, 1);
+    dec(mem, 1, 6, 2);
+    EXPECT_THROW(mem.seq_add(0, 2, -1, 3), Error);
+    EXPECT_FALSE(mem.seq_rm(0, 2, 4));
+    EXPECT_EQ(span(mem, 0), PP(0, 5));
+    EXPECT_TRUE(mem.seq_rm(1, 6, -1));  // cells only 1 holds
 }
 
 TEST(Hybrid, T25_SeparateStreamsRefuseSharedTokens) {
