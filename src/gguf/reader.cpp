@@ -348,7 +348,11 @@ void Reader::Impl::parse() {
                        std::string(traits->name) + " block size " + std::to_string(traits->block_size));
         }
         int64_t n_elements = t.ne[0];
-        uint64_t n_bytes = static_cast<uint64_t>(t.ne[0]) / traits->block_size * traits->block_bytes;
+        const uint64_t n_blocks = static_cast<uint64_t>(t.ne[0]) / traits->block_size;
+        if (n_blocks > std::numeric_limits<uint64_t>::max() / traits->block_bytes) {
+            p.fail(dim_at[0], [&] { return prefix() + ".ne[0]"; }, "byte size overflows uint64");
+        }
+        uint64_t n_bytes = n_blocks * traits->block_bytes;
         for (uint32_t d = 1; d < n_dims; ++d) {
             const auto field_dim = [&] { return prefix() + ".ne[" + std::to_string(d) + "]"; };
             if (n_elements > std::numeric_limits<int64_t>::max() / t.ne[d]) {

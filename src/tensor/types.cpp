@@ -12,10 +12,11 @@ namespace offgrid::tensor {
 
 namespace {
 
-// Indexed by ggml type id. Block layouts follow ggml's block_* structs (ggml-common.h): e.g. q8_0 is one f16
-// scale and 32 int8 values (34 bytes), the k-quants use super-blocks of 256. Ids 4, 5 (q4_2, q4_3), 31-33 and
+// Indexed by ggml type id. Block layouts follow ggml's block_* structs (ggml-common.h) and gguf-py's
+// GGML_QUANT_SIZES: e.g. q8_0 is one f16 scale and 32 int8 values (34 bytes), the k-quants use super-blocks
+// of 256. Ids 4, 5 (q4_2, q4_3), 31-33 and
 // 36-38 (repacked layouts) were removed upstream and are left empty, so files using them are rejected.
-constexpr size_t kTypeCount = 40;
+constexpr size_t kTypeCount = 43;
 
 constexpr std::array<TypeTraits, kTypeCount> make_table() {
     std::array<TypeTraits, kTypeCount> t{};
@@ -54,6 +55,9 @@ constexpr std::array<TypeTraits, kTypeCount> make_table() {
     set(ElemType::TQ1_0, "tq1_0", 256, 54, false);
     set(ElemType::TQ2_0, "tq2_0", 256, 66, false);
     set(ElemType::MXFP4, "mxfp4", 32, 17, false);
+    set(ElemType::NVFP4, "nvfp4", 64, 36, false);
+    set(ElemType::Q1_0, "q1_0", 128, 18, false);
+    set(ElemType::Q2_0, "q2_0", 64, 18, false);
     return t;
 }
 

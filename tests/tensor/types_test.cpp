@@ -19,7 +19,7 @@ TEST(TypeTable, KnownBlockLayouts) {
         const char * name;
         uint32_t block, bytes;
     };
-    // ggml's block structs (ggml-common.h) and type_traits (ggml.c).
+    // ggml's block structs (ggml-common.h), as listed by gguf-py's GGML_QUANT_SIZES.
     const Row rows[] = {
         {0, "f32", 1, 4},        {1, "f16", 1, 2},         {2, "q4_0", 32, 18},      {3, "q4_1", 32, 20},
         {6, "q5_0", 32, 22},     {7, "q5_1", 32, 24},      {8, "q8_0", 32, 34},      {9, "q8_1", 32, 36},
@@ -29,6 +29,7 @@ TEST(TypeTable, KnownBlockLayouts) {
         {22, "iq2_s", 256, 82},  {23, "iq4_xs", 256, 136}, {24, "i8", 1, 1},         {25, "i16", 1, 2},
         {26, "i32", 1, 4},       {27, "i64", 1, 8},        {28, "f64", 1, 8},        {29, "iq1_m", 256, 56},
         {30, "bf16", 1, 2},      {34, "tq1_0", 256, 54},   {35, "tq2_0", 256, 66},   {39, "mxfp4", 32, 17},
+        {40, "nvfp4", 64, 36},   {41, "q1_0", 128, 18},    {42, "q2_0", 64, 18},
     };
     for (const Row & row : rows) {
         SCOPED_TRACE(row.name);
@@ -39,7 +40,7 @@ TEST(TypeTable, KnownBlockLayouts) {
         EXPECT_EQ(t->block_bytes, row.bytes);
         EXPECT_EQ(t->can_dequantize, row.id == 0 || row.id == 1 || row.id == 8 || row.id == 30);
     }
-    for (uint32_t removed : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 40u, 41u, 1000u, 0xffffffffu}) {
+    for (uint32_t removed : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 43u, 44u, 1000u, 0xffffffffu}) {
         EXPECT_FALSE(type_traits(removed).has_value()) << removed;
     }
     EXPECT_EQ(row_bytes(ElemType::Q8_0, 64), 68u);
