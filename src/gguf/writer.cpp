@@ -286,7 +286,9 @@ uint64_t Writer::header_size() const {
     return n;
 }
 
+// Without tensors the file ends right after the infos (as the ecosystem's writers do): no data section.
 uint64_t Writer::file_size() const {
+    if (tensors_.empty()) return header_size();
     uint64_t n = align_up(header_size(), alignment_);
     for (const PendingTensor & t : tensors_) n += align_up(t.data.size(), alignment_);
     return n;
@@ -312,6 +314,7 @@ void Writer::serialize(Sink & out) const {
         e.put<uint64_t>(offset);
         offset += align_up(t.data.size(), alignment_);
     }
+    if (tensors_.empty()) return;
     const uint64_t header = header_size();
     e.zeros(align_up(header, alignment_) - header);
     for (const PendingTensor & t : tensors_) {
