@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gguf/value.h"
 #include "runtime/unicode_split.h"
 
 namespace offgrid::gguf {
@@ -81,5 +82,12 @@ private:
     struct Impl;
     std::shared_ptr<const Impl> impl_;  // immutable, so copies share it
 };
+
+// The same reading from a plain key/value list (e.g. metadata about to be written); `source` names it in errors.
+TokenizerSpec spec_from_metadata(std::span<const gguf::KeyValue> metadata, const std::string & source = "<metadata>");
+
+// The tokenizer.ggml.* key/values of a spec, ready for a GGUF writer: model, pre, tokens, token_type (i32; all
+// Normal when the spec has none), merges, and the bos / eos / padding ids (u32) that are set.
+std::vector<gguf::KeyValue> tokenizer_metadata(const TokenizerSpec & spec);
 
 }  // namespace offgrid::runtime
