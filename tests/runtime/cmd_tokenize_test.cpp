@@ -17,7 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Run {
+struct CmdResult {
     int status;
     std::string out;
     std::string err;
@@ -29,13 +29,13 @@ std::string slurp(const fs::path & p) {
 }
 
 // Arguments are single-quoted for the shell; none of ours contains a quote.
-Run run_offgrid(const std::string & args) {
+CmdResult run_offgrid(const std::string & args) {
     const fs::path dir = fs::temp_directory_path() / ("offgrid_tokenize_test_" + std::to_string(::getpid()));
     fs::create_directories(dir);
     const std::string cmd = std::string("'") + OFFGRID_BINARY + "' tokenize " + args + " >'" +
                             (dir / "out").string() + "' 2>'" + (dir / "err").string() + "'";
     const int raw = std::system(cmd.c_str());
-    Run r{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir / "out"), slurp(dir / "err")};
+    CmdResult r{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir / "out"), slurp(dir / "err")};
     fs::remove_all(dir);
     return r;
 }
@@ -44,7 +44,7 @@ std::string q(const std::string & s) { return "'" + s + "'"; }
 
 std::string vocab() { return offgrid::test::shared_dir() + "/data/ggml-vocab-qwen35.gguf"; }
 
-void expect_one_line_error(const Run & r, const std::string & fragment) {
+void expect_one_line_error(const CmdResult & r, const std::string & fragment) {
     EXPECT_NE(r.status, 0);
     EXPECT_EQ(r.out, "");
     ASSERT_FALSE(r.err.empty());
@@ -61,7 +61,7 @@ protected:
 
 TEST_F(CmdTokenize, IdsAndPieces) {
     OFFGRID_REQUIRE_SHARED();
-    Run r = run_offgrid("-m " + q(vocab()) + " -p 'Hello world' --ids");
+    CmdResult r = run_offgrid("-m " + q(vocab()) + " -p 'Hello world' --ids");
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, "9707 1879\n");
     r = run_offgrid("-m " + q(vocab()) + " -p ' Hello, world!'");
@@ -73,7 +73,7 @@ TEST_F(CmdTokenize, FileAndSpecialTokens) {
     OFFGRID_REQUIRE_SHARED();
     const fs::path file = fs::temp_directory_path() / ("offgrid_tokenize_input_" + std::to_string(::getpid()));
     std::ofstream(file, std::ios::binary) << "<|im_end|>\n =";
-    Run r = run_offgrid("-m " + q(vocab()) + " -f " + q(file.string()));
+    CmdResult r = run_offgrid("-m " + q(vocab()) + " -f " + q(file.string()));
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, "151645 -> '<|im_end|>'\n   198 -> '\\n'\n   284 -> ' ='\n");
     r = run_offgrid("-m " + q(vocab()) + " -f " + q(file.string()) + " --no-special --ids");
@@ -83,7 +83,7 @@ TEST_F(CmdTokenize, FileAndSpecialTokens) {
 }
 
 TEST_F(CmdTokenize, EmbeddedVocabularyWithoutModel) {
-    const Run r = run_offgrid("-p 'a' --ids");
+    const CmdResult r = run_offgrid("-p 'a' --ids");
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_EQ(r.out, "97\n");  // byte tokens of the embedded vocabulary have the byte's value as id
 }
@@ -121,7 +121,7 @@ TEST_F(CmdTokenize, Errors) {
 }
 
 TEST_F(CmdTokenize, Help) {
-    const Run r = run_offgrid("--help");
+    const CmdResult r = run_offgrid("--help");
     EXPECT_EQ(r.status, 0);
     EXPECT_NE(r.out.find("usage: offgrid tokenize"), std::string::npos);
 }
