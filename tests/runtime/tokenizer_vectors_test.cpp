@@ -8,6 +8,7 @@
 #include <chrono>
 #include <fstream>
 #include <iterator>
+#include <random>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -101,6 +102,27 @@ TEST(TokenizerVectors, SpecialTokensOfTheQwenVocabulary) {
     EXPECT_EQ(std::count(plain.begin(), plain.end(), 151644), 0);
     EXPECT_EQ(tok.detokenize(plain), chat);
     EXPECT_EQ(tok.tokenize("a[PAD151646]b", false), (std::vector<TokenId>{64, 151646, 65}));
+}
+
+TEST(TokenizerVectors, RandomTextRoundTrips) {
+    OFFGRID_REQUIRE_SHARED();
+    const Tokenizer tok = Tokenizer::from_gguf(gguf::Reader::open(vocab_path()));
+    // Pieces that exercise every branch of the pre-tokenizer, plus malformed UTF-8 and special-token text.
+    const std::vector<std::string> pieces = {
+        "a", "Z", "word", " ", "  ", "\t", "\n", "\r\n", "'s", "'LL", "'", "7", "42", "!", "...", "(", "\xC3\xA9",
+        "e\xCC\x81", "\xCC\x81", "\xE6\x88\x91", "\xF0\x9F\xA6\x99", "\xE3\x80\x80", "\xC2\xA0", "\x80",
+        "\xFF", "\xE2\x82", "<|im_start|>", "[PAD151650]", "\xEF\xBD\x9E", "\xE1\x9E\x80"};
+    std::mt19937 rng(42);
+    for (int round = 0; round < 300; ++round) {
+        std::string text;
+        const int n = static_cast<int>(rng() % 24);
+        for (int i = 0; i < n; ++i) text += pieces[rng() % pieces.size()];
+        for (const bool special : {false, true}) {
+            const std::vector<TokenId> ids = tok.tokenize(text, special);
+            ASSERT_EQ(tok.detokenize(ids), text) << "special " << special;
+            for (const TokenId id : ids) ASSERT_LT(static_cast<size_t>(id), tok.n_vocab());
+        }
+    }
 }
 
 TEST(TokenizerVectors, GgufErrors) {
