@@ -5,6 +5,8 @@
 #include <vector>
 
 #include "common/error.h"
+#include "gguf/reader.h"
+#include "gguf/writer.h"
 #include "runtime/byte_vocab.h"
 #include "runtime/tokenizer.h"
 
@@ -61,6 +63,23 @@ TEST(TokenizerMetadata, ByteVocabRoundTrip) {
     EXPECT_EQ(back.bos, std::nullopt);
     const Tokenizer tok(back);
     EXPECT_EQ(tok.detokenize(tok.tokenize("round trip")), "round trip");
+}
+
+TEST(TokenizerMetadata, ThroughAGgufFile) {
+    gguf::Writer writer;
+    writer.set_string("general.architecture", "qwen4exp");
+    for (auto & kv : tokenizer_metadata(byte_vocab_spec())) writer.set(kv.key, kv.value);
+    const std::vector<uint8_t> bytes = writer.to_bytes();
+    const gguf::Reader reader = gguf::Reader::from_memory(bytes.data(), bytes.size(), "byte_vocab.gguf");
+    const Tokenizer tok = Tokenizer::from_gguf(reader);
+    EXPECT_EQ(tok.n_vocab(), 502u);
+    EXPECT_EQ(tok.n_merges(), 245u);
+    EXPECT_EQ(tok.eos(), 501);
+    EXPECT_EQ(tok.token_type(501), TokenType::Control);
+    const Tokenizer direct = byte_vocab_tokenizer();
+    const std::string text(byte_vocab_sample_text());
+    EXPECT_EQ(tok.tokenize(text), direct.tokenize(text));
+    EXPECT_EQ(tok.detokenize(tok.tokenize(text)), text);
 }
 
 TEST(TokenizerMetadata, TypeErrorsNameTheKey) {
