@@ -75,7 +75,9 @@ TEST_P(SparseRatio, EngineEqualsReference) {
     const Built b = build(c);
     // Two correct implementations that round differently may pick different pools when two scores are
     // within float noise of each other. Use the first token sequence whose selections are all decided by
-    // a clear margin (relative gap >= 1e-5), and say which.
+    // a clear margin, and say which. Engine and reference scores differ by about 1e-7 relative; over 2048
+    // tokens gaps below 1e-5 are common, so the long run accepts 2e-6.
+    const double min_gap = sequence_length() > 1000 ? 2e-6 : 1e-5;
     std::vector<int32_t> tokens;
     std::vector<float> ref;
     test::ReferenceOptions opt;
@@ -84,7 +86,7 @@ TEST_P(SparseRatio, EngineEqualsReference) {
         tokens = random_tokens(sequence_length(), 7 + c.ratio + 100 * seed, b.model.hparams().n_vocab);
         opt = test::ReferenceOptions{};
         ref = test::reference_forward(b.model, tokens, opt);
-        if (opt.min_selection_gap >= 1e-5) break;
+        if (opt.min_selection_gap >= min_gap) break;
     }
     ASSERT_LT(seed, 6u) << "every candidate sequence has a near-tie selection";
     const auto got = engine(b.model, tokens, 37);
