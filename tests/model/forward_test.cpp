@@ -10,6 +10,7 @@
 
 #include "gguf/reader.h"
 #include "model/forward.h"
+#include "model/shift.h"
 #include "model/model.h"
 #include "reference_forward.h"
 #include "test_memory.h"
@@ -207,6 +208,48 @@ TEST(Forward, OnlyOutputRowsAreReturned) {
     const size_t V = b.model.hparams().n_vocab;
     EXPECT_EQ(std::vector<float>(l.begin(), l.begin() + V), std::vector<float>(all.begin() + 3 * V, all.begin() + 4 * V));
     EXPECT_EQ(std::vector<float>(l.begin() + V, l.end()), std::vector<float>(all.begin() + 9 * V, all.end()));
+}
+
+}  // namespace
+}  // namespace offgrid::model
+
+namespace offgrid::model {
+namespace {
+
+TEST(Shift, RerotatedKeysEqualKeysRopedAtTheNewPosition) {
+    const Built b = build(test::TinyConfig{});
+    const Hparams & hp = b.model.hparams();
+    const auto tokens = random_tokens(6, 12, hp.n_vocab);
+    test::TestMemory mem(b.model, 8, hp.kpool);
+    mem.decode(tokens, std::vector<bool>(6, false));
+    const auto & s = mem.shape();
+    const uint32_t cell = 4;
+    const int old_pos = 4, new_pos = 41;
+    std::vector<std::vector<float>> before(s.n_attn_layers, std::vector<float>(s.kv_width));
+    for (uint32_t l = 0; l < s.n_attn_layers; ++l) {
+        std::memcpy(before[l].data(), mem.storage().k_row(l, cell), s.kv_width * 4);
+    }
+    rerotate_keys(b.model, s, mem.storage(), cell, old_pos, new_pos);
+    // Expected: NeoX pairs turned by (new - old) * theta_i in double; dimensions past n_rot untouched.
+    const size_t D = hp.head_dim, half = hp.n_rot / 2;
+    for (uint32_t l = 0; l < s.n_attn_layers; ++l) {
+        const float * after = static_cast<const float *>(mem.storage().k_row(l, cell));
+        for (size_t h = 0; h < hp.n_head_kv; ++h) {
+            for (size_t i = 0; i < half; ++i) {
+                const double th = (new_pos - old_pos) * std::pow(double(hp.rope_freq_base), -2.0 * i / hp.n_rot);
+                const double x0 = before[l][h * D + i], x1 = before[l][h * D + i + half];
+                EXPECT_NEAR(after[h * D + i], x0 * std::cos(th) - x1 * std::sin(th), 1e-4);
+                EXPECT_NEAR(after[h * D + i + half], x0 * std::sin(th) + x1 * std::cos(th), 1e-4);
+            }
+            for (size_t i = hp.n_rot; i < D; ++i) EXPECT_EQ(after[h * D + i], before[l][h * D + i]);
+        }
+    }
+    // And back again.
+    rerotate_keys(b.model, s, mem.storage(), cell, new_pos, old_pos);
+    for (uint32_t l = 0; l < s.n_attn_layers; ++l) {
+        const float * back = static_cast<const float *>(mem.storage().k_row(l, cell));
+        for (size_t i = 0; i < s.kv_width; ++i) EXPECT_NEAR(back[i], before[l][i], 1e-5);
+    }
 }
 
 }  // namespace
