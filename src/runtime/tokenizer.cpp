@@ -62,6 +62,8 @@ struct Tokenizer::Impl {
     std::array<TokenId, 256> byte_tokens{};              // -1 when the vocabulary lacks that byte
     std::vector<TokenId> specials;                       // longest text first
     std::optional<TokenId> bos, eos, pad;
+    bool add_bos = false;
+    std::vector<TokenId> end_of_generation;  // sorted
 
     void check_id(TokenId id) const {
         if (id < 0 || static_cast<size_t>(id) >= tokens.size()) {
@@ -149,6 +151,26 @@ Tokenizer::Tokenizer(const TokenizerSpec & spec) {
     impl->bos = special_id(spec.bos, "tokenizer.ggml.bos_token_id");
     impl->eos = special_id(spec.eos, "tokenizer.ggml.eos_token_id");
     impl->pad = special_id(spec.pad, "tokenizer.ggml.padding_token_id");
+    impl->add_bos = spec.add_bos.value_or(false) && impl->bos.has_value();
+
+    // End-of-generation tokens, found by their text the way llama.cpp finds them when the file does not list
+    // them: GGUF only stores eos, but chat models end a turn with another control token.
+    static const char * const kEndTexts[] = {
+        "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "</s>", "<EOT>",
+        "_<EOT>", "<|return|>", "<|call|>",
+        "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek's, in full-width bars
+    };
+    if (impl->eos) impl->end_of_generation.push_back(*impl->eos);
+    for (const char * text : kEndTexts) {
+        const auto it = impl->ids.find(text);
+        if (it != impl->ids.end() && (impl->types[it->second] == TokenType::Control ||
+                                      impl->types[it->second] == TokenType::UserDefined)) {
+            impl->end_of_generation.push_back(it->second);
+        }
+    }
+    std::sort(impl->end_of_generation.begin(), impl->end_of_generation.end());
+    impl->end_of_generation.erase(std::unique(impl->end_of_generation.begin(), impl->end_of_generation.end()),
+                                  impl->end_of_generation.end());
     impl_ = std::move(impl);
 }
 
@@ -313,6 +335,13 @@ std::optional<TokenId> Tokenizer::find_token(std::string_view text) const {
 std::optional<TokenId> Tokenizer::bos() const { return impl_->bos; }
 std::optional<TokenId> Tokenizer::eos() const { return impl_->eos; }
 std::optional<TokenId> Tokenizer::pad() const { return impl_->pad; }
+bool Tokenizer::add_bos() const { return impl_->add_bos; }
+
+bool Tokenizer::is_end_of_generation(TokenId id) const {
+    return std::binary_search(impl_->end_of_generation.begin(), impl_->end_of_generation.end(), id);
+}
+
+const std::vector<TokenId> & Tokenizer::end_of_generation_tokens() const { return impl_->end_of_generation; }
 PreTokenizer Tokenizer::pre_tokenizer() const { return impl_->pre; }
 size_t Tokenizer::n_merges() const { return impl_->merges.size(); }
 

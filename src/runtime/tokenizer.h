@@ -47,6 +47,7 @@ struct TokenizerSpec {
     std::optional<TokenId> bos;         // tokenizer.ggml.bos_token_id
     std::optional<TokenId> eos;         // tokenizer.ggml.eos_token_id
     std::optional<TokenId> pad;         // tokenizer.ggml.padding_token_id
+    std::optional<bool> add_bos;        // tokenizer.ggml.add_bos_token (absent: no BOS, as for gpt2 in llama.cpp)
 };
 
 class Tokenizer {
@@ -75,6 +76,12 @@ public:
     std::optional<TokenId> bos() const;
     std::optional<TokenId> eos() const;
     std::optional<TokenId> pad() const;
+    // Whether a prompt should start with bos() (only when a BOS token exists and add_bos_token says so).
+    bool add_bos() const;
+    // Tokens that end a generation: eos, and the control tokens the ecosystem uses to end a turn or a text
+    // (<|endoftext|>, <|im_end|>, <|eot_id|>, <|eom_id|>, <|end|>, <end_of_turn>, </s>, ...).
+    bool is_end_of_generation(TokenId id) const;
+    const std::vector<TokenId> & end_of_generation_tokens() const;   // sorted
     PreTokenizer pre_tokenizer() const;
     size_t n_merges() const;
 
@@ -87,7 +94,7 @@ private:
 TokenizerSpec spec_from_metadata(std::span<const gguf::KeyValue> metadata, const std::string & source = "<metadata>");
 
 // The tokenizer.ggml.* key/values of a spec, ready for a GGUF writer: model, pre, tokens, token_type (i32; all
-// Normal when the spec has none), merges, and the bos / eos / padding ids (u32) that are set.
+// Normal when the spec has none), merges, the bos / eos / padding ids (u32) and add_bos_token (bool) that are set.
 std::vector<gguf::KeyValue> tokenizer_metadata(const TokenizerSpec & spec);
 
 }  // namespace offgrid::runtime

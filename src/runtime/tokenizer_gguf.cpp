@@ -77,6 +77,13 @@ public:
         return static_cast<TokenId>(id);
     }
 
+    std::optional<bool> boolean(std::string_view key) const {
+        const Value * v = find_(key);
+        if (!v) return std::nullopt;
+        if (v->type != ValueType::BOOL) fail(key, "expected a bool, found " + type_text(*v));
+        return v->u != 0;
+    }
+
     const std::string & source() const { return source_; }
 
 private:
@@ -114,6 +121,7 @@ TokenizerSpec read_spec(const MetadataReader & md) {
     spec.bos = md.token_id("tokenizer.ggml.bos_token_id");
     spec.eos = md.token_id("tokenizer.ggml.eos_token_id");
     spec.pad = md.token_id("tokenizer.ggml.padding_token_id");
+    spec.add_bos = md.boolean("tokenizer.ggml.add_bos_token");
     return spec;
 }
 
@@ -200,6 +208,12 @@ std::vector<gguf::KeyValue> tokenizer_metadata(const TokenizerSpec & spec) {
     id("tokenizer.ggml.bos_token_id", spec.bos);
     id("tokenizer.ggml.eos_token_id", spec.eos);
     id("tokenizer.ggml.padding_token_id", spec.pad);
+    if (spec.add_bos) {
+        Value v;
+        v.type = ValueType::BOOL;
+        v.u = *spec.add_bos ? 1 : 0;
+        out.push_back({"tokenizer.ggml.add_bos_token", v});
+    }
     return out;
 }
 

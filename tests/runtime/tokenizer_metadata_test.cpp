@@ -61,8 +61,18 @@ TEST(TokenizerMetadata, ByteVocabRoundTrip) {
     EXPECT_EQ(back.merges, spec.merges);
     EXPECT_EQ(back.eos, spec.eos);
     EXPECT_EQ(back.bos, std::nullopt);
+    EXPECT_EQ(back.add_bos, std::nullopt);
     const Tokenizer tok(back);
     EXPECT_EQ(tok.detokenize(tok.tokenize("round trip")), "round trip");
+
+    TokenizerSpec with_bos = spec;
+    with_bos.bos = 501;
+    with_bos.add_bos = true;
+    const std::vector<KeyValue> kv2 = tokenizer_metadata(with_bos);
+    ASSERT_NE(find(kv2, "tokenizer.ggml.add_bos_token"), nullptr);
+    EXPECT_EQ(find(kv2, "tokenizer.ggml.add_bos_token")->type, ValueType::BOOL);
+    EXPECT_EQ(spec_from_metadata(kv2).add_bos, true);
+    EXPECT_EQ(spec_from_metadata(kv2).bos, 501);
 }
 
 TEST(TokenizerMetadata, ThroughAGgufFile) {
@@ -110,6 +120,13 @@ TEST(TokenizerMetadata, TypeErrorsNameTheKey) {
     expect_error([&] {
         spec_from_metadata(edited("tokenizer.ggml.eos_token_id", [](Value & v) { v.u = 1ull << 40; }));
     }, "tokenizer.ggml.eos_token_id: token id");
+    expect_error([&] {
+        std::vector<KeyValue> kv = good;
+        gguf::Value v;
+        v.type = ValueType::U32;
+        kv.push_back({"tokenizer.ggml.add_bos_token", v});
+        spec_from_metadata(kv);
+    }, "tokenizer.ggml.add_bos_token: expected a bool");
     std::vector<KeyValue> no_tokens = good;
     std::erase_if(no_tokens, [](const KeyValue & e) { return e.key == "tokenizer.ggml.tokens"; });
     expect_error([&] { spec_from_metadata(no_tokens); }, "tokenizer.ggml.tokens: missing");

@@ -137,6 +137,27 @@ TEST(Tokenizer, Lookups) {
     EXPECT_EQ(copy.tokenize("hello"), (Ids{259}));
 }
 
+TEST(Tokenizer, EndOfGenerationAndBos) {
+    TokenizerSpec spec = small_spec();
+    spec.tokens.push_back("<|im_end|>");  // 268, control: ends a turn
+    spec.token_types.push_back(3);
+    spec.tokens.push_back("</s>");  // 269, but a normal token: not special
+    spec.token_types.push_back(1);
+    spec.eos = 'x';  // an odd eos still counts
+    const Tokenizer tok(spec);
+    EXPECT_EQ(tok.end_of_generation_tokens(), (Ids{'x', 264, 268}));  // eos, <|end|>, <|im_end|>
+    EXPECT_TRUE(tok.is_end_of_generation(268));
+    EXPECT_TRUE(tok.is_end_of_generation('x'));
+    EXPECT_TRUE(tok.is_end_of_generation(264));
+    EXPECT_FALSE(tok.is_end_of_generation(265));  // user-defined, but not an end text
+    EXPECT_FALSE(tok.is_end_of_generation(269));
+    EXPECT_FALSE(tok.add_bos());
+    spec.add_bos = true;
+    EXPECT_FALSE(Tokenizer(spec).add_bos());  // no bos token
+    spec.bos = 'b';
+    EXPECT_TRUE(Tokenizer(spec).add_bos());
+}
+
 TEST(Tokenizer, RejectsBadSpecs) {
     auto with = [](auto edit) {
         TokenizerSpec s = small_spec();

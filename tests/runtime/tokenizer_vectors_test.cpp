@@ -70,6 +70,8 @@ TEST(TokenizerVectors, Qwen35ExactAndRoundTrip) {
     EXPECT_EQ(tok.pre_tokenizer(), PreTokenizer::Qwen35);
     EXPECT_EQ(tok.eos(), 151643);
     EXPECT_EQ(tok.token_type(151644), TokenType::Control);
+    EXPECT_EQ(tok.end_of_generation_tokens(), (std::vector<TokenId>{151643, 151645}));  // <|endoftext|>, <|im_end|>
+    EXPECT_FALSE(tok.add_bos());
 
     const std::vector<Vector> vectors = read_vectors();
     ASSERT_EQ(vectors.size(), 50u);
