@@ -99,6 +99,18 @@ uint32_t byte_to_codepoint(uint8_t byte) { return byte_map().to_cp[byte]; }
 
 int codepoint_to_byte(uint32_t cp) { return cp < 512 ? byte_map().from_cp[cp] : -1; }
 
+size_t complete_utf8_prefix(std::string_view bytes) {
+    // Only the last three bytes can belong to an unfinished sequence: find its lead byte, if any.
+    const size_t n = bytes.size();
+    for (size_t back = 1; back <= 3 && back <= n; ++back) {
+        const auto b = static_cast<uint8_t>(bytes[n - back]);
+        if ((b & 0xC0) == 0x80) continue;  // continuation byte: look further back
+        const size_t need = (b & 0xE0) == 0xC0 ? 2 : (b & 0xF0) == 0xE0 ? 3 : (b & 0xF8) == 0xF0 ? 4 : 1;
+        return need > back ? n - back : n;
+    }
+    return n;
+}
+
 void append_utf8(std::string & out, uint32_t cp) {
     if (cp < 0x80) {
         out.push_back(static_cast<char>(cp));

@@ -59,6 +59,11 @@ uint32_t byte_to_codepoint(uint8_t byte);
 // The inverse; -1 for a code point that no byte maps to.
 int codepoint_to_byte(uint32_t cp);
 
+// Length of the longest prefix of `bytes` that does not end inside an unfinished UTF-8 sequence: streaming output
+// prints that much and keeps the rest until the next piece completes it. A tail that can never become valid
+// (a stray continuation byte, a bad lead byte) is not held back.
+size_t complete_utf8_prefix(std::string_view bytes);
+
 // Appends the UTF-8 encoding of cp (which must be <= U+10FFFF; surrogates are encoded as they are).
 void append_utf8(std::string & out, uint32_t cp);
 

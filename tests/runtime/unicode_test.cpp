@@ -96,6 +96,18 @@ TEST(Utf8, MalformedBytesDecodeOneAtATime) {
     }
 }
 
+TEST(Utf8, CompletePrefixHoldsBackUnfinishedSequences) {
+    EXPECT_EQ(complete_utf8_prefix(""), 0u);
+    EXPECT_EQ(complete_utf8_prefix("abc"), 3u);
+    EXPECT_EQ(complete_utf8_prefix("a\xC3"), 1u);                  // é cut after its lead byte
+    EXPECT_EQ(complete_utf8_prefix("a\xC3\xA9"), 3u);
+    EXPECT_EQ(complete_utf8_prefix("a\xF0\x9F\xA6"), 1u);          // 🦙 missing its last byte
+    EXPECT_EQ(complete_utf8_prefix("a\xF0\x9F\xA6\x99"), 5u);
+    EXPECT_EQ(complete_utf8_prefix("a\xE6\x88"), 1u);
+    EXPECT_EQ(complete_utf8_prefix("a\x80\x80\x80\x80"), 5u);      // stray continuation bytes never complete
+    EXPECT_EQ(complete_utf8_prefix("a\xFF"), 2u);
+}
+
 TEST(Utf8, AppendEncodes) {
     std::string out;
     append_utf8(out, 'x');
