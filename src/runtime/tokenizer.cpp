@@ -1,9 +1,8 @@
-// Byte-level BPE: vocabulary tables, special-token partition, merging, detokenisation and GGUF loading.
+// Byte-level BPE: vocabulary tables, special-token partition, merging and detokenisation.
 #include "runtime/tokenizer.h"
 
 #include <algorithm>
 #include <array>
-#include <queue>
 #include <unordered_map>
 
 #include "common/error.h"

@@ -109,7 +109,8 @@ TokenizerSpec read_spec(const MetadataReader & md) {
         for (size_t i = 0; i < types->array.size(); ++i) {
             const int64_t t = integer_of(types->array[i]);
             if (t < INT32_MIN || t > INT32_MAX) {
-                md.fail("tokenizer.ggml.token_type[" + std::to_string(i) + "]", "invalid token type " + std::to_string(t));
+                md.fail("tokenizer.ggml.token_type[" + std::to_string(i) + "]",
+                        "invalid token type " + std::to_string(t));
             }
             spec.token_types.push_back(static_cast<int32_t>(t));
         }
