@@ -1,0 +1,118 @@
+// The public API: load a model, create a context over the hybrid memory, decode batches, read logits, edit
+// sequences, save and restore state. Everything a command of `offgrid` does goes through this.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace offgrid {
+
+namespace model { class Model; }
+namespace runtime { class ContextImpl; }
+
+// A loaded model (weights memory-mapped). Shared by any number of contexts.
+class Model {
+public:
+    // Throws offgrid::Error (or FileError) naming the file and what is wrong.
+    static std::shared_ptr<const Model> load(const std::string & path);
+
+    int32_t n_vocab() const;
+    uint32_t n_ctx_train() const;
+    std::string describe() const;   // one line: architecture, sizes, QSA settings
+    const std::string & path() const;
+    uint64_t fingerprint() const;   // identifies the weights and shapes (state files refuse another model)
+
+    const model::Model & impl() const { return *impl_; }
+
+    explicit Model(std::shared_ptr<const model::Model> impl, std::string path);
+
+private:
+    std::shared_ptr<const model::Model> impl_;
+    std::string path_;
+};
+
+struct ContextParams {
+    uint32_t n_ctx = 0;        // total cells; 0 = the model's context length; rounded up to a multiple of 256
+    uint32_t n_batch = 0;      // most tokens per decode call; 0 = n_ctx
+    uint32_t n_ubatch = 512;   // most tokens per micro-batch (clamped to n_batch)
+    uint32_t n_seq_max = 1;    // sequence ids 0 .. n_seq_max-1
+    bool unified = false;      // one stream shared by all sequences, or one per sequence
+    uint32_t n_rs_seq = 0;     // recurrent rollback snapshots per sequence
+    std::string type_k = "f16";  // "f32" or "f16": K and indexer rows
+    std::string type_v = "f16";  // "f32" or "f16"
+    int n_threads = 1;
+    bool qsa_dense = false;    // force dense attention on QSA layers (for comparisons)
+};
+
+// One token of a decode call. pos < 0 means "next position of its first sequence".
+struct BatchToken {
+    int32_t token = 0;
+    int32_t pos = -1;
+    std::vector<int32_t> seqs{0};
+    bool output = false;
+};
+
+enum class DecodeStatus { Ok, NoSpace, InvalidBatch, Aborted };
+
+struct DecodeResult {
+    DecodeStatus status = DecodeStatus::Ok;
+    std::string message;  // why, when not Ok
+    bool ok() const { return status == DecodeStatus::Ok; }
+};
+
+// Memory use of a context, by cache.
+struct MemoryBreakdown {
+    uint64_t attention_bytes = 0;
+    uint64_t recurrent_bytes = 0;
+    uint64_t indexer_bytes = 0;
+    std::string describe() const;   // e.g. "attention 2.0 MiB (f16), recurrent 0.5 MiB (f32), indexer 1.0 MiB (f16)"
+};
+
+class Context {
+public:
+    // Throws offgrid::Error for parameters the model or the memory cannot take.
+    Context(std::shared_ptr<const Model> model, const ContextParams & params);
+    ~Context();
+    Context(const Context &) = delete;
+    Context & operator=(const Context &) = delete;
+
+    const Model & model() const;
+    const ContextParams & params() const;  // after rounding and clamping
+
+    // One decode call. On failure the memory is as it was before the call.
+    DecodeResult decode(const std::vector<BatchToken> & batch);
+    // Called between micro-batches; returning true aborts the call (status Aborted, memory rolled back).
+    void set_abort_callback(std::function<bool()> cb);
+
+    // Logits of the last successful decode call, one row per output token in batch order.
+    int32_t n_outputs() const;
+    const float * logits(int32_t i) const;
+
+    // Sequence operations, ranges [p0, p1) with negative p0 = 0 and negative p1 = no upper bound.
+    bool seq_rm(int32_t seq, int32_t p0, int32_t p1);
+    void seq_cp(int32_t src, int32_t dst, int32_t p0 = -1, int32_t p1 = -1);
+    void seq_keep(int32_t seq);
+    void seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta);
+    void seq_div(int32_t seq, int32_t p0, int32_t p1, int32_t d);
+    int32_t seq_pos_min(int32_t seq) const;  // -1 when empty
+    int32_t seq_pos_max(int32_t seq) const;  // -1 when empty
+    void clear();
+
+    MemoryBreakdown memory_breakdown() const;
+
+    // State of the whole context (seq < 0) or of one sequence. Loading a sequence state may target another id.
+    // A failed load throws offgrid::Error and leaves the caches consistent (the target sequence dropped).
+    std::vector<uint8_t> state_get(int32_t seq = -1) const;
+    void state_set(const std::vector<uint8_t> & data, int32_t seq = -1);
+    // State files carry a header (magic, version, model fingerprint, token list) and refuse another model.
+    void state_save_file(const std::string & path, const std::vector<int32_t> & tokens, int32_t seq = -1) const;
+    std::vector<int32_t> state_load_file(const std::string & path, int32_t seq = -1);
+
+private:
+    std::unique_ptr<runtime::ContextImpl> impl_;
+};
+
+}  // namespace offgrid

@@ -1,0 +1,28 @@
+// Runs a workload script (runtime/workload.h) against a model and writes the golden set's records: the binary
+// LOGREC01 file and the readable text log.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "offgrid/context.h"
+#include "runtime/workload.h"
+
+namespace offgrid::runtime {
+
+struct ReplayOptions {
+    std::string bin_path;   // LOGREC01 output; empty = none
+    std::string text_path;  // text log; empty = none, "-" = stdout
+    int n_threads = 1;      // overrides `set threads` (no effect on results)
+};
+
+struct ReplaySummary {
+    int steps = 0;          // decode calls made
+    int rows = 0;           // logit rows written
+    int failed_calls = 0;   // decode calls that did not return Ok
+};
+
+// Throws offgrid::Error for a command the engine cannot run (with the script line).
+ReplaySummary replay(std::shared_ptr<const Model> model, const Workload & workload, const ReplayOptions & options);
+
+}  // namespace offgrid::runtime
