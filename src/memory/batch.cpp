@@ -89,8 +89,10 @@ ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const
             out.pos[i] = p;
         }
     }
-    out.pos_x = batch.pos_x.empty() ? std::vector<Pos>(n, 0) : batch.pos_x;
-    out.pos_y = batch.pos_y.empty() ? std::vector<Pos>(n, 0) : batch.pos_y;
+    // A text token's M-RoPE position is (p, p, p, 0): its 2-D coordinates are its position. Pooled keys are
+    // rotated at (pos, y, x, pos) of their first member, so they need these.
+    out.pos_x = batch.pos_x.empty() ? out.pos : batch.pos_x;
+    out.pos_y = batch.pos_y.empty() ? out.pos : batch.pos_y;
 
     // Per-sequence position rules V4-V6 and V9, reported at the first offending token.
     struct SeqInfo {

@@ -20,7 +20,7 @@ struct Batch {
     std::vector<Pos> pos;                  // empty: each sequence continues at its pos_max + 1
     std::vector<std::vector<SeqId>> seqs;  // empty: every token belongs to sequence 0; else one list per token
     std::vector<uint8_t> output;           // empty: only the last token is output
-    std::vector<Pos> pos_x, pos_y;         // optional 2-D (M-RoPE) positions; empty: 0
+    std::vector<Pos> pos_x, pos_y;         // optional 2-D (M-RoPE) positions; empty: the position (text)
 };
 
 // A batch after validation: every field present, one entry per token.

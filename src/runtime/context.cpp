@@ -1,0 +1,327 @@
+// The public context: a model, the hybrid memory sized for it, and the decode loop that drives them
+// (memory.begin -> per ubatch apply + forward -> finish, or undo on failure).
+#include "offgrid/context.h"
+
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+
+#include "common/error.h"
+#include "memory/hybrid_memory.h"
+#include "memory/state_io.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "model/shift.h"
+#include "ops/thread_pool.h"
+
+namespace offgrid {
+
+// ---------------------------------------------------------------- Model
+
+Model::Model(std::shared_ptr<const model::Model> impl, std::string path) : impl_(std::move(impl)), path_(std::move(path)) {}
+
+std::shared_ptr<const Model> Model::load(const std::string & path) {
+    auto m = std::make_shared<const model::Model>(model::Model::load(path));
+    return std::make_shared<const Model>(std::move(m), path);
+}
+
+int32_t Model::n_vocab() const { return static_cast<int32_t>(impl_->hparams().n_vocab); }
+uint32_t Model::n_ctx_train() const { return impl_->hparams().n_ctx_train; }
+const std::string & Model::path() const { return path_; }
+
+std::string Model::describe() const {
+    const auto & hp = impl_->hparams();
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "qwen4exp n_vocab=%u n_embd=%u n_layer=%u (attention %u, recurrent %u) n_ctx_train=%u "
+                  "qsa_ratio=%u top_k=%u ple=%s",
+                  hp.n_vocab, hp.n_embd, hp.n_layer, hp.n_attn_layers(), hp.n_recr_layers(), hp.n_ctx_train,
+                  hp.kpool, hp.idx_top_k, hp.has_ple ? "yes" : "no");
+    return buf;
+}
+
+uint64_t Model::fingerprint() const {
+    // FNV-1a over the tensor table and a sample of each tensor's bytes: cheap for large files, and any other
+    // model (other shapes, types or weights) differs in it.
+    uint64_t h = 1469598103934665603ull;
+    auto mix = [&](const void * p, size_t n) {
+        const auto * b = static_cast<const unsigned char *>(p);
+        for (size_t i = 0; i < n; ++i) {
+            h ^= b[i];
+            h *= 1099511628211ull;
+        }
+    };
+    for (const auto & t : impl_->reader().tensors()) {
+        mix(t.name.data(), t.name.size());
+        mix(t.ne.data(), t.ne.size() * sizeof(int64_t));
+        const auto type = static_cast<uint32_t>(t.type);
+        mix(&type, sizeof(type));
+        const size_t n = std::min<uint64_t>(t.n_bytes, 64);
+        mix(t.data, n);
+        mix(t.data + t.n_bytes - n, n);
+    }
+    return h;
+}
+
+std::string MemoryBreakdown::describe() const {
+    auto mib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
+    char buf[256];
+    std::snprintf(buf, sizeof(buf), "attention %.2f MiB, recurrent %.2f MiB, indexer %.2f MiB", mib(attention_bytes),
+                  mib(recurrent_bytes), mib(indexer_bytes));
+    return buf;
+}
+
+namespace runtime {
+
+namespace {
+
+tensor::ElemType cache_type(const std::string & name, const char * what) {
+    if (name == "f32") return tensor::ElemType::F32;
+    if (name == "f16") return tensor::ElemType::F16;
+    throw Error(std::string(what) + ": unsupported cache type '" + name + "' (f32 or f16)");
+}
+
+constexpr char kFileMagic[8] = {'O', 'G', 'S', 'T', 'A', 'T', 'E', '1'};
+constexpr uint32_t kFileVersion = 1;
+
+}  // namespace
+
+class ContextImpl {
+public:
+    ContextImpl(std::shared_ptr<const Model> model, const ContextParams & in)
+        : model_(std::move(model)), params_(in), pool_(in.n_threads > 0 ? in.n_threads : 1) {
+        const model::Model & m = model_->impl();
+        const auto & hp = m.hparams();
+        if (params_.n_seq_max == 0 || params_.n_seq_max > static_cast<uint32_t>(memory::kMaxSeq)) {
+            throw Error("n_seq_max must be in 1.." + std::to_string(memory::kMaxSeq));
+        }
+        const uint32_t n_ctx = params_.n_ctx == 0 ? hp.n_ctx_train : params_.n_ctx;
+        const uint32_t per_stream = memory::cells_per_stream(n_ctx, params_.n_seq_max, params_.unified);
+        params_.n_ctx = params_.unified ? per_stream : per_stream * params_.n_seq_max;
+        params_.n_batch = params_.n_batch == 0 ? params_.n_ctx : std::min(params_.n_batch, params_.n_ctx);
+        params_.n_ubatch = std::min(params_.n_ubatch == 0 ? 512u : params_.n_ubatch, params_.n_batch);
+        params_.n_threads = pool_.n_threads();
+
+        shape_ = m.cache_shape(cache_type(params_.type_k, "type_k"), cache_type(params_.type_v, "type_v"));
+        memory::MemoryParams mp;
+        mp.shape = shape_;
+        mp.n_ctx = per_stream;
+        mp.n_seq_max = params_.n_seq_max;
+        mp.unified = params_.unified;
+        mp.n_rs_seq = params_.n_rs_seq;
+        mp.n_ubatch = params_.n_ubatch;
+        mp.kpool = hp.kpool;
+        mp.by_order = true;
+        mp.n_vocab = hp.n_vocab;
+        mem_ = std::make_unique<memory::HybridMemory>(mp);
+    }
+
+    DecodeResult decode(const std::vector<BatchToken> & in) {
+        logits_.clear();
+        n_outputs_ = 0;
+        if (in.empty()) {
+            return {DecodeStatus::InvalidBatch, "batch: empty"};
+        }
+        if (in.size() > params_.n_batch) {
+            return {DecodeStatus::InvalidBatch, "batch: " + std::to_string(in.size()) + " tokens, more than n_batch " +
+                                                    std::to_string(params_.n_batch)};
+        }
+        memory::Batch b;
+        const bool auto_pos = in[0].pos < 0;
+        for (size_t i = 0; i < in.size(); ++i) {
+            const auto & t = in[i];
+            if ((t.pos < 0) != auto_pos) {
+                return {DecodeStatus::InvalidBatch,
+                        "batch: token " + std::to_string(i) + ": positions must be all given or all automatic"};
+            }
+            b.tokens.push_back(t.token);
+            if (!auto_pos) b.pos.push_back(t.pos);
+            b.seqs.push_back(t.seqs);
+            b.output.push_back(t.output ? 1 : 0);
+        }
+        apply_shifts();
+
+        const memory::BeginResult br = mem_->begin(b);
+        if (br.status == memory::DecodeStatus::InvalidBatch) return {DecodeStatus::InvalidBatch, br.message};
+        if (br.status == memory::DecodeStatus::NoSpace) return {DecodeStatus::NoSpace, br.message};
+
+        // Output rows go back in batch order; a ubatch reorders tokens by sequence.
+        const auto & vb = mem_->call_batch();
+        std::vector<int32_t> row_of(vb.size(), -1);
+        int32_t n_out = 0;
+        for (size_t i = 0; i < vb.size(); ++i) {
+            if (vb.output[i]) row_of[i] = n_out++;
+        }
+        const size_t n_vocab = static_cast<size_t>(model_->n_vocab());
+        std::vector<float> rows(static_cast<size_t>(n_out) * n_vocab);
+
+        try {
+            while (mem_->has_next()) {
+                if (abort_ && abort_()) {
+                    mem_->undo();
+                    return {DecodeStatus::Aborted, "decode: aborted by the callback"};
+                }
+                const memory::Plan & plan = mem_->apply();
+                const std::vector<float> out = model::forward(model_->impl(), shape_, plan, *mem_, &pool_);
+                size_t k = 0;
+                for (const auto & t : plan.tokens) {
+                    if (!t.output) continue;
+                    const int32_t r = row_of[t.index];
+                    std::memcpy(&rows[static_cast<size_t>(r) * n_vocab], &out[k * n_vocab], n_vocab * sizeof(float));
+                    ++k;
+                }
+            }
+        } catch (const std::exception & e) {
+            mem_->undo();
+            return {DecodeStatus::InvalidBatch, std::string("decode: ") + e.what()};
+        }
+        mem_->finish();
+        logits_ = std::move(rows);
+        n_outputs_ = n_out;
+        return {};
+    }
+
+    void apply_shifts() {
+        if (!mem_->has_pending_shift()) return;
+        mem_->apply_pending_shifts([&](uint32_t cell, memory::Pos old_pos, memory::Pos new_pos) {
+            model::rerotate_keys(model_->impl(), shape_, *mem_, cell, old_pos, new_pos);
+        });
+    }
+
+    std::shared_ptr<const Model> model_;
+    ContextParams params_;
+    ops::ThreadPool pool_;
+    memory::CacheShape shape_;
+    std::unique_ptr<memory::HybridMemory> mem_;
+    std::function<bool()> abort_;
+    std::vector<float> logits_;
+    int32_t n_outputs_ = 0;
+};
+
+}  // namespace runtime
+
+// ---------------------------------------------------------------- Context
+
+Context::Context(std::shared_ptr<const Model> model, const ContextParams & params)
+    : impl_(std::make_unique<runtime::ContextImpl>(std::move(model), params)) {}
+Context::~Context() = default;
+
+const Model & Context::model() const { return *impl_->model_; }
+const ContextParams & Context::params() const { return impl_->params_; }
+DecodeResult Context::decode(const std::vector<BatchToken> & batch) { return impl_->decode(batch); }
+void Context::set_abort_callback(std::function<bool()> cb) { impl_->abort_ = std::move(cb); }
+int32_t Context::n_outputs() const { return impl_->n_outputs_; }
+
+const float * Context::logits(int32_t i) const {
+    if (i < 0 || i >= impl_->n_outputs_) {
+        throw Error("logits: row " + std::to_string(i) + " out of range (" + std::to_string(impl_->n_outputs_) + " rows)");
+    }
+    return impl_->logits_.data() + static_cast<size_t>(i) * static_cast<size_t>(impl_->model_->n_vocab());
+}
+
+bool Context::seq_rm(int32_t seq, int32_t p0, int32_t p1) { return impl_->mem_->seq_rm(seq, p0, p1); }
+void Context::seq_cp(int32_t src, int32_t dst, int32_t p0, int32_t p1) { impl_->mem_->seq_cp(src, dst, p0, p1); }
+void Context::seq_keep(int32_t seq) { impl_->mem_->seq_keep(seq); }
+void Context::seq_add(int32_t seq, int32_t p0, int32_t p1, int32_t delta) { impl_->mem_->seq_add(seq, p0, p1, delta); }
+void Context::seq_div(int32_t seq, int32_t p0, int32_t p1, int32_t d) { impl_->mem_->seq_div(seq, p0, p1, d); }
+int32_t Context::seq_pos_min(int32_t seq) const { return impl_->mem_->seq_first_pos(seq); }
+int32_t Context::seq_pos_max(int32_t seq) const { return impl_->mem_->seq_pos_max(seq); }
+void Context::clear() { impl_->mem_->clear(); }
+
+MemoryBreakdown Context::memory_breakdown() const {
+    MemoryBreakdown mb;
+    for (const auto & e : impl_->mem_->breakdown()) {
+        if (e.cache == "attention") mb.attention_bytes += e.bytes;
+        else if (e.cache == "recurrent") mb.recurrent_bytes += e.bytes;
+        else if (e.cache == "indexer") mb.indexer_bytes += e.bytes;
+    }
+    return mb;
+}
+
+std::vector<uint8_t> Context::state_get(int32_t seq) const { return memory::state_save(*impl_->mem_, seq); }
+
+void Context::state_set(const std::vector<uint8_t> & data, int32_t seq) {
+    memory::state_load(*impl_->mem_, data, seq, 0, "state");
+}
+
+// State file: magic "OGSTATE1", u32 version, u64 model fingerprint, i32 seq (-1: whole context), u32 n_tokens,
+// i32 tokens[n_tokens], u64 n_bytes, memory state[n_bytes].
+void Context::state_save_file(const std::string & path, const std::vector<int32_t> & tokens, int32_t seq) const {
+    const std::vector<uint8_t> body = state_get(seq);
+    std::vector<uint8_t> out;
+    auto put = [&](const void * p, size_t n) {
+        const auto * b = static_cast<const uint8_t *>(p);
+        out.insert(out.end(), b, b + n);
+    };
+    put(runtime::kFileMagic, 8);
+    const uint32_t version = runtime::kFileVersion;
+    put(&version, 4);
+    const uint64_t fp = impl_->model_->fingerprint();
+    put(&fp, 8);
+    put(&seq, 4);
+    const uint32_t n_tokens = static_cast<uint32_t>(tokens.size());
+    put(&n_tokens, 4);
+    put(tokens.data(), tokens.size() * 4);
+    const uint64_t n_bytes = body.size();
+    put(&n_bytes, 8);
+    put(body.data(), body.size());
+
+    // Written to a temporary name first, so a failed write never leaves half a state file behind.
+    const std::string tmp = path + ".tmp";
+    {
+        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+        if (!f) throw Error(path + ": cannot open for writing");
+        f.write(reinterpret_cast<const char *>(out.data()), static_cast<std::streamsize>(out.size()));
+        if (!f) {
+            std::remove(tmp.c_str());
+            throw Error(path + ": write failed");
+        }
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw Error(path + ": cannot rename the written state into place");
+    }
+}
+
+std::vector<int32_t> Context::state_load_file(const std::string & path, int32_t seq) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) throw Error(path + ": cannot open the state file");
+    const std::vector<uint8_t> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    size_t off = 0;
+    auto get = [&](void * p, size_t n, const char * field) {
+        if (buf.size() - off < n) throw FileError(path, off, field, "the file ends early");
+        std::memcpy(p, buf.data() + off, n);
+        off += n;
+    };
+    char magic[8];
+    get(magic, 8, "magic");
+    if (std::memcmp(magic, runtime::kFileMagic, 8) != 0) throw FileError(path, 0, "magic", "not an offgrid state file");
+    uint32_t version = 0;
+    get(&version, 4, "version");
+    if (version != runtime::kFileVersion) throw FileError(path, 8, "version", "unsupported version " + std::to_string(version));
+    uint64_t fp = 0;
+    get(&fp, 8, "model fingerprint");
+    if (fp != impl_->model_->fingerprint()) {
+        throw FileError(path, 12, "model fingerprint", "the state was saved with another model");
+    }
+    int32_t saved_seq = 0;
+    get(&saved_seq, 4, "sequence");
+    if ((saved_seq < 0) != (seq < 0)) {
+        throw FileError(path, 20, "sequence",
+                        saved_seq < 0 ? "a whole-context state cannot be loaded into one sequence"
+                                      : "a one-sequence state cannot be loaded as the whole context");
+    }
+    uint32_t n_tokens = 0;
+    get(&n_tokens, 4, "token count");
+    if (static_cast<uint64_t>(n_tokens) * 4 > buf.size() - off) throw FileError(path, off - 4, "token count", "larger than the file");
+    std::vector<int32_t> tokens(n_tokens);
+    get(tokens.data(), static_cast<size_t>(n_tokens) * 4, "tokens");
+    uint64_t n_bytes = 0;
+    get(&n_bytes, 8, "state size");
+    if (n_bytes != buf.size() - off) throw FileError(path, off - 8, "state size", "does not match the file size");
+    memory::state_load(*impl_->mem_, std::span<const uint8_t>(buf.data() + off, n_bytes), seq, 0, path);
+    return tokens;
+}
+
+}  // namespace offgrid
