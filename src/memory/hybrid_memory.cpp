@@ -105,9 +105,10 @@ BeginResult HybridMemory::begin(const Batch & batch) {
         res.message = e.what();
         return res;
     }
-    // V7, stronger than the reference: coupled sequences must hold the very same cells, else their pools would
-    // put different members behind one rep cell.
-    for (size_t i = 0; i < call->batch.size(); ++i) {
+    // V7, stronger than the reference when pools span several cells: coupled sequences must hold the very same
+    // cells, else their pools would put different members behind one rep cell. One-cell pools cannot disagree,
+    // so with kpool <= 1 the reference rule (equal position ranges, checked in validate_batch) is enough.
+    for (size_t i = 0; params_.kpool > 1 && i < call->batch.size(); ++i) {
         const SeqSet & set = call->batch.seqs[i];
         const SeqId s0 = call->batch.first[i];
         for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) {

@@ -450,7 +450,9 @@ TEST(Plan, FreshSequenceByOrder) {
     EXPECT_EQ(std::vector<uint32_t>(plan.new_pools[0].members.begin(), plan.new_pools[0].members.end()),
               (std::vector<uint32_t>{0, 1, 2, 3}));
     EXPECT_EQ(plan.new_pools[1].rep, 7u);
-    EXPECT_EQ(plan.new_pools[1].pos4, (std::array<Pos, 4>{4, 0, 0, 4}));
+    // A text token's 2-D coordinates are its position, so the pool ropes at (4, 4, 4, 4), as the reference's
+    // block position (pb*r four times) does; the golden QSA logits depend on it.
+    EXPECT_EQ(plan.new_pools[1].pos4, (std::array<Pos, 4>{4, 4, 4, 4}));
     ASSERT_EQ(plan.groups.size(), 1u);
     EXPECT_EQ(plan.groups[0].tokens.size(), 10u);
     EXPECT_EQ(plan.groups[0].row, 0u);
