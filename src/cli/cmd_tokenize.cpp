@@ -1,5 +1,6 @@
 // `offgrid tokenize`: shows how a model's tokenizer splits a text.
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
@@ -53,6 +54,22 @@ std::string escape_piece(const std::string & piece) {
     return out;
 }
 
+std::string read_text_file(const std::string & path) {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a text file");
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open the text file");
+    try {
+        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        if (in.bad()) throw Error(path + ": read error");
+        return text;
+    } catch (const Error &) {
+        throw;
+    } catch (const std::exception & e) {
+        throw Error(path + ": read error (" + e.what() + ")");
+    }
+}
+
 int usage_error(const std::string & message) {
     std::fprintf(stderr, "offgrid tokenize: %s (see offgrid tokenize --help)\n", message.c_str());
     return 2;
@@ -86,12 +103,7 @@ int run_tokenize(const std::vector<std::string> & args) {
         }
     }
     if (text.has_value() == file.has_value()) return usage_error("give exactly one of -p TEXT and -f FILE");
-    if (file) {
-        std::ifstream in(*file, std::ios::binary);
-        if (!in) throw Error(*file + ": cannot open the text file");
-        text = std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-        if (in.bad()) throw Error(*file + ": read error");
-    }
+    if (file) text = read_text_file(*file);
 
     const runtime::Tokenizer tokenizer = model ? runtime::Tokenizer::from_gguf(gguf::Reader::open(*model))
                                                : runtime::byte_vocab_tokenizer();

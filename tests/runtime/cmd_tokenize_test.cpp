@@ -92,6 +92,7 @@ TEST_F(CmdTokenize, Errors) {
     expect_one_line_error(run_offgrid("-m /nonexistent/model.gguf -p x"), "/nonexistent/model.gguf");
     expect_one_line_error(run_offgrid("-p x -f /nonexistent/text.txt"), "exactly one");
     expect_one_line_error(run_offgrid("-f /nonexistent/text.txt"), "/nonexistent/text.txt");
+    expect_one_line_error(run_offgrid("-f " + q(fs::temp_directory_path().string())), "is a directory");
     expect_one_line_error(run_offgrid("--bogus"), "--bogus");
     expect_one_line_error(run_offgrid("-m"), "-m");
     OFFGRID_REQUIRE_SHARED();
