@@ -95,6 +95,8 @@ const ValidBatch & HybridMemory::call_batch() const {
 
 BeginResult HybridMemory::begin(const Batch & batch) {
     check_idle("begin");
+    // K rows of shifted cells are still roped at their old positions until the model re-rotates them.
+    if (kv_.has_shift()) throw Error("begin: position shifts are pending; call apply_pending_shifts first");
     BeginResult res;
     auto call = std::make_unique<Call>();
     try {
@@ -105,19 +107,10 @@ BeginResult HybridMemory::begin(const Batch & batch) {
         res.message = e.what();
         return res;
     }
-    // V7, stronger than the reference when pools span several cells: coupled sequences must hold the very same
-    // cells, else their pools would put different members behind one rep cell. One-cell pools cannot disagree,
-    // so with kpool <= 1 the reference rule (equal position ranges, checked in validate_batch) is enough.
-    for (size_t i = 0; params_.kpool > 1 && i < call->batch.size(); ++i) {
-        const SeqSet & set = call->batch.seqs[i];
-        const SeqId s0 = call->batch.first[i];
-        for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) {
-            if ((SeqId)s == s0 || layout_.seq(s0).cells == layout_.seq((SeqId)s).cells) continue;
-            res.status = DecodeStatus::InvalidBatch;
-            res.message = "batch: token " + std::to_string(i) + ": V7 coupled sequences share their cells: sequence " +
-                          std::to_string(s0) + " and " + std::to_string(s) + " hold different cells";
-            return res;
-        }
+    if (std::string conflict = coupling_conflict(call->batch); !conflict.empty()) {
+        res.status = DecodeStatus::InvalidBatch;
+        res.message = conflict;
+        return res;
     }
     std::string why;
     const uint32_t keep_tail = has_recurrent_ && params_.n_rs_seq > 0 ? params_.n_rs_seq + 1 : 0;
@@ -293,6 +286,34 @@ void HybridMemory::relayout(const SeqSet & seqs) {
         const uint32_t st = kv_.stream_of(s);
         layout_.rebuild(s, kv_.stream(st).seq_cells(s), kv_.global(st, 0));
     }
+}
+
+// A token shared by several sequences gets one cell, and so one pooled-key row. When it completes a pool in two of
+// them, the two pools must have the same members, else one row would need two pooled keys. Sequences holding the
+// same cells always agree; otherwise (by-order pools) the check compares the members each pool would get.
+std::string HybridMemory::coupling_conflict(const ValidBatch & b) const {
+    const uint32_t kpool = params_.kpool;
+    std::array<uint32_t, kMaxSeq> seen{};  // tokens of each sequence before the current one
+    for (size_t i = 0; i < b.size(); ++i) {
+        const SeqSet & set = b.seqs[i];
+        const SeqId s0 = b.first[i];
+        const uint32_t j = seen[s0];
+        for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) ++seen[s];
+        if (kpool <= 1 || set.count() < 2) continue;
+        const auto & c0 = layout_.seq(s0).cells;
+        for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) {
+            const auto & c1 = layout_.seq((SeqId)s).cells;
+            if ((SeqId)s == s0 || c0 == c1) continue;
+            bool clash = !params_.by_order;
+            const size_t n0 = c0.size(), n1 = c1.size();
+            if (!clash && (n0 + j + 1) % kpool == 0 && (n1 + j + 1) % kpool == 0)
+                for (size_t m = 1; m + j < kpool; ++m) clash = clash || c0[n0 - m].cell != c1[n1 - m].cell;
+            if (clash)
+                return "batch: token " + std::to_string(i) + ": V7 coupled sequences " + std::to_string(s0) + " and " +
+                       std::to_string(s) + " hold different cells, so this token would complete different pools in one row";
+        }
+    }
+    return "";
 }
 
 // True when a cell of s in [p0, p1) is shared with a sequence whose cells differ from s's: moving or dropping it

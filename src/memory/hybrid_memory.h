@@ -125,6 +125,7 @@ private:
     void remove_whole(SeqId s);
     Pos stale_pos(SeqId s, Pos p0) const;
     bool shares_cells_unevenly(SeqId s, Pos p0, Pos p1) const;
+    std::string coupling_conflict(const ValidBatch & b) const;
 
     MemoryParams params_;
     bool has_recurrent_;
