@@ -95,6 +95,7 @@ const ValidBatch & HybridMemory::call_batch() const {
 
 BeginResult HybridMemory::begin(const Batch & batch) {
     check_idle("begin");
+    last_plan_.reset();
     // K rows of shifted cells are still roped at their old positions until the model re-rotates them.
     if (kv_.has_shift()) throw Error("begin: position shifts are pending; call apply_pending_shifts first");
     BeginResult res;
@@ -261,7 +262,11 @@ const Plan & HybridMemory::apply() {
 
 void HybridMemory::finish() {
     if (!call_) return;
+    if (has_next())
+        throw Error("finish: " + std::to_string(call_->ubatches.size() - call_->next) +
+                    " ubatches were not applied; a call that stops early must be undone");
     rec_.journal_commit();
+    last_plan_ = std::move(call_->plan);  // the last plan stays readable until the memory changes again
     call_.reset();
 }
 

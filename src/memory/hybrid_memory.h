@@ -6,7 +6,8 @@
 //                  anything but Ok nothing changed.
 //   apply()        per ubatch: place the cells, extend the pool layout, prepare recurrent rows; returns the Plan.
 //                  The model runs forward(plan, *this) before the next apply().
-//   finish()       commit the call.   undo()  forget everything the call did, in all three caches.
+//   finish()       commit the call (every ubatch applied).   undo()  forget everything the call did, in all three
+//                  caches (also after the last ubatch, before finish()).
 #pragma once
 
 #include <array>
@@ -133,6 +134,7 @@ private:
     RecurrentCache rec_;
     KPoolLayout layout_;
     std::unique_ptr<Call> call_;
+    std::unique_ptr<PlanImpl> last_plan_;
     std::vector<uint32_t> rep_mark_;  // per global cell: the plan generation that last marked it as a rep
     uint32_t generation_ = 0;
 };

@@ -342,6 +342,49 @@ TEST(Hybrid, FixQ10_T27_FailedDecodeUndoesEverything) {
     }
 }
 
+TEST(Hybrid, T26_FailureInTheFirstUbatchChangesNothing) {
+    HybridMemory mem(small_params(64, 4, true, 0, 4, 2));
+    dec(mem, 0, 0, 8);
+    Batch b;
+    for (int i = 0; i < 4; ++i) b.tokens.push_back(60 + i);
+    ASSERT_EQ(mem.begin(b).status, DecodeStatus::Ok);
+    mem.apply();  // the model fails before writing anything
+    mem.undo();
+    EXPECT_EQ(span(mem, 0), PP(0, 7));
+    EXPECT_EQ(check_contents(mem), "");
+    EXPECT_EQ(dec(mem, 0, 8, 4), DecodeStatus::Ok);
+    EXPECT_EQ(check_contents(mem), "");
+}
+
+TEST(Hybrid, CallMisuseThrows) {
+    HybridMemory mem(small_params(64, 4, true, 0, 4));
+    EXPECT_THROW(mem.apply(), Error);
+    Batch b;
+    for (int i = 0; i < 8; ++i) b.tokens.push_back(i);
+    ASSERT_EQ(mem.begin(b).status, DecodeStatus::Ok);
+    EXPECT_THROW(mem.begin(b), Error);
+    EXPECT_THROW(mem.seq_rm(0, -1, -1), Error);
+    fake_forward(mem.apply(), mem);
+    EXPECT_THROW(mem.finish(), Error);  // one ubatch left
+    mem.undo();
+    EXPECT_EQ(span(mem, 0), PP(-1, -1));
+    EXPECT_FALSE(mem.in_call());
+}
+
+TEST(Hybrid, T65_CopyDecodeRemoveSource) {
+    HybridMemory mem(small_params(64, 4, true, 0, 16, 2));
+    dec(mem, 0, 0, 12);
+    mem.seq_cp(0, 1);
+    EXPECT_EQ(mm(mem, 1), PP(11, 11));
+    EXPECT_EQ(dec(mem, 1, 12, 2), DecodeStatus::Ok);
+    EXPECT_EQ(mm(mem, 1), PP(13, 13));
+    EXPECT_EQ(mm(mem, 0), PP(11, 11));
+    EXPECT_TRUE(mem.seq_rm(0, -1, -1));
+    EXPECT_EQ(mm(mem, 0), PP(-1, -1));
+    EXPECT_EQ(mm(mem, 1), PP(13, 13));
+    EXPECT_EQ(check_contents(mem), "");
+}
+
 TEST(Hybrid, T29_KeepRemovesOtherSequencesFromEveryStream) {
     HybridMemory mem(small_params(96, 3, false));
     dec(mem, 0, 0, 5);
