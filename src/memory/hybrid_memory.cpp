@@ -441,6 +441,9 @@ void HybridMemory::seq_add(SeqId s, Pos p0, Pos p1, Pos delta) {
     check_idle("seq_add");
     check_seq(s, "seq_add");
     if (delta == 0) return;
+    if ((int64_t)kv_.seq_pos_max(s) + delta >= (int64_t)kPosInf - 1)
+        throw Error("seq_add: shifting sequence " + std::to_string(s) + " by " + std::to_string(delta) +
+                    " overflows the position range");
     if (shares_cells_unevenly(s, p0, p1))
         throw Error("seq_add: sequence " + std::to_string(s) +
                     " shares cells with a sequence holding other cells; shifting them would split their pools");

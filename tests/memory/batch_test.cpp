@@ -77,7 +77,7 @@ TEST(Batch, T24_DivergedCoupledSequencesRefused) {
     EXPECT_NE(e.find("V7"), std::string::npos) << e;
 }
 
-TEST(Batch, V4_MultiPositionsNeedStrictIncrease) {
+TEST(Batch, T84_V4_MultiPositionsNeedStrictIncrease) {
     auto mem = [](SeqId) { return SeqRange{0, 9}; };
     BatchLimits lim{10, 4, true};
     EXPECT_EQ(error_of(make({15}, {{0}}), lim, mem), "");

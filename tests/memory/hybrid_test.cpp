@@ -109,6 +109,15 @@ TEST(Hybrid, T08_FixQ1_DivideShiftsTheRightWay) {
     });
 }
 
+TEST(Hybrid, ShiftOverflowRefused) {
+    HybridMemory mem(small_params(64, 4, true, 0, 16, 0, true, false));
+    dec(mem, 0, 0, 10);
+    EXPECT_THROW(mem.seq_add(0, 0, -1, kPosInf - 5), Error);
+    EXPECT_EQ(mm(mem, 0), PP(0, 9));
+    mem.seq_add(0, 0, -1, std::numeric_limits<Pos>::min());  // everything goes negative: freed
+    EXPECT_EQ(mm(mem, 0), PP(-1, -1));
+}
+
 TEST(Hybrid, FixQ23_DivByZeroRefused) {
     HybridMemory mem(small_params());
     dec(mem, 0, 0, 10);
@@ -594,6 +603,33 @@ TEST(Plan, StalePoolsRepooledAfterRollback) {
     fake_forward(q, mem);
     mem.finish();
     EXPECT_EQ(check_contents(mem), "");
+}
+
+TEST(Memory, T28_CellsPerStream) {
+    EXPECT_EQ(cells_per_stream(768, 3, false), 256u);
+    EXPECT_EQ(cells_per_stream(100, 1, true), 256u);
+    HybridMemory mem(small_params(96, 3, false));
+    EXPECT_EQ(mem.kv().n_stream(), 3u);
+    EXPECT_EQ(mem.kv().kv_size(), 32u);
+}
+
+TEST(Hybrid, T45_UnknownSequenceIdsCannotLeakCells) {
+    // The reference accepts seq 7 with n_seq_max 4 in a unified cache and leaks its cells after a whole restore
+    // (Q6); here the batch is refused, so a whole save / clear / restore keeps every cell accounted for.
+    HybridMemory mem(small_params(64, 4));
+    EXPECT_EQ(dec(mem, 7, 0, 3), DecodeStatus::InvalidBatch);
+    dec(mem, 0, 0, 4);
+    EXPECT_EQ(mem.kv().stream(0).used(), 4u);
+    EXPECT_EQ(dec(mem, 1, 0, 60), DecodeStatus::Ok);  // 64 - 4 cells free
+}
+
+TEST(Hybrid, T73_MiddleRemovalAfterRollbackRefused) {
+    HybridMemory mem(small_params(64, 4, true, 8, 16, 2));
+    dec(mem, 0, 0, 12);
+    EXPECT_TRUE(mem.seq_rm(0, 9, -1));
+    EXPECT_FALSE(mem.seq_rm(0, 2, 5));  // the reference says true and removes attention cells only (Q3)
+    EXPECT_EQ(span(mem, 0), PP(0, 8));
+    EXPECT_EQ(mem.kv().stream(0).used(), 9u);
 }
 
 TEST(Memory, BreakdownCountsEveryCache) {
