@@ -321,15 +321,16 @@ std::string HybridMemory::coupling_conflict(const ValidBatch & b) const {
     return "";
 }
 
-// True when a cell of s in [p0, p1) is shared with a sequence whose cells differ from s's: moving or dropping it
-// for s alone would regroup the two sequences' pools differently behind the same rep cells.
-bool HybridMemory::shares_cells_unevenly(SeqId s, Pos p0, Pos p1) const {
+// True when a cell of s in [p0, p1) is shared with a sequence whose cells differ from s's (any_sharer: with any
+// other sequence): moving or dropping it would regroup the sequences' pools differently behind the same rep cells.
+bool HybridMemory::shares_cells_unevenly(SeqId s, Pos p0, Pos p1, bool any_sharer) const {
     std::tie(p0, p1) = normalize_range(p0, p1);
     const CellStream & cs = kv_.stream(kv_.stream_of(s));
     const SeqCells & sc = cs.seq_cells(s);
     SeqSet others;
     for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) others |= cs.seqs(it->second);
     others.reset(s);
+    if (any_sharer) return others.any();
     for (size_t q = others._Find_first(); q < others.size(); q = others._Find_next(q))
         if (layout_.seq((SeqId)q).cells != layout_.seq(s).cells) return true;
     return false;
@@ -356,7 +357,8 @@ bool HybridMemory::seq_rm(SeqId s, Pos p0, Pos p1) {
     if (!has_recurrent_) {
         // A partial removal from cells other sequences share (with other cells of their own) is refused.
         const bool whole = p0 <= 0 && p1 == kPosInf;
-        if (!whole && s >= 0 && shares_cells_unevenly(s, p0, p1)) return false;
+        // Removing shared cells for s alone would regroup s's pools over rep cells the sharers keep.
+        if (!whole && s >= 0 && shares_cells_unevenly(s, p0, p1, true)) return false;
         if (!whole && s < 0)
             for (SeqId q = 0; q < (SeqId)params_.n_seq_max; ++q)
                 if (shares_cells_unevenly(q, p0, p1)) return false;

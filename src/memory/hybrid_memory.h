@@ -125,7 +125,7 @@ private:
     void check_idle(const char * op) const;
     void remove_whole(SeqId s);
     Pos stale_pos(SeqId s, Pos p0) const;
-    bool shares_cells_unevenly(SeqId s, Pos p0, Pos p1) const;
+    bool shares_cells_unevenly(SeqId s, Pos p0, Pos p1, bool any_sharer = false) const;
     std::string coupling_conflict(const ValidBatch & b) const;
 
     MemoryParams params_;

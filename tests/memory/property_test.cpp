@@ -32,6 +32,7 @@ struct NaiveSeq {
 using Naive = std::vector<NaiveSeq>;
 
 struct Config {
+    bool recurrent = true;
     bool unified;
     uint32_t kpool;
     bool by_order;
@@ -44,7 +45,8 @@ struct Config {
 class Runner {
 public:
     Runner(const Config & c, uint64_t seed) : cfg_(c), rng_(seed), naive_(c.n_seq_max) {
-        MemoryParams p = small_params(c.n_ctx, c.n_seq_max, c.unified, c.n_rs_seq, c.n_ubatch, c.kpool, c.by_order);
+        MemoryParams p = small_params(c.n_ctx, c.n_seq_max, c.unified, c.n_rs_seq, c.n_ubatch, c.kpool, c.by_order,
+                                      c.recurrent);
         mem_ = std::make_unique<HybridMemory>(p);
     }
 
@@ -64,11 +66,14 @@ public:
             if (have != want) return "seq " + std::to_string(s) + ": attention cells differ from the naive model";
             if (mem.seq_pos_max(s) != n.max()) return "seq " + std::to_string(s) + ": pos_max";
             if (mem.seq_first_pos(s) != n.min()) return "seq " + std::to_string(s) + ": first pos";
-            if (mem.seq_pos_min(s) != n.max()) return "seq " + std::to_string(s) + ": hybrid pos_min";
+            if (mem.seq_pos_min(s) != (cfg_.recurrent ? n.max() : n.min())) return "seq " + std::to_string(s) + ": hybrid pos_min";
             const RecurrentCache & rec = mem.recurrent();
             if (rec.present(s) != !n.empty()) return "seq " + std::to_string(s) + ": recurrent presence";
             if (!n.empty()) {
                 if (rec.pos(s) != n.max()) return "seq " + std::to_string(s) + ": recurrent pos";
+            }
+            if (!n.empty() && cfg_.recurrent) {
+                const RecurrentCache & rec = mem.recurrent();
                 float cnt = 0, h = 0;
                 for (Token t : n.absorbed) absorb(cnt, h, t);
                 if (rec_state(mem, s) != std::make_pair(cnt, h))
@@ -239,7 +244,15 @@ public:
             bool ok;
             uint32_t k = 0;
             for (auto & e : n.entries) k += e.first >= a && e.first < z;
+            bool shared = false;  // a cell in range that another sequence also holds
+            {
+                const KvCache & kv = mem.kv();
+                const CellStream & cs = kv.stream(kv.stream_of(s));
+                for (auto & [p, c] : cs.seq_cells(s)) shared = shared || (p >= a && p < z && cs.seqs(c).count() > 1);
+            }
+            const bool whole_range = a == 0 && z == kPosInf;
             if (n.empty() || k == 0) ok = true;
+            else if (!cfg_.recurrent) ok = whole_range || !shared;
             else if (k == n.entries.size()) ok = true;
             else if (z > n.max() && k <= n.snaps) ok = true;
             else ok = false;
@@ -247,7 +260,13 @@ public:
             trace = "rm " + std::to_string(s) + " " + std::to_string(p0) + " " + std::to_string(p1) + " -> " + std::to_string(got);
             if (got != ok) return "seq_rm(" + std::to_string(s) + ", " + std::to_string(p0) + ", " + std::to_string(p1) +
                                   ") returned " + std::to_string(got);
-            if (ok && k > 0) {
+            if (ok && k > 0 && !cfg_.recurrent) {
+                std::vector<std::pair<Pos, Token>> kept;
+                for (auto & e : n.entries)
+                    if (e.first < a || e.first >= z) kept.push_back(e);
+                n.entries = kept;
+                if (n.empty()) n = NaiveSeq{};
+            } else if (ok && k > 0) {
                 if (k == n.entries.size()) n = NaiveSeq{};
                 else {
                     n.entries.resize(n.entries.size() - k);
@@ -351,15 +370,17 @@ TEST(Property, RandomOperationsAgreeWithNaiveModel) {
         const uint64_t seed = 1000 + episodes;
         std::mt19937_64 pick(seed);
         Config c;
+        c.recurrent = pick() % 4 != 0;
         c.unified = pick() % 2 == 0;
         c.kpool = kpools[pick() % 4];
         c.by_order = pick() % 2 == 0;
         c.n_rs_seq = pick() % 2 == 0 ? 0 : 3;
-        c.n_seq_max = 1 + pick() % 4;
+        c.n_seq_max = 1 + pick() % 6;
         c.n_ctx = c.n_seq_max * (16 + 16 * (pick() % 3));
         c.n_ubatch = 4 + pick() % 6;
+        const int n_steps = pick() % 8 == 0 ? 300 : 60;  // some long episodes fill the cache
         Runner run(c, seed);
-        for (int i = 0; i < 60; ++i) {
+        for (int i = 0; i < n_steps; ++i) {
             const std::string e = run.step();
             ++steps;
             ASSERT_EQ(e, "") << "episode seed " << seed << " step " << i << " (unified " << c.unified << ", kpool "
