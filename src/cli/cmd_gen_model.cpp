@@ -1,0 +1,126 @@
+// `offgrid gen-model`: writes a deterministic random-weight qwen4exp GGUF file from a preset and overrides.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "model/gen_model.h"
+#include "runtime/cli_args.h"
+#include "runtime/default_model.h"
+
+namespace offgrid::cli {
+
+namespace {
+
+constexpr const char * kUsage =
+    "usage: offgrid gen-model -o FILE [--preset tiny|small|bench] [--seed N] [--type f32|f16|bf16|q8_0]\n"
+    "                         [overrides...]\n"
+    "\n"
+    "Writes a qwen4exp GGUF file with deterministic random weights and the embedded byte-level vocabulary.\n"
+    "The same arguments always give the same bytes.\n"
+    "\n"
+    "  -o, --output FILE     file to write (through a temporary file renamed into place)\n"
+    "  --preset NAME         tiny (default; the built-in model of `offgrid run`), small, bench (64k context)\n"
+    "  --seed N              weight seed (default 1)\n"
+    "  --type T              type of the large matrices: f32 (default), f16, bf16, q8_0; norms, small vectors,\n"
+    "                        the router and conv kernels stay f32\n"
+    "overrides (default: the preset's value):\n"
+    "  --n-ctx N  --n-embd N  --n-layer N  --attn-interval N (every N-th layer is full attention)\n"
+    "  --n-head N  --n-head-kv N  --head-dim N  --n-rot N  --rope-base X  --rms-eps X\n"
+    "  --n-expert N  --n-expert-used N  --n-ff-exp N  --n-ff-shexp N\n"
+    "  --ssm-conv N  --ssm-state N  --ssm-v-heads N  --ssm-k-heads N  --hc N  --hc-rank N\n"
+    "  --qsa-ratio N (0 = dense attention)  --top-k N  --idx-heads N  --idx-dim N\n"
+    "  --no-ple  --ple-ngram N  --ple-heads-per-ngram N  --ple-conv N  --ple-head-vocab N\n"
+    "  --weight-scale X      multiplies the standard deviation of every random matrix (default 1)\n";
+
+tensor::ElemType weight_type(const std::string & name) {
+    if (name == "f32") return tensor::ElemType::F32;
+    if (name == "f16") return tensor::ElemType::F16;
+    if (name == "bf16") return tensor::ElemType::BF16;
+    if (name == "q8_0") return tensor::ElemType::Q8_0;
+    throw runtime::UsageError("--type: '" + name + "' is not one of f32, f16, bf16, q8_0");
+}
+
+int gen_model_main(const std::vector<std::string> & args) {
+    return runtime::run_with_usage("gen-model", [&]() -> int {
+        // The preset comes first, so that overrides apply on top of it whatever their order.
+        std::string preset = "tiny";
+        for (size_t i = 0; i + 1 < args.size(); ++i) {
+            if (args[i] == "--preset") preset = args[i + 1];
+        }
+        model::GenConfig c;
+        try {
+            c = model::gen_preset(preset);
+        } catch (const Error & e) {
+            throw runtime::UsageError(std::string("--preset: ") + e.what());
+        }
+
+        std::string output, type_name, ignored_preset;
+        bool no_ple = false;
+        int64_t seed = static_cast<int64_t>(c.seed);
+        runtime::ArgParser p;
+        p.text({"-o", "--output"}, &output);
+        p.text({"--preset"}, &ignored_preset);
+        p.integer({"--seed"}, &seed, 0, INT64_MAX);
+        p.text({"--type"}, &type_name);
+        p.flag({"--no-ple"}, &no_ple);
+        auto u32 = [&](const char * name, uint32_t * field, int64_t lo, int64_t hi) {
+            p.custom({name}, [=](const std::string & v) { *field = static_cast<uint32_t>(runtime::parse_integer(name, v, lo, hi)); });
+        };
+        auto f32 = [&](const char * name, float * field, float lo, float hi) {
+            p.custom({name}, [=](const std::string & v) { *field = runtime::parse_real(name, v, lo, hi); });
+        };
+        u32("--n-ctx", &c.n_ctx, 1, 1 << 22);
+        u32("--n-embd", &c.n_embd, 1, 65536);
+        u32("--n-layer", &c.n_layer, 1, 512);
+        u32("--attn-interval", &c.attn_interval, 1, 512);
+        u32("--n-head", &c.n_head, 1, 1024);
+        u32("--n-head-kv", &c.n_head_kv, 1, 1024);
+        u32("--head-dim", &c.head_dim, 2, 1024);
+        u32("--n-rot", &c.n_rot, 2, 1024);
+        f32("--rope-base", &c.rope_base, 1e-3f, 1e12f);
+        f32("--rms-eps", &c.rms_eps, 0.0f, 1.0f);
+        u32("--n-expert", &c.n_expert, 1, 1024);
+        u32("--n-expert-used", &c.n_expert_used, 1, 1024);
+        u32("--n-ff-exp", &c.n_ff_exp, 1, 1 << 20);
+        u32("--n-ff-shexp", &c.n_ff_shexp, 1, 1 << 20);
+        u32("--ssm-conv", &c.ssm_d_conv, 1, 64);
+        u32("--ssm-state", &c.ssm_d_state, 1, 1024);
+        u32("--ssm-v-heads", &c.ssm_n_v_heads, 1, 1024);
+        u32("--ssm-k-heads", &c.ssm_n_k_heads, 1, 1024);
+        u32("--hc", &c.hc, 2, 64);
+        u32("--hc-rank", &c.hc_lr, 1, 4096);
+        u32("--qsa-ratio", &c.qsa_ratio, 0, 65536);
+        u32("--top-k", &c.top_k, 1, 1 << 24);
+        u32("--idx-heads", &c.idx_heads, 1, 1024);
+        u32("--idx-dim", &c.idx_dim, 1, 4096);
+        u32("--ple-ngram", &c.ple_ngram, 2, 8);
+        u32("--ple-heads-per-ngram", &c.ple_heads_per_ngram, 1, 64);
+        u32("--ple-conv", &c.ple_conv_kernel, 1, 64);
+        u32("--ple-head-vocab", &c.ple_head_vocab, 1, 1 << 24);
+        f32("--weight-scale", &c.weight_scale, 1e-6f, 1e6f);
+        if (!p.parse(args)) {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+        if (output.empty()) throw runtime::UsageError("-o FILE is required");
+        c.seed = static_cast<uint64_t>(seed);
+        if (!type_name.empty()) c.weight_type = weight_type(type_name);
+        if (no_ple) c.ple = false;
+        c = runtime::with_byte_vocab(c);
+        try {
+            model::validate(c);
+        } catch (const Error & e) {
+            throw runtime::UsageError(e.what());
+        }
+        runtime::write_model_file(c, output);
+        std::printf("wrote %s: %s\n", output.c_str(), model::describe(c).c_str());
+        return 0;
+    });
+}
+
+}  // namespace
+
+OFFGRID_COMMAND("gen-model", "write a deterministic random-weight qwen4exp GGUF model", gen_model_main);
+
+}  // namespace offgrid::cli

@@ -1,0 +1,280 @@
+// `offgrid run`: tokenise a prompt, decode it in n_batch chunks, then sample and stream text to stdout.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "cli/command.h"
+#include "model/model.h"
+#include "offgrid/context.h"
+#include "runtime/cli_args.h"
+#include "runtime/default_model.h"
+#include "runtime/sampling.h"
+#include "runtime/tokenizer.h"
+#include "runtime/unicode.h"
+
+namespace offgrid::cli {
+
+namespace {
+
+constexpr const char * kDefaultPrompt = "The cabin stands at the end of a long gravel road, where";
+
+constexpr const char * kUsage =
+    "usage: offgrid run [-m MODEL] [-p TEXT | -f FILE] [-n N] [options]\n"
+    "\n"
+    "Decodes the prompt and streams sampled text to stdout; statistics go to stderr. Without -m the built-in\n"
+    "`tiny` model is used (generated once into $OFFGRID_CACHE, $XDG_CACHE_HOME/offgrid or ~/.cache/offgrid).\n"
+    "\n"
+    "  -m, --model FILE         GGUF model with a tokenizer\n"
+    "  -p, --prompt TEXT        prompt text (default: a short built-in sentence)\n"
+    "  -f, --file FILE          read the prompt from FILE\n"
+    "  -n, --n-predict N        tokens to generate (default 128; -1 = until EOS or the context is full)\n"
+    "  -c, --ctx-size N         context cells (default 0 = the model's context length)\n"
+    "  -b, --batch-size N       most prompt tokens per decode call (default 2048)\n"
+    "  -ub, --ubatch-size N     most tokens per micro-batch (default 512)\n"
+    "  -t, --threads N          threads (default: the hardware's)\n"
+    "  -s, --seed N             sampling seed (default 0)\n"
+    "  --temp X                 temperature (default 0.8; <= 0 = greedy)\n"
+    "  --top-k N                top-k (default 40; 0 = off)\n"
+    "  --top-p X                top-p in (0, 1] (default 0.95; 1 = off)\n"
+    "  --min-p X                min-p in [0, 1] (default 0.05; 0 = off)\n"
+    "  --repeat-penalty X       repetition penalty (default 1.0 = off)\n"
+    "  --repeat-last-n N        penalty window (default 64; 0 = off, -1 = whole history)\n"
+    "  -ctk, --cache-type-k T   K and indexer cache type: f16 (default) or f32\n"
+    "  -ctv, --cache-type-v T   V cache type: f16 (default) or f32\n"
+    "  --qsa-dense              force dense attention on QSA layers (comparisons)\n"
+    "  --state-save FILE        after the run, write the context state and the token list to FILE\n"
+    "  --state-load FILE        before the prompt, restore a state written by --state-save (same model only);\n"
+    "                           the prompt (may be empty: -p '') continues it\n";
+
+std::string read_file(const std::string & path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open the prompt file");
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw Error(path + ": read error");
+    return s;
+}
+
+// A one-line bar on stderr, redrawn in place; only when stderr is a terminal.
+class Progress {
+public:
+    Progress(size_t total, bool enabled) : total_(total), enabled_(enabled) {}
+    void update(size_t done) {
+        if (!enabled_) return;
+        const int width = 40;
+        const int filled = total_ ? static_cast<int>(width * done / total_) : width;
+        std::fprintf(stderr, "\rprompt [%.*s%*s] %zu/%zu", filled, "########################################",
+                     width - filled, "", done, total_);
+        std::fflush(stderr);
+    }
+    void finish() {
+        if (enabled_) std::fprintf(stderr, "\r%*s\r", 80, "");
+    }
+
+private:
+    size_t total_;
+    bool enabled_;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run_main(const std::vector<std::string> & args) {
+    return runtime::run_with_usage("run", [&]() -> int {
+        std::string model_path, prompt, prompt_file, state_save, state_load, ctk = "f16", ctv = "f16";
+        int64_t n_predict = 128, n_ctx = 0, n_batch = 2048, n_ubatch = 512, seed = 0, top_k = 40, last_n = 64;
+        int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+        float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
+        bool qsa_dense = false;
+        runtime::ArgParser p;
+        p.text({"-m", "--model"}, &model_path);
+        p.text({"-p", "--prompt"}, &prompt);
+        p.text({"-f", "--file"}, &prompt_file);
+        p.integer({"-n", "--n-predict"}, &n_predict, -1, INT32_MAX);
+        p.integer({"-c", "--ctx-size"}, &n_ctx, 0, 1 << 24);
+        p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 24);
+        p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 24);
+        p.integer({"-t", "--threads"}, &threads, 1, 1024);
+        p.integer({"-s", "--seed"}, &seed, 0, INT64_MAX);
+        p.real({"--temp"}, &temp, -1e9f, 1e9f);
+        p.integer({"--top-k"}, &top_k, 0, INT32_MAX);
+        p.real({"--top-p"}, &top_p, -1e9f, 1e9f);
+        p.real({"--min-p"}, &min_p, -1e9f, 1e9f);
+        p.real({"--repeat-penalty"}, &repeat_penalty, -1e9f, 1e9f);
+        p.integer({"--repeat-last-n"}, &last_n, -1e9, 1e9);
+        p.text({"-ctk", "--cache-type-k"}, &ctk);
+        p.text({"-ctv", "--cache-type-v"}, &ctv);
+        p.flag({"--qsa-dense"}, &qsa_dense);
+        p.text({"--state-save"}, &state_save);
+        p.text({"--state-load"}, &state_load);
+        if (!p.parse(args)) {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+        if (p.given("-p") && p.given("-f")) {
+            throw runtime::UsageError("give at most one of -p TEXT and -f FILE");
+        }
+        for (const std::string * t : {&ctk, &ctv}) {
+            if (*t != "f16" && *t != "f32") throw runtime::UsageError("cache type '" + *t + "' is not f16 or f32");
+        }
+        runtime::SamplingParams sp;
+        sp.temperature = temp;
+        sp.top_k = static_cast<int32_t>(top_k);
+        sp.top_p = top_p;
+        sp.min_p = min_p;
+        sp.repeat_penalty = repeat_penalty;
+        sp.repeat_last_n = static_cast<int32_t>(last_n);
+        sp.seed = static_cast<uint64_t>(seed);
+        try {
+            runtime::validate(sp);
+        } catch (const Error & e) {
+            throw runtime::UsageError(std::string("sampling: ") + e.what());
+        }
+        const bool prompt_given = p.given("-p") || p.given("-f");
+        if (!prompt_file.empty()) prompt = read_file(prompt_file);
+        if (!prompt_given && state_load.empty()) prompt = kDefaultPrompt;
+
+        if (model_path.empty()) model_path = runtime::default_model_path();
+        const auto model = Model::load(model_path);
+        const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
+
+        ContextParams cp;
+        cp.n_ctx = static_cast<uint32_t>(n_ctx);
+        cp.n_batch = static_cast<uint32_t>(n_batch);
+        cp.n_ubatch = static_cast<uint32_t>(n_ubatch);
+        cp.n_threads = static_cast<int>(threads);
+        cp.type_k = ctk;
+        cp.type_v = ctv;
+        cp.qsa_dense = qsa_dense;
+        Context ctx(model, cp);
+        const uint32_t ctx_size = ctx.params().n_ctx;
+
+        // Tokens of the run so far; the memory holds all but possibly the last (sampled, not yet decoded).
+        std::vector<int32_t> history;
+        std::vector<int32_t> to_decode;
+        if (!state_load.empty()) {
+            history = ctx.state_load_file(state_load);
+            const size_t in_memory = static_cast<size_t>(ctx.seq_pos_max(0) + 1);
+            if (history.size() == in_memory + 1) {
+                to_decode.push_back(history.back());  // the token sampled last, never decoded
+                history.pop_back();
+            } else if (history.size() != in_memory) {
+                throw Error(state_load + ": the token list (" + std::to_string(history.size()) +
+                            " tokens) does not match the saved memory (" + std::to_string(in_memory) + " tokens)");
+            }
+        }
+        std::vector<int32_t> prompt_tokens;
+        if (history.empty() && to_decode.empty() && tok.add_bos() && tok.bos()) prompt_tokens.push_back(*tok.bos());
+        tok.tokenize(prompt, false, prompt_tokens);
+        to_decode.insert(to_decode.end(), prompt_tokens.begin(), prompt_tokens.end());
+        if (to_decode.empty()) {
+            throw runtime::UsageError(state_load.empty() ? "the prompt is empty"
+                                                         : "nothing to continue from: the state has no pending token; give a prompt");
+        }
+        if (history.size() + to_decode.size() > ctx_size) {
+            throw Error("the prompt is " + std::to_string(history.size() + to_decode.size()) +
+                        " tokens, longer than the context of " + std::to_string(ctx_size) + " cells (-c)");
+        }
+
+        runtime::Sampler sampler(sp);
+        for (const int32_t t : history) sampler.accept(t);
+
+        // Prompt, in n_batch chunks; the progress bar advances per micro-batch.
+        const bool tty = ::isatty(2) == 1;
+        const size_t n_prompt = to_decode.size();
+        Progress bar(n_prompt, tty && n_prompt > ctx.params().n_ubatch);
+        size_t done = 0, chunk_done = 0, chunk_size = 0;
+        ctx.set_abort_callback([&]() {
+            bar.update(done + std::min(chunk_done, chunk_size));
+            chunk_done += ctx.params().n_ubatch;
+            return false;
+        });
+        const auto t_prompt = std::chrono::steady_clock::now();
+        const size_t n_batch_eff = ctx.params().n_batch;
+        for (size_t i = 0; i < n_prompt; i += n_batch_eff) {
+            const size_t n = std::min(n_batch_eff, n_prompt - i);
+            std::vector<BatchToken> batch(n);
+            for (size_t j = 0; j < n; ++j) {
+                batch[j].token = to_decode[i + j];
+                batch[j].output = i + j + 1 == n_prompt;
+            }
+            chunk_done = 0;
+            chunk_size = n;
+            const DecodeResult r = ctx.decode(batch);
+            if (!r.ok()) throw Error("prompt: " + r.message);
+            done += n;
+        }
+        bar.finish();
+        ctx.set_abort_callback(nullptr);
+        const double prompt_s = seconds_since(t_prompt);
+        for (const int32_t t : to_decode) {
+            history.push_back(t);
+            sampler.accept(t);
+        }
+
+        // Generation: sample, stream, decode the token unless it is the last one.
+        std::string pending_text;
+        int32_t n_generated = 0;
+        bool sampled_undecoded = false;
+        const auto t_gen = std::chrono::steady_clock::now();
+        double decode_s = 0;
+        const char * stop_reason = "length";
+        while (n_predict < 0 || n_generated < n_predict) {
+            const float * logits = ctx.logits(ctx.n_outputs() - 1);
+            const int32_t next = sampler.sample({logits, static_cast<size_t>(model->n_vocab())});
+            sampler.accept(next);
+            history.push_back(next);
+            sampled_undecoded = true;
+            ++n_generated;
+            if (tok.is_end_of_generation(next)) {
+                stop_reason = "end of text";
+                break;
+            }
+            pending_text += tok.token_to_piece(next, false);
+            const size_t ready = runtime::unicode::complete_utf8_prefix(pending_text);
+            if (ready > 0) {
+                std::fwrite(pending_text.data(), 1, ready, stdout);
+                std::fflush(stdout);
+                pending_text.erase(0, ready);
+            }
+            if (n_predict >= 0 && n_generated >= n_predict) break;
+            if (history.size() > ctx_size) {
+                stop_reason = "context full";
+                break;
+            }
+            const auto t0 = std::chrono::steady_clock::now();
+            const DecodeResult r = ctx.decode({BatchToken{next, -1, {0}, true}});
+            decode_s += seconds_since(t0);
+            if (!r.ok()) throw Error("generation: " + r.message);
+            sampled_undecoded = false;
+        }
+        std::fwrite(pending_text.data(), 1, pending_text.size(), stdout);
+        std::fputc('\n', stdout);
+        std::fflush(stdout);
+        const double gen_s = seconds_since(t_gen);
+        (void)sampled_undecoded;
+
+        if (!state_save.empty()) ctx.state_save_file(state_save, history);
+
+        const int32_t n_decoded = std::max(0, n_generated - 1);
+        std::fprintf(stderr,
+                     "run: prompt %zu tokens in %.3f s (%.1f tokens/s); generated %d tokens in %.3f s "
+                     "(decode %.1f tokens/s, stop: %s); memory: %s\n",
+                     n_prompt, prompt_s, prompt_s > 0 ? n_prompt / prompt_s : 0.0, n_generated, gen_s,
+                     decode_s > 0 ? n_decoded / decode_s : 0.0, stop_reason, ctx.memory_breakdown().describe().c_str());
+        return 0;
+    });
+}
+
+}  // namespace
+
+OFFGRID_COMMAND("run", "generate text from a prompt (the built-in model without -m)", run_main);
+
+}  // namespace offgrid::cli

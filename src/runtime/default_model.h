@@ -1,0 +1,27 @@
+// The embedded default model: `offgrid run` without -m uses the `tiny` preset with the byte-level vocabulary,
+// generated deterministically on first use into a cache directory and reused afterwards.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gguf/value.h"
+#include "model/gen_model.h"
+
+namespace offgrid::runtime {
+
+// Attaches the embedded byte-level vocabulary: n_vocab and the PLE end-of-sequence token follow it.
+model::GenConfig with_byte_vocab(model::GenConfig config);
+// The tokenizer.ggml.* key/values of the embedded vocabulary.
+std::vector<gguf::KeyValue> byte_vocab_metadata();
+
+// Generates a model with the embedded vocabulary and writes it to `path` through a temporary file in the same
+// directory that is renamed into place, so `path` is either absent or complete. Throws offgrid::Error.
+void write_model_file(const model::GenConfig & config, const std::string & path);
+
+// $OFFGRID_CACHE, else $XDG_CACHE_HOME/offgrid, else $HOME/.cache/offgrid. Throws when none can be formed.
+std::string cache_dir();
+// The default model's file in cache_dir(), created (with its directory) when missing. Throws offgrid::Error.
+std::string default_model_path();
+
+}  // namespace offgrid::runtime
