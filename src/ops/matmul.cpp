@@ -108,6 +108,33 @@ inline float element(const Matrix & w, int64_t r, int64_t i) {
     }
 }
 
+// Whole-row conversion to float for the matmul (exact for F16 and BF16; d * q for Q8_0).
+void row_to_float(const Matrix & w, int64_t r, float * out) {
+    const uint8_t * row = w.row(r);
+    if (w.type == ElemType::F16) {
+        const uint16_t * h = reinterpret_cast<const uint16_t *>(row);
+        int64_t i = 0;
+#ifdef OFFGRID_HAVE_F16C
+        for (; i + 8 <= w.cols; i += 8) {
+            _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(h + i))));
+        }
+#endif
+        for (; i < w.cols; ++i) out[i] = half_to_float(h[i]);
+    } else if (w.type == ElemType::BF16) {
+        const uint16_t * h = reinterpret_cast<const uint16_t *>(row);
+        for (int64_t i = 0; i < w.cols; ++i) out[i] = bf16_to_float(h[i]);
+    } else {  // Q8_0
+        for (int64_t b = 0; b < w.cols / kQ8Block; ++b) {
+            const uint8_t * blk = row + b * kQ8BlockBytes;
+            uint16_t d_bits;
+            std::memcpy(&d_bits, blk, 2);
+            const float d = half_to_float(d_bits);
+            const int8_t * q = reinterpret_cast<const int8_t *>(blk + 2);
+            for (int i = 0; i < kQ8Block; ++i) out[b * kQ8Block + i] = d * static_cast<float>(q[i]);
+        }
+    }
+}
+
 }  // namespace
 
 bool supported_weight_type(ElemType type) {
@@ -177,14 +204,21 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
     if (!supported_weight_type(w.type)) {
         throw Error("matmul: unsupported weight type " + std::to_string(static_cast<uint32_t>(w.type)));
     }
-    // Rows of W outer, tokens inner: each weight row is read once per call while it is hot in cache.
+    // Rows of W outer, tokens inner: each weight row is read and converted to F32 once per call, then
+    // multiplied with every token by the same dot product (so grouping tokens never changes the bits).
     parallel_for(
         pool, static_cast<size_t>(w.rows),
         [&](size_t begin, size_t end) {
+            std::vector<float> row_buf(w.type == ElemType::F32 ? 0 : w.cols);
             for (size_t o = begin; o < end; ++o) {
-                for (int64_t t = 0; t < n_tokens; ++t) {
-                    y[t * w.rows + o] = dot_row(w, static_cast<int64_t>(o), x + t * w.cols);
+                const float * row;
+                if (w.type == ElemType::F32) {
+                    row = reinterpret_cast<const float *>(w.row(static_cast<int64_t>(o)));
+                } else {
+                    row_to_float(w, static_cast<int64_t>(o), row_buf.data());
+                    row = row_buf.data();
                 }
+                for (int64_t t = 0; t < n_tokens; ++t) y[t * w.rows + o] = dot_f32(row, x + t * w.cols, w.cols);
             }
         },
         16);

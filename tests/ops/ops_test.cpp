@@ -116,6 +116,24 @@ TEST_P(MatmulTypes, MatchesScalarTwinAndDoubleMaths) {
     }
 }
 
+TEST_P(MatmulTypes, TokenGroupingDoesNotChangeBits) {
+    const ElemType type = GetParam();
+    const int64_t cols = 224, rows = 9, n_tok = 7;
+    const auto wf = random_vector(cols * rows, 11);
+    const auto x = random_vector(cols * n_tok, 12);
+    const auto bytes = encode(wf, cols, rows, type);
+    const Matrix m = make_matrix(type, bytes.data(), cols, rows);
+    std::vector<float> all(rows * n_tok), one(rows);
+    matmul(m, x.data(), n_tok, all.data());
+    for (int64_t t = 0; t < n_tok; ++t) {
+        matvec(m, x.data() + t * cols, one.data());
+        for (int64_t o = 0; o < rows; ++o) {
+            EXPECT_EQ(all[t * rows + o], one[o]) << "token " << t << " row " << o;
+            EXPECT_NEAR(one[o], dot_row(m, o, x.data() + t * cols), 1e-4);
+        }
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTypes,
                          ::testing::Values(ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::Q8_0));
 
