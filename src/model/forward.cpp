@@ -150,6 +150,23 @@ std::vector<float> forward(const Model & model, const memory::CacheShape & shape
         }
         if (tp.pos < 0) throw Error("forward: ubatch token " + std::to_string(t) + ": negative position");
     }
+    // Every token in exactly one sequence group (the recurrent layers and PLE run along the groups).
+    std::vector<uint8_t> grouped(T, 0);
+    for (const auto & g : plan.groups) {
+        for (uint32_t t : g.tokens) {
+            if (t >= T || grouped[t]++) {
+                throw Error("forward: sequence group of seq " + std::to_string(g.seq) + " lists ubatch token " +
+                            std::to_string(t) + " that is out of range or already in a group");
+            }
+        }
+    }
+    for (size_t t = 0; t < T; ++t) {
+        if (!grouped[t]) throw Error("forward: ubatch token " + std::to_string(t) + " is in no sequence group");
+        if (hp.kpool > 0 && plan.tokens[t].tail.size() >= hp.kpool) {
+            throw Error("forward: ubatch token " + std::to_string(t) + ": tail of " +
+                        std::to_string(plan.tokens[t].tail.size()) + " cells, the pool size is " + std::to_string(hp.kpool));
+        }
+    }
     std::vector<float> logits;
     if (T == 0) return logits;
 

@@ -194,6 +194,21 @@ TEST(Forward, RejectsBadTokensAndPlans) {
     EXPECT_THROW(mem.decode({1, 64}, {true, true}), Error);
     test::TestMemory wrong_pool(b.model, 8, 2);
     EXPECT_THROW(wrong_pool.decode({1, 2}, {true, true}), Error);
+    // A plan whose groups do not cover every token exactly once.
+    test::TestPlan plan;
+    plan.kpool = b.model.hparams().kpool;
+    plan.cell_tokens = {1};
+    memory::TokenPlan tp{};
+    tp.token = 1;
+    tp.n_visible = 1;
+    plan.tokens = {tp};
+    const auto shape = b.model.cache_shape(tensor::ElemType::F32, tensor::ElemType::F32);
+    test::TestStorage storage(shape, 4, 1);
+    EXPECT_THROW(forward(b.model, shape, plan, storage), Error);
+    plan.groups = {memory::SeqGroup{0, {0, 0}, 0, {}}};
+    EXPECT_THROW(forward(b.model, shape, plan, storage), Error);
+    plan.groups = {memory::SeqGroup{0, {3}, 0, {}}};
+    EXPECT_THROW(forward(b.model, shape, plan, storage), Error);
 }
 
 TEST(Forward, OnlyOutputRowsAreReturned) {
