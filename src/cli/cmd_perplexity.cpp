@@ -1,0 +1,187 @@
+// `offgrid perplexity`: chunked perplexity of a text (or of token ids) under a model.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "cli/command.h"
+#include "model/model.h"
+#include "offgrid/context.h"
+#include "runtime/cli_args.h"
+#include "runtime/default_model.h"
+#include "runtime/tokenizer.h"
+
+namespace offgrid::cli {
+
+namespace {
+
+constexpr const char * kUsage =
+    "usage: offgrid perplexity [-m MODEL] -f FILE [-c N] [-b N] [--ids] [--half] [options]\n"
+    "\n"
+    "Splits the tokens of FILE into chunks of N tokens (the last, shorter chunk is scored too when it has at\n"
+    "least 2 tokens), evaluates each chunk in a fresh context and prints each chunk's perplexity and the final\n"
+    "value with its standard error. By default every token after the first of a chunk is scored (the chunk's\n"
+    "first token has no context); --half scores only the second half of each chunk, as llama.cpp does.\n"
+    "\n"
+    "  -m, --model FILE        GGUF model (default: the built-in model)\n"
+    "  -f, --file FILE         the text (or, with --ids, the token ids)\n"
+    "  --ids                   FILE holds token ids separated by white space, used as they are (no BOS)\n"
+    "  -c, --ctx-size N        chunk length in tokens (default 512)\n"
+    "  -b, --batch-size N      most tokens per decode call (default: the chunk length)\n"
+    "  -ub, --ubatch-size N    most tokens per micro-batch (default 512)\n"
+    "  -t, --threads N         threads (default: the hardware's)\n"
+    "  --half                  score only the second half of each chunk\n"
+    "  -ctk, -ctv T            K / V cache type: f16 (default) or f32\n"
+    "  --qsa-dense             force dense attention on QSA layers\n";
+
+std::string read_file(const std::string & path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open the input file");
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) throw Error(path + ": read error");
+    return s;
+}
+
+std::vector<int32_t> parse_ids(const std::string & path, const std::string & text, int32_t n_vocab) {
+    std::vector<int32_t> ids;
+    std::istringstream in(text);
+    for (std::string word; in >> word;) {
+        const std::string what = path + ": token " + std::to_string(ids.size());
+        try {
+            ids.push_back(static_cast<int32_t>(runtime::parse_integer(what, word, 0, n_vocab - 1)));
+        } catch (const runtime::UsageError & e) {
+            throw Error(e.what());  // a bad input file, not a bad command line
+        }
+    }
+    return ids;
+}
+
+// -log softmax(row)[target], in double.
+double token_nll(const float * row, int32_t n_vocab, int32_t target) {
+    double max = row[0];
+    for (int32_t v = 1; v < n_vocab; ++v) max = std::max<double>(max, row[v]);
+    double sum = 0;
+    for (int32_t v = 0; v < n_vocab; ++v) sum += std::exp(static_cast<double>(row[v]) - max);
+    return std::log(sum) + max - static_cast<double>(row[target]);
+}
+
+int perplexity_main(const std::vector<std::string> & args) {
+    return runtime::run_with_usage("perplexity", [&]() -> int {
+        std::string model_path, file, ctk = "f16", ctv = "f16";
+        int64_t chunk = 512, n_batch = 0, n_ubatch = 512;
+        int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+        bool ids_mode = false, half = false, qsa_dense = false;
+        runtime::ArgParser p;
+        p.text({"-m", "--model"}, &model_path);
+        p.text({"-f", "--file"}, &file);
+        p.flag({"--ids"}, &ids_mode);
+        p.flag({"--half"}, &half);
+        p.flag({"--qsa-dense"}, &qsa_dense);
+        p.integer({"-c", "--ctx-size"}, &chunk, 2, 1 << 24);
+        p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 24);
+        p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 24);
+        p.integer({"-t", "--threads"}, &threads, 1, 1024);
+        p.text({"-ctk", "--cache-type-k"}, &ctk);
+        p.text({"-ctv", "--cache-type-v"}, &ctv);
+        if (!p.parse(args)) {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+        if (file.empty()) throw runtime::UsageError("-f FILE is required");
+        for (const std::string * t : {&ctk, &ctv}) {
+            if (*t != "f16" && *t != "f32") throw runtime::UsageError("cache type '" + *t + "' is not f16 or f32");
+        }
+        const std::string text = read_file(file);
+        if (model_path.empty()) model_path = runtime::default_model_path();
+        const auto model = Model::load(model_path);
+        const int32_t n_vocab = model->n_vocab();
+
+        std::vector<int32_t> tokens;
+        if (ids_mode) {
+            tokens = parse_ids(file, text, n_vocab);
+        } else {
+            const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
+            tokens = tok.tokenize(text, false);
+        }
+        if (tokens.size() < 2) {
+            throw Error(file + ": " + std::to_string(tokens.size()) + " tokens; perplexity needs at least 2");
+        }
+
+        ContextParams cp;
+        cp.n_ctx = static_cast<uint32_t>(std::min<size_t>(static_cast<size_t>(chunk), tokens.size()));
+        cp.n_batch = n_batch > 0 ? static_cast<uint32_t>(n_batch) : cp.n_ctx;
+        cp.n_ubatch = static_cast<uint32_t>(n_ubatch);
+        cp.n_threads = static_cast<int>(threads);
+        cp.type_k = ctk;
+        cp.type_v = ctv;
+        cp.qsa_dense = qsa_dense;
+        Context ctx(model, cp);
+        const size_t batch = ctx.params().n_batch;
+
+        std::vector<std::pair<size_t, size_t>> chunks;  // [begin, end)
+        for (size_t b = 0; b < tokens.size(); b += static_cast<size_t>(chunk)) {
+            const size_t e = std::min(tokens.size(), b + static_cast<size_t>(chunk));
+            if (e - b >= 2) chunks.emplace_back(b, e);
+        }
+        std::printf("perplexity: %zu tokens, %zu chunk(s) of up to %lld tokens, scoring %s\n", tokens.size(),
+                    chunks.size(), static_cast<long long>(chunk),
+                    half ? "the second half of each chunk" : "every token after the first of each chunk");
+
+        const auto t0 = std::chrono::steady_clock::now();
+        double sum = 0, sum2 = 0;
+        size_t count = 0;
+        for (size_t c = 0; c < chunks.size(); ++c) {
+            const auto [begin, end] = chunks[c];
+            const size_t n = end - begin;
+            const size_t first = half ? n / 2 : 0;  // rows first .. n-2 predict tokens first+1 .. n-1
+            ctx.clear();
+            double chunk_sum = 0;
+            for (size_t i = 0; i < n; i += batch) {
+                const size_t m = std::min(batch, n - i);
+                std::vector<BatchToken> b(m);
+                for (size_t j = 0; j < m; ++j) {
+                    const size_t k = i + j;
+                    b[j].token = tokens[begin + k];
+                    b[j].pos = static_cast<int32_t>(k);
+                    b[j].output = k >= first && k + 1 < n;
+                }
+                const DecodeResult r = ctx.decode(b);
+                if (!r.ok()) throw Error("chunk " + std::to_string(c + 1) + ": " + r.message);
+                int32_t row = 0;
+                for (size_t j = 0; j < m; ++j) {
+                    if (!b[j].output) continue;
+                    const double nll = token_nll(ctx.logits(row++), n_vocab, tokens[begin + i + j + 1]);
+                    chunk_sum += nll;
+                    sum += nll;
+                    sum2 += nll * nll;
+                    ++count;
+                }
+            }
+            const size_t scored = n - 1 - first;
+            std::printf("[%zu] tokens %zu..%zu: ppl %.6f (running %.6f)\n", c + 1, begin, end - 1,
+                        std::exp(chunk_sum / static_cast<double>(scored)), std::exp(sum / static_cast<double>(count)));
+            std::fflush(stdout);
+        }
+        const double mean = sum / static_cast<double>(count);
+        const double var = count > 1 ? std::max(0.0, sum2 / static_cast<double>(count) - mean * mean) : 0.0;
+        const double err = count > 1 ? std::sqrt(var / static_cast<double>(count - 1)) : 0.0;
+        const double ppl = std::exp(mean);
+        std::printf("Final estimate: PPL = %.8f +/- %.8f (%zu scored tokens, mean NLL %.8f)\n", ppl, ppl * err, count,
+                    mean);
+        const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        std::fprintf(stderr, "perplexity: %.3f s, %.1f tokens/s\n", secs, secs > 0 ? tokens.size() / secs : 0.0);
+        return 0;
+    });
+}
+
+}  // namespace
+
+OFFGRID_COMMAND("perplexity", "perplexity of a text or of token ids, in chunks", perplexity_main);
+
+}  // namespace offgrid::cli
