@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
@@ -135,9 +136,17 @@ int run_main(const std::vector<std::string> & args) {
         try {
             runtime::validate(sp);
         } catch (const Error & e) {
-            throw runtime::UsageError(std::string("sampling: ") + e.what());
+            throw runtime::UsageError(e.what());
         }
         const bool prompt_given = p.given("-p") || p.given("-f");
+        if (!state_save.empty()) {
+            // Checked before any work, so a run never ends in a state that cannot be written.
+            const std::filesystem::path dir = std::filesystem::path(state_save).parent_path();
+            std::error_code ec;
+            if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+                throw runtime::UsageError("--state-save: directory " + dir.string() + " does not exist");
+            }
+        }
         if (!prompt_file.empty()) prompt = read_file(prompt_file);
         if (!prompt_given && state_load.empty()) prompt = kDefaultPrompt;
 

@@ -1,0 +1,248 @@
+// `offgrid bench`: prompt-processing and decode speed at given depths, QSA sparse and forced dense; a table,
+// JSON, or an SVG plot of decode time per token against depth.
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <unistd.h>
+
+#include "cli/command.h"
+#include "offgrid/context.h"
+#include "runtime/cli_args.h"
+#include "runtime/default_model.h"
+#include "runtime/depth_bench.h"
+
+namespace offgrid::cli {
+
+namespace {
+
+constexpr const char * kUsage =
+    "usage: offgrid bench [-m MODEL] [-d 0,1024,16384] [-p 512] [-n 128] [-t N] [--json] [--plot FILE.svg]\n"
+    "\n"
+    "Fills a context to each depth with pseudo-random tokens (QSA sparse), then measures from that state:\n"
+    "prompt processing (-p tokens in -b sized calls) and decode (-n one-token calls), once with sparse QSA and\n"
+    "once with QSA forced dense (the same cache contents).\n"
+    "\n"
+    "  -m, --model FILE        GGUF model (default: the built-in model)\n"
+    "  -d, --depths LIST       comma-separated depths (default 0,1024,16384)\n"
+    "  -p, --n-prompt N        prompt tokens per test (default 512; 0 = skip)\n"
+    "  -n, --n-gen N           decoded tokens per test (default 128; 0 = skip)\n"
+    "  -b, --batch-size N      tokens per decode call when filling and for the prompt test (default 512)\n"
+    "  -ub, --ubatch-size N    tokens per micro-batch (default 512)\n"
+    "  -t, --threads N         threads (default: the hardware's)\n"
+    "  --mode sparse|dense|both  which QSA modes to measure (default both)\n"
+    "  -ctk, -ctv T            K / V cache type: f16 (default) or f32\n"
+    "  --json                  print the results as JSON instead of the table\n"
+    "  --plot FILE.svg         also draw decode time per token against depth for each mode\n";
+
+std::string json_escape(const std::string & s) {
+    std::string out;
+    for (const char ch : s) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c == '"' || c == '\\') {
+            out += '\\';
+            out += ch;
+        } else if (c < 0x20) {
+            char buf[8];
+            std::snprintf(buf, sizeof(buf), "\\u%04x", c);
+            out += buf;
+        } else {
+            out += ch;
+        }
+    }
+    return out;
+}
+
+std::string svg_plot(const std::vector<runtime::DepthBenchResult> & results, const std::string & title) {
+    const double W = 640, H = 400, left = 70, right = 20, top = 40, bottom = 50;
+    double max_depth = 1, max_ms = 0;
+    for (const auto & r : results) {
+        max_depth = std::max<double>(max_depth, r.depth);
+        max_ms = std::max(max_ms, r.ms_per_decoded_token());
+    }
+    max_ms = max_ms > 0 ? max_ms * 1.1 : 1;
+    auto x = [&](double d) { return left + (W - left - right) * d / max_depth; };
+    auto y = [&](double ms) { return H - bottom - (H - top - bottom) * ms / max_ms; };
+    std::string s;
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" "
+                  "font-size=\"12\">\n<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
+                  W, H);
+    s += buf;
+    std::string t = title;
+    for (const char * bad : {"&", "<", ">"}) {
+        for (size_t p = t.find(bad); p != std::string::npos; p = t.find(bad)) t.erase(p, 1);
+    }
+    std::snprintf(buf, sizeof(buf), "<text x=\"%.0f\" y=\"20\">decode time per token vs depth: %s</text>\n", left,
+                  t.substr(0, 60).c_str());
+    s += buf;
+    // Axes, y ticks at fifths of the range, x ticks at each measured depth.
+    std::snprintf(buf, sizeof(buf),
+                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n"
+                  "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"black\"/>\n",
+                  left, H - bottom, W - right, H - bottom, left, H - bottom, left, top);
+    s += buf;
+    for (int i = 0; i <= 5; ++i) {
+        const double ms = max_ms * i / 5;
+        std::snprintf(buf, sizeof(buf),
+                      "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>"
+                      "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.2f</text>\n",
+                      left, y(ms), W - right, y(ms), left - 5, y(ms) + 4, ms);
+        s += buf;
+    }
+    std::vector<uint32_t> depths;
+    for (const auto & r : results) depths.push_back(r.depth);
+    std::sort(depths.begin(), depths.end());
+    depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
+    for (const uint32_t d : depths) {
+        std::snprintf(buf, sizeof(buf), "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%u</text>\n", x(d),
+                      H - bottom + 16, d);
+        s += buf;
+    }
+    std::snprintf(buf, sizeof(buf),
+                  "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">depth (tokens in the context)</text>\n"
+                  "<text x=\"15\" y=\"%.1f\" transform=\"rotate(-90 15 %.1f)\" text-anchor=\"middle\">ms per decoded "
+                  "token</text>\n",
+                  (left + W - right) / 2, H - 12, (top + H - bottom) / 2, (top + H - bottom) / 2);
+    s += buf;
+    int legend = 0;
+    for (const char * mode : {"sparse", "dense"}) {
+        const char * colour = std::strcmp(mode, "sparse") == 0 ? "#1f77b4" : "#d62728";
+        std::string points;
+        for (const auto & r : results) {
+            if (r.mode != mode || r.n_gen == 0) continue;
+            std::snprintf(buf, sizeof(buf), "%.1f,%.1f ", x(r.depth), y(r.ms_per_decoded_token()));
+            points += buf;
+            std::snprintf(buf, sizeof(buf), "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", x(r.depth),
+                          y(r.ms_per_decoded_token()), colour);
+            s += buf;
+        }
+        if (points.empty()) continue;
+        s += "<polyline fill=\"none\" stroke=\"" + std::string(colour) + "\" stroke-width=\"2\" points=\"" + points + "\"/>\n";
+        std::snprintf(buf, sizeof(buf),
+                      "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"3\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">%s</text>\n",
+                      left + 10, top + 10 + 16.0 * legend, colour, left + 28, top + 15 + 16.0 * legend, mode);
+        s += buf;
+        ++legend;
+    }
+    s += "</svg>\n";
+    return s;
+}
+
+void write_atomically(const std::string & path, const std::string & text) {
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    std::FILE * f = std::fopen(tmp.c_str(), "wb");
+    if (!f) throw Error(path + ": cannot create " + tmp + ": " + std::strerror(errno));
+    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (std::fclose(f) != 0 || !ok) {
+        std::remove(tmp.c_str());
+        throw Error(path + ": write failed");
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        throw Error(path + ": cannot rename the plot into place");
+    }
+}
+
+int bench_main(const std::vector<std::string> & args) {
+    return runtime::run_with_usage("bench", [&]() -> int {
+        std::string model_path, depths = "0,1024,16384", plot, mode = "both", ctk = "f16", ctv = "f16";
+        int64_t n_prompt = 512, n_gen = 128, n_batch = 512, n_ubatch = 512;
+        int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+        bool json = false;
+        runtime::ArgParser p;
+        p.text({"-m", "--model"}, &model_path);
+        p.text({"-d", "--depths"}, &depths);
+        p.integer({"-p", "--n-prompt"}, &n_prompt, 0, 1 << 20);
+        p.integer({"-n", "--n-gen"}, &n_gen, 0, 1 << 20);
+        p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 20);
+        p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 20);
+        p.integer({"-t", "--threads"}, &threads, 1, 1024);
+        p.text({"--mode"}, &mode);
+        p.text({"-ctk", "--cache-type-k"}, &ctk);
+        p.text({"-ctv", "--cache-type-v"}, &ctv);
+        p.flag({"--json"}, &json);
+        p.text({"--plot"}, &plot);
+        if (!p.parse(args)) {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+        if (!plot.empty()) {
+            // Checked before the (long) measurement.
+            const std::filesystem::path dir = std::filesystem::path(plot).parent_path();
+            std::error_code ec;
+            if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
+                throw runtime::UsageError("--plot: directory " + dir.string() + " of " + plot + " does not exist");
+            }
+        }
+        runtime::DepthBenchParams bp;
+        bp.depths.clear();
+        for (const int64_t d : runtime::parse_integer_list("-d", depths, 0, 1 << 22)) bp.depths.push_back(static_cast<uint32_t>(d));
+        if (mode != "both" && mode != "sparse" && mode != "dense") {
+            throw runtime::UsageError("--mode: '" + mode + "' is not sparse, dense or both");
+        }
+        for (const std::string * t : {&ctk, &ctv}) {
+            if (*t != "f16" && *t != "f32") throw runtime::UsageError("cache type '" + *t + "' is not f16 or f32");
+        }
+        if (n_prompt == 0 && n_gen == 0) throw runtime::UsageError("nothing to measure: -p and -n are both 0");
+        bp.sparse = mode != "dense";
+        bp.dense = mode != "sparse";
+        bp.n_prompt = static_cast<uint32_t>(n_prompt);
+        bp.n_gen = static_cast<uint32_t>(n_gen);
+        bp.n_batch = static_cast<uint32_t>(n_batch);
+        bp.n_ubatch = static_cast<uint32_t>(n_ubatch);
+        bp.n_threads = static_cast<int>(threads);
+        bp.type_k = ctk;
+        bp.type_v = ctv;
+        const bool tty = ::isatty(2) == 1;
+        bp.status = [tty](const std::string & s) {
+            if (tty) {
+                std::fprintf(stderr, "\r%-60s", s.c_str());
+                std::fflush(stderr);
+            }
+        };
+
+        if (model_path.empty()) model_path = runtime::default_model_path();
+        const auto model = Model::load(model_path);
+        const auto results = runtime::run_depth_bench(model, bp);
+        if (tty) std::fprintf(stderr, "\r%-60s\r", "");
+
+        if (json) {
+            std::printf("{\n  \"model\": \"%s\",\n  \"description\": \"%s\",\n  \"threads\": %d,\n  \"results\": [\n",
+                        json_escape(model_path).c_str(), json_escape(model->describe()).c_str(), bp.n_threads);
+            for (size_t i = 0; i < results.size(); ++i) {
+                const auto & r = results[i];
+                std::printf("    {\"mode\": \"%s\", \"depth\": %u, \"n_prompt\": %u, \"prompt_seconds\": %.6f, "
+                            "\"prompt_tokens_per_second\": %.3f, \"n_gen\": %u, \"gen_seconds\": %.6f, "
+                            "\"gen_tokens_per_second\": %.3f, \"ms_per_token\": %.4f}%s\n",
+                            r.mode.c_str(), r.depth, r.n_prompt, r.prompt_seconds, r.prompt_tokens_per_second(), r.n_gen,
+                            r.gen_seconds, r.gen_tokens_per_second(), r.ms_per_decoded_token(),
+                            i + 1 < results.size() ? "," : "");
+            }
+            std::printf("  ]\n}\n");
+        } else {
+            std::printf("model: %s\nthreads: %d\n", model->describe().c_str(), bp.n_threads);
+            std::printf("| %-6s | %8s | %14s | %14s | %10s |\n", "mode", "depth", ("pp" + std::to_string(n_prompt) + " t/s").c_str(),
+                        ("tg" + std::to_string(n_gen) + " t/s").c_str(), "ms/token");
+            std::printf("|--------|----------|----------------|----------------|------------|\n");
+            for (const auto & r : results) {
+                std::printf("| %-6s | %8u | %14.1f | %14.1f | %10.3f |\n", r.mode.c_str(), r.depth,
+                            r.prompt_tokens_per_second(), r.gen_tokens_per_second(), r.ms_per_decoded_token());
+            }
+        }
+        if (!plot.empty()) write_atomically(plot, svg_plot(results, model->describe()));
+        return 0;
+    });
+}
+
+}  // namespace
+
+OFFGRID_COMMAND("bench", "prompt and decode speed at given depths, QSA sparse and dense", bench_main);
+
+}  // namespace offgrid::cli

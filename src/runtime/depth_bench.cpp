@@ -1,0 +1,114 @@
+#include "runtime/depth_bench.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "common/error.h"
+
+namespace offgrid::runtime {
+
+namespace {
+
+class TokenSource {
+public:
+    TokenSource(uint64_t seed, int32_t n_vocab) : state_(seed), n_vocab_(static_cast<uint64_t>(n_vocab)) {}
+    int32_t next() {
+        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+        return static_cast<int32_t>((z ^ (z >> 31)) % n_vocab_);
+    }
+
+private:
+    uint64_t state_;
+    uint64_t n_vocab_;
+};
+
+void decode_or_throw(Context & ctx, const std::vector<BatchToken> & batch, const char * what) {
+    const DecodeResult r = ctx.decode(batch);
+    if (!r.ok()) throw Error(std::string("bench: ") + what + ": " + r.message);
+}
+
+// Appends n tokens in calls of at most n_batch; only the last token of each call asks for logits.
+void append(Context & ctx, TokenSource & src, uint32_t n, uint32_t n_batch, const char * what) {
+    for (uint32_t i = 0; i < n; i += n_batch) {
+        const uint32_t m = std::min(n_batch, n - i);
+        std::vector<BatchToken> b(m);
+        for (auto & t : b) t.token = src.next();
+        b.back().output = true;
+        decode_or_throw(ctx, b, what);
+    }
+}
+
+double seconds(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+std::vector<DepthBenchResult> run_depth_bench(const std::shared_ptr<const Model> & model, const DepthBenchParams & p) {
+    if (p.depths.empty()) throw Error("bench: no depth given");
+    if (!p.sparse && !p.dense) throw Error("bench: neither sparse nor dense mode selected");
+    std::vector<uint32_t> depths = p.depths;
+    std::sort(depths.begin(), depths.end());
+    depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
+    const uint64_t need = static_cast<uint64_t>(depths.back()) + std::max(p.n_prompt, p.n_gen) + 1;
+    if (need > (1u << 24)) throw Error("bench: depth " + std::to_string(depths.back()) + " is too large");
+
+    ContextParams cp;
+    cp.n_ctx = static_cast<uint32_t>(need);
+    cp.n_batch = std::max(1u, p.n_batch);
+    cp.n_ubatch = std::max(1u, p.n_ubatch);
+    cp.n_threads = p.n_threads;
+    cp.type_k = p.type_k;
+    cp.type_v = p.type_v;
+    Context filler(model, cp);
+    std::vector<std::pair<std::string, std::unique_ptr<Context>>> modes;
+    for (const bool dense : {false, true}) {
+        if (dense ? !p.dense : !p.sparse) continue;
+        ContextParams mp = cp;
+        mp.qsa_dense = dense;
+        modes.emplace_back(dense ? "dense" : "sparse", std::make_unique<Context>(model, mp));
+    }
+    const uint32_t n_batch = filler.params().n_batch;
+
+    std::vector<DepthBenchResult> out;
+    TokenSource fill_tokens(p.seed, model->n_vocab());
+    uint32_t filled = 0;
+    for (const uint32_t depth : depths) {
+        // Fill further to this depth (sparse), in pieces so the status line can follow.
+        while (filled < depth) {
+            const uint32_t step = std::min(depth - filled, n_batch * 8);
+            append(filler, fill_tokens, step, n_batch, "filling the context");
+            filled += step;
+            if (p.status) p.status("filling to depth " + std::to_string(depth) + ": " + std::to_string(filled));
+        }
+        const std::vector<uint8_t> state = filler.state_get();
+        for (auto & [mode, ctx] : modes) {
+            if (p.status) p.status("measuring " + mode + " at depth " + std::to_string(depth));
+            DepthBenchResult r;
+            r.mode = mode;
+            r.depth = depth;
+            TokenSource src(p.seed ^ (0x51ull + depth), model->n_vocab());
+            if (p.n_prompt > 0) {
+                ctx->state_set(state);
+                const auto t0 = std::chrono::steady_clock::now();
+                append(*ctx, src, p.n_prompt, n_batch, "prompt test");
+                r.prompt_seconds = seconds(t0);
+                r.n_prompt = p.n_prompt;
+            }
+            if (p.n_gen > 0) {
+                ctx->state_set(state);
+                // The first call pays for nothing the others do not; all n_gen calls are timed.
+                const auto t0 = std::chrono::steady_clock::now();
+                for (uint32_t i = 0; i < p.n_gen; ++i) decode_or_throw(*ctx, {BatchToken{src.next(), -1, {0}, true}}, "decode test");
+                r.gen_seconds = seconds(t0);
+                r.n_gen = p.n_gen;
+            }
+            out.push_back(r);
+        }
+    }
+    return out;
+}
+
+}  // namespace offgrid::runtime

@@ -1,0 +1,46 @@
+// Speed at depth: fill a context to each depth once (sparse QSA), then measure prompt processing and one-token
+// decode from there, with QSA sparse and QSA forced dense (the same cache contents, moved by state get/set).
+// Used by `offgrid bench` and bench/decode_depth.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "offgrid/context.h"
+
+namespace offgrid::runtime {
+
+struct DepthBenchParams {
+    std::vector<uint32_t> depths{0, 1024, 16384};
+    uint32_t n_prompt = 512;   // tokens of the prompt-processing test (0 = skip)
+    uint32_t n_gen = 128;      // one-token decode calls of the generation test (0 = skip)
+    uint32_t n_batch = 512;    // decode call size while filling and for the prompt test
+    uint32_t n_ubatch = 512;
+    int n_threads = 1;
+    bool sparse = true;
+    bool dense = true;
+    std::string type_k = "f16", type_v = "f16";
+    uint64_t seed = 1;         // token ids are pseudo-random
+    // Called with a short status line while filling (for a progress display); may be empty.
+    std::function<void(const std::string &)> status;
+};
+
+struct DepthBenchResult {
+    std::string mode;          // "sparse" or "dense"
+    uint32_t depth = 0;
+    uint32_t n_prompt = 0;
+    double prompt_seconds = 0;
+    uint32_t n_gen = 0;
+    double gen_seconds = 0;
+    double prompt_tokens_per_second() const { return prompt_seconds > 0 ? n_prompt / prompt_seconds : 0; }
+    double gen_tokens_per_second() const { return gen_seconds > 0 ? n_gen / gen_seconds : 0; }
+    double ms_per_decoded_token() const { return n_gen ? 1000.0 * gen_seconds / n_gen : 0; }
+};
+
+// Throws offgrid::Error (depths beyond the model's context, a failed decode, ...).
+std::vector<DepthBenchResult> run_depth_bench(const std::shared_ptr<const Model> & model, const DepthBenchParams & params);
+
+}  // namespace offgrid::runtime
