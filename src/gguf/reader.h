@@ -1,6 +1,15 @@
 // GGUF v3 reader: the file is memory-mapped and validated once at open; afterwards every access is in bounds.
 // A malformed file throws offgrid::FileError naming the field and the byte offset; it never crashes, hangs or
 // allocates more than the file's size justifies.
+//
+// Accepted: little-endian version 3 (and 2, which has the same layout). Rejected, besides truncation: unknown
+// value or element type ids, empty or duplicate keys, empty or duplicate tensor names, bools other than 0/1,
+// arrays nested more than 8 levels, general.alignment that is not a u32 power of two, n_dims outside 1..4,
+// dimensions < 1, element counts past int64 or byte sizes past uint64, ne[0] not a whole number of blocks,
+// tensor offsets not a multiple of the alignment, data outside the file and tensors whose data overlap (in any
+// order; gaps between tensors are allowed). Tensor names are not limited to ggml's 64 bytes.
+// Tensor data pointers are aligned to the file's alignment when the buffer is (a mapping is page-aligned).
+// All const members may be used from several threads at once.
 #pragma once
 
 #include <cstdint>

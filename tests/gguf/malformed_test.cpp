@@ -1,6 +1,10 @@
 // Hand-made malformed GGUF files: each must be rejected with a FileError naming the field and byte offset.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <limits>
 #include <string>
 
@@ -402,4 +406,38 @@ TEST(WellFormed, HeaderOnlyFile) {
     EXPECT_TRUE(r.metadata().empty());
     EXPECT_TRUE(r.tensors().empty());
     EXPECT_EQ(r.alignment(), 32u);
+}
+
+TEST(OpenErrors, MissingFileDirectoryAndEmptyFile) {
+    try {
+        Reader::open("/nonexistent/dir/x.gguf");
+        ADD_FAILURE() << "opened a missing file";
+    } catch (const FileError & e) {
+        EXPECT_EQ(e.field(), "file");
+        EXPECT_NE(std::string(e.what()).find("cannot open"), std::string::npos) << e.what();
+    }
+    try {
+        Reader::open("/tmp");
+        ADD_FAILURE() << "opened a directory";
+    } catch (const FileError & e) {
+        EXPECT_EQ(e.field(), "file");
+        EXPECT_NE(std::string(e.what()).find("not a regular file"), std::string::npos) << e.what();
+    }
+    try {
+        Reader::open("/dev/null");
+        ADD_FAILURE() << "opened a device";
+    } catch (const FileError & e) {
+        EXPECT_EQ(e.field(), "file");
+    }
+    const std::string empty = testing::TempDir() + "offgrid_empty_" + std::to_string(::getpid()) + ".gguf";
+    { std::ofstream touch(empty); }
+    try {
+        Reader::open(empty);
+        ADD_FAILURE() << "opened an empty file";
+    } catch (const FileError & e) {
+        EXPECT_EQ(e.file(), empty);
+        EXPECT_EQ(e.field(), "header.magic");
+        EXPECT_EQ(e.offset(), 0u);
+    }
+    std::remove(empty.c_str());
 }
