@@ -150,10 +150,16 @@ const Plan & HybridMemory::apply() {
         for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s))
             fresh[(SeqId)s].push_back(PosCell{b.pos[ub.idx[j]], cells[j]});
     }
+    // New entries sort after the old ones (batch rule V5 / V4). Should they not, the sequence is rebuilt and its
+    // pools from the first new position on are pooled again in this very ubatch.
+    std::vector<std::pair<SeqId, Pos>> regrouped;
     for (auto & [s, list] : fresh) {
         std::sort(list.begin(), list.end(),
                   [](const PosCell & x, const PosCell & y) { return x.pos != y.pos ? x.pos < y.pos : x.cell < y.cell; });
-        if (!layout_.append(s, list)) relayout(SeqSet().set(s));
+        if (!layout_.append(s, list)) {
+            relayout(SeqSet().set(s));
+            regrouped.push_back({s, stale_pos(s, list.front().pos)});
+        }
     }
 
     auto plan = std::make_unique<PlanImpl>(this);
@@ -179,18 +185,19 @@ const Plan & HybridMemory::apply() {
         rep_mark_[rep] = generation_;
         pending.push_back({s, start});
     };
+    auto mark_from = [&](SeqId s, Pos from) {  // every pool of s whose last member is at or after `from`
+        const SeqLayout & sq = layout_.seq(s);
+        auto first = std::lower_bound(sq.pools.begin(), sq.pools.end(), from,
+                                      [&](uint32_t j, Pos p) { return sq.cells[j + kpool - 1].pos < p; });
+        for (auto it = first; it != sq.pools.end(); ++it) mark(s, (size_t)(it - sq.pools.begin()));
+    };
     if (kpool > 0) {
         if (u == 0) {
-            for (SeqId s = 0; s < kMaxSeq; ++s) {
-                const Pos from = layout_.stale(s);
-                if (from == kPosInf) continue;
-                const SeqLayout & sq = layout_.seq(s);
-                auto first = std::lower_bound(sq.pools.begin(), sq.pools.end(), from,
-                                              [&](uint32_t j, Pos p) { return sq.cells[j + kpool - 1].pos < p; });
-                for (auto it = first; it != sq.pools.end(); ++it) mark(s, (size_t)(it - sq.pools.begin()));
-            }
+            for (SeqId s = 0; s < kMaxSeq; ++s)
+                if (layout_.stale(s) != kPosInf) mark_from(s, layout_.stale(s));
             layout_.clear_stale();
         }
+        for (auto & [s, from] : regrouped) mark_from(s, from);
         for (size_t j = 0; j < ub.size(); ++j) {
             const SeqSet & set = b.seqs[ub.idx[j]];
             for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) {

@@ -58,6 +58,8 @@ struct TokenPlan {
 // Recurrent rows one sequence group of the ubatch works on. The model reads the state from `row`, runs the
 // group's tokens in order, writes the final state back to `row`, and for k = 1..snapshots.size() writes the
 // state as it was before the last k tokens of the group into snapshots[k-1] (rollback support, n_rs_seq).
+// The memory has prepared `row` before handing out the plan: zeroed for a new sequence, copied for a sequence
+// that shared another's state. snapshots.size() = min(n_rs_seq, tokens.size()).
 struct SeqGroup {
     SeqId seq;
     std::vector<uint32_t> tokens;     // ubatch token indices, in order
