@@ -125,7 +125,7 @@ public:
         shape_ = m.cache_shape(cache_type(params_.type_k, "type_k"), cache_type(params_.type_v, "type_v"));
         memory::MemoryParams mp;
         mp.shape = shape_;
-        mp.n_ctx = per_stream;
+        mp.n_ctx = params_.n_ctx;  // all cells; the memory gives each per-sequence stream n_ctx / n_seq_max
         mp.n_seq_max = params_.n_seq_max;
         mp.unified = params_.unified;
         mp.n_rs_seq = params_.n_rs_seq;

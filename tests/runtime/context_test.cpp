@@ -1,0 +1,91 @@
+// The public context's sizing and decode contract, on a small generated model.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "model/gen_model.h"
+#include "offgrid/context.h"
+
+namespace {
+
+std::shared_ptr<const offgrid::Model> small_model() {
+    static std::shared_ptr<const offgrid::Model> model = [] {
+        offgrid::model::GenConfig cfg = offgrid::model::gen_preset("tiny");
+        cfg.n_ctx = 2048;
+        const auto path = (std::filesystem::temp_directory_path() / "offgrid_context_test.gguf").string();
+        offgrid::model::generate_model(cfg).write_file(path);
+        return offgrid::Model::load(path);
+    }();
+    return model;
+}
+
+std::vector<offgrid::BatchToken> tokens(int32_t seq, int32_t pos0, int n) {
+    std::vector<offgrid::BatchToken> b;
+    for (int i = 0; i < n; ++i) {
+        b.push_back({1 + (i * 7) % 50, pos0 + i, {seq}, i == n - 1});
+    }
+    return b;
+}
+
+TEST(Context, PerSequenceStreamsGetTheirShareOfTheCells) {
+    offgrid::ContextParams p;
+    p.n_ctx = 1000;  // rounded up to 1024: 256 cells for each of the 4 streams
+    p.n_seq_max = 4;
+    p.unified = false;
+    p.type_k = p.type_v = "f32";
+    offgrid::Context ctx(small_model(), p);
+    EXPECT_EQ(ctx.params().n_ctx, 1024u);
+    ASSERT_TRUE(ctx.decode(tokens(0, 0, 200)).ok());
+    ASSERT_TRUE(ctx.decode(tokens(0, 200, 56)).ok());
+    EXPECT_EQ(ctx.seq_pos_max(0), 255);
+    // The stream is full: one more token does not fit, and nothing changes.
+    const auto r = ctx.decode(tokens(0, 256, 1));
+    EXPECT_EQ(r.status, offgrid::DecodeStatus::NoSpace) << r.message;
+    EXPECT_EQ(ctx.seq_pos_max(0), 255);
+    // Another sequence has its own stream.
+    EXPECT_TRUE(ctx.decode(tokens(1, 0, 256)).ok());
+}
+
+TEST(Context, UnifiedCacheSharesAllCells) {
+    offgrid::ContextParams p;
+    p.n_ctx = 512;
+    p.n_seq_max = 2;
+    p.unified = true;
+    offgrid::Context ctx(small_model(), p);
+    EXPECT_EQ(ctx.params().n_ctx, 512u);
+    ASSERT_TRUE(ctx.decode(tokens(0, 0, 300)).ok());
+    EXPECT_EQ(ctx.decode(tokens(1, 0, 300)).status, offgrid::DecodeStatus::NoSpace);
+    EXPECT_TRUE(ctx.decode(tokens(1, 0, 212)).ok());
+}
+
+TEST(Context, InvalidBatchLeavesTheMemoryAsItWas) {
+    offgrid::ContextParams p;
+    p.n_ctx = 256;
+    offgrid::Context ctx(small_model(), p);
+    ASSERT_TRUE(ctx.decode(tokens(0, 0, 10)).ok());
+    auto bad = tokens(0, 10, 5);
+    bad[3].token = 1 << 20;  // outside the vocabulary
+    const auto r = ctx.decode(bad);
+    EXPECT_EQ(r.status, offgrid::DecodeStatus::InvalidBatch);
+    EXPECT_NE(r.message.find("token 3"), std::string::npos) << r.message;
+    EXPECT_EQ(ctx.seq_pos_max(0), 9);
+    EXPECT_EQ(ctx.n_outputs(), 0);
+}
+
+TEST(Context, AbortRollsBackTheWholeCall) {
+    offgrid::ContextParams p;
+    p.n_ctx = 256;
+    p.n_ubatch = 4;
+    offgrid::Context ctx(small_model(), p);
+    ASSERT_TRUE(ctx.decode(tokens(0, 0, 8)).ok());
+    int calls = 0;
+    ctx.set_abort_callback([&] { return ++calls == 3; });  // abort before the third micro-batch
+    const auto r = ctx.decode(tokens(0, 8, 12));
+    EXPECT_EQ(r.status, offgrid::DecodeStatus::Aborted);
+    EXPECT_EQ(ctx.seq_pos_max(0), 7);
+    ctx.set_abort_callback(nullptr);
+    EXPECT_TRUE(ctx.decode(tokens(0, 8, 12)).ok());
+    EXPECT_EQ(ctx.seq_pos_max(0), 19);
+}
+
+}  // namespace
