@@ -2,6 +2,7 @@
 #include "gguf/writer.h"
 
 #include <bit>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <limits>
