@@ -1,5 +1,6 @@
 // Gated DeltaNet layer (spec 3.7): projections for the whole ubatch, then the causal conv and the delta rule
 // token by token along each sequence group, with the state in the group's recurrent row.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -26,7 +27,7 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     for (float & v : x) v *= w.qkv_scale;
     for (float & v : z) v *= w.gate_scale;
 
-    std::vector<float> o(T * vdim), c(conv_dim), head_out(dv);
+    std::vector<float> o(T * vdim), c(conv_dim);
     const float out_scale = 1.0f / std::sqrt(static_cast<float>(dk));
     const size_t conv_floats = b.shape.conv_floats, ssm_floats = b.shape.ssm_floats;
     auto copy_row = [&](uint32_t from, uint32_t to) {
@@ -45,16 +46,22 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                 ops::l2_norm(&c[i * dk], dk, hp.rms_eps, &c[i * dk]);
                 ops::l2_norm(&c[key_dim + i * dk], dk, hp.rms_eps, &c[key_dim + i * dk]);
             }
-            for (size_t j = 0; j < Hv; ++j) {
-                const size_t kh = j % Hk;  // tiled V-head order: value head j reads key head j mod Hk
-                const float gdec = ops::softplus(alpha[t * Hv + j] * w.alpha_scale + w.dt_bias[j]) * w.a[j];
-                const float bt = ops::sigmoid(beta[t * Hv + j] * w.beta_scale);
-                ops::gated_delta_step(ssm_state + j * dk * dv, dk, dv, &c[kh * dk], &c[key_dim + kh * dk],
-                                      &c[2 * key_dim + j * dv], std::exp(gdec), bt, out_scale, head_out.data());
-                float * oj = &o[t * vdim + j * dv];
-                ops::rms_norm(head_out.data(), dv, hp.rms_eps, w.norm.data(), oj);
-                for (size_t m = 0; m < dv; ++m) oj[m] *= ops::sigmoid(z[t * vdim + j * dv + m]);
-            }
+            // Value heads are independent: large heads are spread over the pool (each head's arithmetic is
+            // the same on any thread, so the result does not depend on the thread count).
+            const size_t min_heads = std::max<size_t>(1, 16384 / (dk * dv));
+            ops::parallel_for(b.pool, Hv, [&](size_t j_begin, size_t j_end) {
+                std::vector<float> head_out(dv);
+                for (size_t j = j_begin; j < j_end; ++j) {
+                    const size_t kh = j % Hk;  // tiled V-head order: value head j reads key head j mod Hk
+                    const float gdec = ops::softplus(alpha[t * Hv + j] * w.alpha_scale + w.dt_bias[j]) * w.a[j];
+                    const float bt = ops::sigmoid(beta[t * Hv + j] * w.beta_scale);
+                    ops::gated_delta_step(ssm_state + j * dk * dv, dk, dv, &c[kh * dk], &c[key_dim + kh * dk],
+                                          &c[2 * key_dim + j * dv], std::exp(gdec), bt, out_scale, head_out.data());
+                    float * oj = &o[t * vdim + j * dv];
+                    ops::rms_norm(head_out.data(), dv, hp.rms_eps, w.norm.data(), oj);
+                    for (size_t m = 0; m < dv; ++m) oj[m] *= ops::sigmoid(z[t * vdim + j * dv + m]);
+                }
+            }, min_heads);
             snapshot_if_due(g, step + 1, copy_row);
         }
     }

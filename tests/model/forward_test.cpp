@@ -126,6 +126,17 @@ TEST(Forward, BatchLayoutAndThreadsGiveIdenticalLogits) {
     EXPECT_EQ(one_batch, threaded);
 }
 
+TEST(Forward, LargeRecurrentHeadsSpreadOverThreadsGiveIdenticalLogits) {
+    test::TinyConfig c;
+    c.d_state = 128;  // large enough for the delta rule to split value heads over the pool
+    const Built b = build(c);
+    const auto tokens = random_tokens(12, 14, b.model.hparams().n_vocab);
+    ops::ThreadPool pool(2);
+    const auto alone = engine(b.model, tokens, 5);
+    EXPECT_EQ(alone, engine(b.model, tokens, 5, &pool));
+    EXPECT_LE(max_abs_diff(test::reference_forward(b.model, tokens), alone), 1e-4);
+}
+
 TEST(Forward, WeightTypesMatchReference) {
     for (auto type : {tensor::ElemType::F16, tensor::ElemType::BF16, tensor::ElemType::Q8_0}) {
         test::TinyConfig c;

@@ -22,12 +22,13 @@ struct TinyConfig {
     bool with_scales = true;     // random .scale sidecars, plus biases/input scales that must be ignored
     tensor::ElemType matrix_type = tensor::ElemType::F32;  // for matrices whose rows are 32-aligned
     uint32_t seed = 1;
+    uint32_t d_state = 8;        // Gated DeltaNet head size (4 value heads, 2 key heads)
 };
 
 inline GgufBuilder tiny_model(const TinyConfig & c) {
     const uint32_t V = 64, E = 32, H = 2, Hkv = 1, D = 16, n_rot = 8, hc = 3, hc_lr = 8;
     const uint32_t n_exp = 4, n_used = 2, n_ff = 32, n_sh = 32;
-    const uint32_t d_conv = 4, d_state = 8, Hv = 4, Hk = 2, Hi = 4, Di = 16;
+    const uint32_t d_conv = 4, d_state = c.d_state, Hv = 4, Hk = 2, Hi = 4, Di = 16;
     const uint32_t N = 3, G = 2, Dp = 8, Kp = 3;
     GgufBuilder g;
     const std::string a = "qwen4exp.";
