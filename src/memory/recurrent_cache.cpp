@@ -42,7 +42,9 @@ void RecurrentCache::write_plane(uint32_t slot, uint32_t plane, const float * in
         std::memcpy(ssm_[l].data() + (size_t)r * ssm_floats_, in, 4ull * ssm_floats_);
         in += ssm_floats_;
     }
-    std::memcpy(ple_.data() + (size_t)r * ple_floats_, in, 4ull * ple_floats_);
+    if (ple_floats_ > 0) {  // a model without PLE has no buffer (memcpy from null is undefined even for 0 bytes)
+        std::memcpy(ple_.data() + (size_t)r * ple_floats_, in, 4ull * ple_floats_);
+    }
 }
 
 void RecurrentCache::read_slot(uint32_t slot, uint32_t planes, std::vector<float> & out) const {

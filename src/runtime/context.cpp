@@ -154,6 +154,12 @@ public:
                 return {DecodeStatus::InvalidBatch,
                         "batch: token " + std::to_string(i) + ": positions must be all given or all automatic"};
             }
+            if (t.seqs.size() > 1 && model_->impl().hparams().has_ple) {
+                // A token's PLE n-gram is made of its sequence's predecessors; one row cannot serve several.
+                return {DecodeStatus::InvalidBatch, "batch: token " + std::to_string(i) +
+                                                        ": a token shared by several sequences is not supported by a "
+                                                        "model with PLE n-gram embeddings"};
+            }
             b.tokens.push_back(t.token);
             if (!auto_pos) b.pos.push_back(t.pos);
             b.seqs.push_back(t.seqs);

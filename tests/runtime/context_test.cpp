@@ -88,4 +88,18 @@ TEST(Context, AbortRollsBackTheWholeCall) {
     EXPECT_EQ(ctx.seq_pos_max(0), 19);
 }
 
+TEST(Context, SharedTokensAreRefusedWithPle) {
+    offgrid::ContextParams p;
+    p.n_ctx = 256;
+    p.n_seq_max = 2;
+    p.unified = true;
+    offgrid::Context ctx(small_model(), p);  // the tiny preset has PLE
+    std::vector<offgrid::BatchToken> b = {{5, 0, {0, 1}, false}, {6, 1, {0}, true}};
+    const auto r = ctx.decode(b);
+    EXPECT_EQ(r.status, offgrid::DecodeStatus::InvalidBatch);
+    EXPECT_NE(r.message.find("token 0"), std::string::npos) << r.message;
+    EXPECT_NE(r.message.find("PLE"), std::string::npos) << r.message;
+    EXPECT_EQ(ctx.seq_pos_max(0), -1);
+}
+
 }  // namespace
