@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <regex>
 #include <sstream>
 
 #include "cli_helpers.h"
@@ -66,6 +67,20 @@ TEST(Run, SeedsAndSamplingChangeTheText) {
     const CmdResult g2 = run_offgrid("run -n 12 --temp 0 -b 5 -ub 3 -p 'When a question comes up, nobody can ask'", env);
     ASSERT_EQ(g2.status, 0) << g2.err;
     EXPECT_EQ(g1.out, g2.out);
+}
+
+TEST(Run, UnlimitedGenerationStopsWhenTheContextIsFull) {
+    TempDir dir;
+    const CmdResult r = run_offgrid("run -n -1 -c 256 --temp 1 --top-k 0 --top-p 1 --min-p 0 -s 3 -p 'x'", cache_env(dir));
+    ASSERT_EQ(r.status, 0) << r.err;
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(r.err, m, std::regex("generated ([0-9]+) tokens.*stop: ([a-z ]+)\\)"))) << r.err;
+    if (m[2].str() == "context full") {
+        EXPECT_EQ(std::stoi(m[1].str()), 256);  // 1 prompt token + 255 decoded + the sampled one that did not fit
+    } else {
+        EXPECT_EQ(m[2].str(), "end of text");
+        EXPECT_LE(std::stoi(m[1].str()), 256);
+    }
 }
 
 TEST(Run, PromptFromFileEqualsPromptText) {
