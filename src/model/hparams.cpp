@@ -265,14 +265,28 @@ Hparams load_hparams(const gguf::Reader & r) {
         if (n_heads * hp.ple_dim != hp.n_embd) {
             k.fail("embedding_length_per_layer_input", "times the PLE head count must equal embedding_length");
         }
+        // The PLE arrays are u64 in the file (the converter casts int64 checkpoint values), so the full unsigned
+        // range must load: hash multipliers at or above 2^63 are ordinary.
         auto u64s = [&](std::string_view name, size_t need) {
-            auto v = k.ints(name);
-            if (!v) k.fail(name, "missing");
-            if (v->size() < need) k.fail(name, "has " + std::to_string(v->size()) + " entries, needs " + std::to_string(need));
+            const Value * raw = k.find(name);
+            if (!raw) k.fail(name, "missing");
+            const std::vector<Value> scalar{raw->type == ValueType::ARRAY ? Value{} : *raw};
+            const std::vector<Value> & elems = raw->type == ValueType::ARRAY ? raw->array : scalar;
+            if (elems.size() < need) k.fail(name, "has " + std::to_string(elems.size()) + " entries, needs " + std::to_string(need));
             std::vector<uint64_t> out;
             for (size_t i = 0; i < need; ++i) {
-                if ((*v)[i] < 0) k.fail(name, "negative entry");
-                out.push_back(static_cast<uint64_t>((*v)[i]));
+                const Value & e = elems[i];
+                switch (e.type) {
+                    case ValueType::U8: case ValueType::U16: case ValueType::U32: case ValueType::U64:
+                        out.push_back(e.u);
+                        break;
+                    case ValueType::I8: case ValueType::I16: case ValueType::I32: case ValueType::I64:
+                        if (e.i < 0) k.fail(name, "negative entry");
+                        out.push_back(static_cast<uint64_t>(e.i));
+                        break;
+                    default:
+                        k.fail(name, std::string("expected integers, found ") + gguf::value_type_name(e.type));
+                }
             }
             return out;
         };
