@@ -288,8 +288,7 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
         // Odd 64-bit hash multipliers drawn from the seed, and heads of slightly different sizes laid end to end.
         Rng rng(c.seed ^ 0x504C45ull);
         std::vector<uint64_t> mult(c.ple_ngram), offsets(Hp), sizes(Hp);
-        // Below 2^63: our loader reads the u64 array through signed integers (see the report).
-        for (auto & m : mult) m = (rng.next() >> 1) | 1u;
+        for (auto & m : mult) m = rng.next() | 1u;
         for (uint32_t h = 0; h < Hp; ++h) {
             offsets[h] = ple_rows;
             sizes[h] = c.ple_head_vocab + 2 * h;

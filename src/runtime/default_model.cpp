@@ -18,7 +18,7 @@ namespace offgrid::runtime {
 namespace {
 
 // Bump when the generator or the vocabulary changes, so a cached file of an older generator is not reused.
-constexpr const char * kDefaultModelFile = "offgrid-default-tiny-v1.gguf";
+constexpr const char * kDefaultModelFile = "offgrid-default-tiny-v2.gguf";
 
 std::string env(const char * name) {
     const char * v = std::getenv(name);

@@ -119,8 +119,17 @@ TEST(GenModel, FollowsTheGgufConventionsOfTheSpec) {
         mean /= static_cast<double>(v.size());
         EXPECT_NEAR(mean, 1.0, 0.1) << name;
     }
-    // Our loader takes it.
+    // Our loader takes it, including hash multipliers at or above 2^63 (the u64 range).
     const model::Model m = model::Model::load(path);
+    const gguf::Value * mult = r.find(a + "ple.layer_multipliers");
+    ASSERT_EQ(m.hparams().ple_multipliers.size(), mult->array.size());
+    bool high = false;
+    for (size_t i = 0; i < mult->array.size(); ++i) {
+        EXPECT_EQ(m.hparams().ple_multipliers[i], mult->array[i].u);
+        EXPECT_EQ(mult->array[i].u % 2, 1u);  // odd, so the multiply is a bijection
+        high = high || mult->array[i].u >= (1ull << 63);
+    }
+    EXPECT_TRUE(high) << "seed 1 draws a multiplier >= 2^63; the loader must accept it";
     EXPECT_EQ(m.hparams().kpool, 4u);
     EXPECT_EQ(m.hparams().idx_top_k, 64u);
     EXPECT_TRUE(m.hparams().has_ple);
