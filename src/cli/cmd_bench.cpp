@@ -210,6 +210,13 @@ int bench_main(const std::vector<std::string> & args) {
 
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path);
+        const uint64_t deepest = *std::max_element(bp.depths.begin(), bp.depths.end()) +
+                                 static_cast<uint64_t>(std::max(n_prompt, n_gen));
+        if (deepest > model->n_ctx_train()) {
+            throw Error("depth " + std::to_string(deepest - std::max(n_prompt, n_gen)) + " plus " +
+                        std::to_string(std::max(n_prompt, n_gen)) + " test tokens exceeds the model's context length " +
+                        std::to_string(model->n_ctx_train()));
+        }
         const auto results = runtime::run_depth_bench(model, bp);
         if (tty) std::fprintf(stderr, "\r%-60s\r", "");
 

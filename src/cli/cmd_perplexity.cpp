@@ -32,7 +32,7 @@ constexpr const char * kUsage =
     "  -m, --model FILE        GGUF model (default: the built-in model)\n"
     "  -f, --file FILE         the text (or, with --ids, the token ids)\n"
     "  --ids                   FILE holds token ids separated by white space, used as they are (no BOS)\n"
-    "  -c, --ctx-size N        chunk length in tokens (default 512)\n"
+    "  -c, --ctx-size N        chunk length in tokens (default 512, or the model's context length if shorter)\n"
     "  -b, --batch-size N      most tokens per decode call (default: the chunk length)\n"
     "  -ub, --ubatch-size N    most tokens per micro-batch (default 512)\n"
     "  -t, --threads N         threads (default: the hardware's)\n"
@@ -121,6 +121,11 @@ int perplexity_main(const std::vector<std::string> & args) {
         cp.type_k = ctk;
         cp.type_v = ctv;
         cp.qsa_dense = qsa_dense;
+        if (!p.given("-c")) chunk = std::min<int64_t>(chunk, std::max<uint32_t>(2, model->n_ctx_train()));
+        if (static_cast<uint64_t>(chunk) > model->n_ctx_train()) {
+            throw Error("-c " + std::to_string(chunk) + " exceeds the model's context length " +
+                        std::to_string(model->n_ctx_train()));
+        }
         Context ctx(model, cp);
         const size_t batch = ctx.params().n_batch;
 

@@ -162,6 +162,11 @@ int run_main(const std::vector<std::string> & args) {
         cp.type_k = ctk;
         cp.type_v = ctv;
         cp.qsa_dense = qsa_dense;
+        // Beyond the trained length the caches only cost memory (and a huge -c could exhaust it).
+        if (cp.n_ctx > model->n_ctx_train()) {
+            throw Error("-c " + std::to_string(cp.n_ctx) + " exceeds the model's context length " +
+                        std::to_string(model->n_ctx_train()));
+        }
         Context ctx(model, cp);
         const uint32_t ctx_size = ctx.params().n_ctx;
 

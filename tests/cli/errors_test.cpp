@@ -124,6 +124,14 @@ TEST_F(CliErrors, PromptLongerThanTheContext) {
     EXPECT_FALSE(fs::exists(dir_.file("s.state")));
 }
 
+TEST_F(CliErrors, ContextBeyondTheModelsLength) {
+    // The tiny model's context length is 4096.
+    expect_one_line_error(run("run -m " + model() + " -c 100000 -p x"), "exceeds the model's context length 4096");
+    std::ofstream(dir_.file("t.txt"), std::ios::binary) << "a few words of text";
+    expect_one_line_error(run("perplexity -m " + model() + " -c 5000 -f " + q(dir_.file("t.txt"))), "4096");
+    expect_one_line_error(run("bench -m " + model() + " -d 0,4000 -p 512 -n 4"), "exceeds the model's context length");
+}
+
 TEST_F(CliErrors, StateFiles) {
     // Another model's state: covered with the round trip in run_test.cpp; here, files that are no state at all.
     std::ofstream(dir_.file("junk.state"), std::ios::binary) << "definitely not a state";
