@@ -62,6 +62,7 @@ inline float pool_signature(std::span<const uint32_t> members) {
 inline void fake_forward(const Plan & plan, HybridMemory & mem) {
     const auto & shape = mem.params().shape;
     for (const TokenPlan & t : plan.tokens) {
+        if (shape.n_attn_layers == 0) break;  // a pure recurrent memory has no rows
         float * k = (float *)mem.k_row(0, t.cell);
         k[0] = (float)t.token;
         k[1] = (float)t.pos;
