@@ -258,4 +258,50 @@ bool split_equal(const ValidBatch & batch, uint32_t n_ubatch, bool separate_stre
     return true;
 }
 
+bool split_simple(const ValidBatch & batch, uint32_t n_ubatch, std::vector<Ubatch> & out, std::string & why) {
+    out.clear();
+    if (n_ubatch == 0) {
+        why = "n_ubatch is 0";
+        return false;
+    }
+    for (size_t i = 0; i < batch.size(); i += n_ubatch) {
+        Ubatch ub;
+        ub.n_seq_tokens = 1;
+        for (size_t j = i; j < batch.size() && j < i + n_ubatch; ++j) {
+            ub.idx.push_back((uint32_t)j);
+            ub.sets.push_back(batch.seqs[j]);
+        }
+        out.push_back(std::move(ub));
+    }
+    return true;
+}
+
+bool split_seq(const ValidBatch & batch, uint32_t n_ubatch, std::vector<Ubatch> & out, std::string & why) {
+    out.clear();
+    if (n_ubatch == 0) {
+        why = "n_ubatch is 0";
+        return false;
+    }
+    const size_t n = batch.size();
+    std::vector<bool> used(n, false);
+    size_t first = 0;
+    for (;;) {
+        while (first < n && used[first]) ++first;
+        if (first == n) break;
+        Ubatch ub;
+        ub.sets.push_back(batch.seqs[first]);
+        SeqSet current = batch.seqs[first];
+        // Only forward from the last taken token: tokens skipped here start or join a later ubatch.
+        for (size_t i = first; i < n && ub.idx.size() < n_ubatch; ++i) {
+            if (used[i] || (batch.seqs[i] & current) != batch.seqs[i]) continue;
+            ub.idx.push_back((uint32_t)i);
+            used[i] = true;
+            current = batch.seqs[i];
+        }
+        ub.n_seq_tokens = (uint32_t)ub.idx.size();
+        out.push_back(std::move(ub));
+    }
+    return true;
+}
+
 }  // namespace offgrid::memory

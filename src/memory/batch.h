@@ -65,4 +65,16 @@ struct Ubatch {
 bool split_equal(const ValidBatch & batch, uint32_t n_ubatch, bool separate_streams, uint32_t keep_tail,
                  std::vector<Ubatch> & out, std::string & why);
 
+// The reference's other two splits (memory.md 8.4 and 8.6). HybridMemory itself always uses split_equal (its
+// recurrent groups need one set per group); these serve callers that place tokens without recurrent state.
+//
+// Simple split: the next up-to-n_ubatch tokens in batch order; every token is its own set (sets[k] is token k's
+// sequence set, n_seq_tokens = 1), so a set may repeat within a ubatch.
+bool split_simple(const ValidBatch & batch, uint32_t n_ubatch, std::vector<Ubatch> & out, std::string & why);
+// Sequence split (embeddings mode): a ubatch starts at the first unused token, whose set S becomes the current
+// set, and takes each later unused token whose set is a subset of the current set, which then narrows to that
+// token's set; at most n_ubatch tokens. One set per ubatch: sets = {S}, n_seq_tokens = the ubatch's size (the
+// tokens' own, possibly narrower, sets are in the batch).
+bool split_seq(const ValidBatch & batch, uint32_t n_ubatch, std::vector<Ubatch> & out, std::string & why);
+
 }  // namespace offgrid::memory

@@ -1,5 +1,9 @@
-// Batch validation (memory.md 8.2-8.3) and the equal split (8.5), with Q5 fixed.
+// Batch validation (memory.md 8.2-8.3) and the splits: equal (8.5, with Q5 fixed), simple (8.4) and sequence (8.6).
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <map>
+#include <random>
 
 #include "common/error.h"
 #include "memory/batch.h"
@@ -203,6 +207,99 @@ TEST(Split, EveryTokenOnceAndUbatchesBounded) {
                     for (size_t t = where.size() - k; t < where.size(); ++t) EXPECT_EQ(where[t], where.back());
                 }
             }
+        }
+    }
+}
+
+// A batch as the splits see it, built directly: batch rule V8 (one set per sequence) would refuse the narrowing
+// sets split_seq exists for, so this bypasses validation on purpose.
+ValidBatch with_sets(const std::vector<std::vector<SeqId>> & sets) {
+    ValidBatch v;
+    for (size_t i = 0; i < sets.size(); ++i) {
+        v.tokens.push_back(1);
+        v.pos.push_back((Pos)i);
+        SeqSet set;
+        for (SeqId s : sets[i]) set.set(s);
+        v.seqs.push_back(set);
+        v.first.push_back(sets[i][0]);
+        v.output.push_back(0);
+    }
+    v.pos_x = v.pos_y = v.pos;
+    return v;
+}
+
+TEST(Split, Simple_TakesTokensInBatchOrder) {
+    ValidBatch v = with_sets({{0}, {1}, {0}, {2}, {1}});
+    std::vector<Ubatch> out;
+    std::string why;
+    ASSERT_TRUE(split_simple(v, 2, out, why)) << why;
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(out[0].idx, (std::vector<uint32_t>{0, 1}));
+    EXPECT_EQ(out[1].idx, (std::vector<uint32_t>{2, 3}));
+    EXPECT_EQ(out[2].idx, (std::vector<uint32_t>{4}));
+    for (auto & u : out) {
+        EXPECT_EQ(u.n_seq_tokens, 1u);  // every token is its own set
+        ASSERT_EQ(u.sets.size(), u.idx.size());
+        for (size_t k = 0; k < u.idx.size(); ++k) EXPECT_EQ(u.sets[k], v.seqs[u.idx[k]]);
+    }
+    EXPECT_FALSE(split_simple(v, 0, out, why));
+    EXPECT_TRUE(out.empty());
+}
+
+TEST(Split, Seq_NarrowsToSubsets) {
+    // {0,1} {0,1} {0} {1} {0} {0,1}: the first ubatch narrows to {0} at token 2, so token 3 ({1}) and token 5
+    // ({0,1}, no longer a subset) wait; the next ubatch starts at token 3, whose set {1} has no later subset.
+    ValidBatch v = with_sets({{0, 1}, {0, 1}, {0}, {1}, {0}, {0, 1}});
+    std::vector<Ubatch> out;
+    std::string why;
+    ASSERT_TRUE(split_seq(v, 8, out, why)) << why;
+    ASSERT_EQ(out.size(), 3u);
+    EXPECT_EQ(out[0].idx, (std::vector<uint32_t>{0, 1, 2, 4}));
+    EXPECT_EQ(out[0].sets, (std::vector<SeqSet>{SeqSet().set(0).set(1)}));
+    EXPECT_EQ(out[0].n_seq_tokens, 4u);
+    EXPECT_EQ(out[1].idx, (std::vector<uint32_t>{3}));
+    EXPECT_EQ(out[1].sets, (std::vector<SeqSet>{SeqSet().set(1)}));
+    EXPECT_EQ(out[2].idx, (std::vector<uint32_t>{5}));
+}
+
+TEST(Split, Seq_AtMostNUbatchTokens) {
+    ValidBatch v = seqs_of_lengths({5, 2});
+    std::vector<Ubatch> out;
+    std::string why;
+    ASSERT_TRUE(split_seq(v, 2, out, why)) << why;
+    std::vector<std::vector<uint32_t>> idx;
+    for (auto & u : out) idx.push_back(u.idx);
+    EXPECT_EQ(idx, (std::vector<std::vector<uint32_t>>{{0, 1}, {2, 3}, {4}, {5, 6}}));
+    EXPECT_FALSE(split_seq(v, 0, out, why));
+}
+
+TEST(Split, SimpleAndSeqTakeEveryTokenOnce) {
+    std::mt19937 rng(7);
+    for (int round = 0; round < 200; ++round) {
+        std::vector<std::vector<SeqId>> sets;
+        const int n = 1 + (int)(rng() % 20);
+        for (int i = 0; i < n; ++i) {
+            std::vector<SeqId> set;
+            for (SeqId s = 0; s < 3; ++s)
+                if (rng() % 2) set.push_back(s);
+            if (set.empty()) set.push_back((SeqId)(rng() % 3));
+            sets.push_back(set);
+        }
+        ValidBatch v = with_sets(sets);
+        const uint32_t n_ub = 1 + (uint32_t)(rng() % 5);
+        for (int which = 0; which < 2; ++which) {
+            std::vector<Ubatch> out;
+            std::string why;
+            ASSERT_TRUE(which == 0 ? split_simple(v, n_ub, out, why) : split_seq(v, n_ub, out, why)) << why;
+            std::vector<int> seen(v.size(), 0);
+            for (auto & u : out) {
+                EXPECT_LE(u.size(), n_ub);
+                EXPECT_FALSE(u.idx.empty());
+                for (auto i : u.idx) ++seen[i];
+                // Within a ubatch, tokens keep batch order.
+                EXPECT_TRUE(std::is_sorted(u.idx.begin(), u.idx.end()));
+            }
+            for (int c : seen) EXPECT_EQ(c, 1) << (which == 0 ? "simple" : "seq");
         }
     }
 }
