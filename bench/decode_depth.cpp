@@ -22,7 +22,9 @@ int main(int argc, char ** argv) {
         p.depths = {1024, 32768};
         p.n_prompt = 0;
         p.n_gen = 64;
-        int64_t threads = std::max(1u, std::thread::hardware_concurrency()), gen = p.n_gen;
+        // One thread by default: a one-token decode runs its attention on one thread anyway, and on a shared
+        // two-core machine a second worker mostly measures the neighbours' load.
+        int64_t threads = 1, gen = p.n_gen;
         std::string depths = "1024,32768", model_path;
         runtime::ArgParser args;
         args.integer({"-t", "--threads"}, &threads, 1, 1024);
@@ -30,7 +32,7 @@ int main(int argc, char ** argv) {
         args.text({"-d", "--depths"}, &depths);
         args.text({"-m", "--model"}, &model_path);
         if (!args.parse(std::vector<std::string>(argv + 1, argv + argc))) {
-            std::printf("usage: bench_decode_depth [-t N] [-n DECODES] [-d 1024,32768] [-m MODEL]\n");
+            std::printf("usage: bench_decode_depth [-t N (default 1)] [-n DECODES (64)] [-d 1024,32768] [-m MODEL]\n");
             return 0;
         }
         p.n_threads = static_cast<int>(threads);

@@ -132,8 +132,18 @@ TEST_F(CliErrors, ContextBeyondTheModelsLength) {
     expect_one_line_error(run("bench -m " + model() + " -d 0,4000 -p 512 -n 4"), "exceeds the model's context length");
 }
 
+TEST_F(CliErrors, StateFileOfAnotherModel) {
+    ASSERT_EQ(run("run -m " + model() + " -p hello -n 2 --state-save " + q(dir_.file("s.state"))).status, 0);
+    ASSERT_EQ(run_offgrid("gen-model --seed 3 -o " + q(dir_.file("other.gguf"))).status, 0);
+    const CmdResult r = run("run -m " + q(dir_.file("other.gguf")) + " -p x --state-load " + q(dir_.file("s.state")));
+    expect_one_line_error(r, "model fingerprint: the state was saved with another model");
+    EXPECT_EQ(r.status, 1);
+    // The same shapes but other weights count as another model too; the original model still takes the file.
+    EXPECT_EQ(run("run -m " + model() + " -p x -n 1 --state-load " + q(dir_.file("s.state"))).status, 0);
+}
+
 TEST_F(CliErrors, StateFiles) {
-    // Another model's state: covered with the round trip in run_test.cpp; here, files that are no state at all.
+    // Files that are no state at all, or cut short.
     std::ofstream(dir_.file("junk.state"), std::ios::binary) << "definitely not a state";
     expect_one_line_error(run("run -m " + model() + " -p x --state-load " + q(dir_.file("junk.state"))),
                           "not an offgrid state file");
