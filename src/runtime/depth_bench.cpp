@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 
 #include "common/error.h"
 
@@ -82,6 +83,13 @@ std::vector<DepthBenchResult> run_depth_bench(const std::shared_ptr<const Model>
             append(filler, fill_tokens, step, n_batch, "filling the context");
             filled += step;
             if (p.status) p.status("filling to depth " + std::to_string(depth) + ": " + std::to_string(filled));
+        }
+        // A speed figure of a model whose activations blew up would mean nothing: check the last row.
+        if (filled > 0) {
+            const float * row = filler.logits(filler.n_outputs() - 1);
+            for (int32_t v = 0; v < model->n_vocab(); ++v) {
+                if (!std::isfinite(row[v])) throw Error("bench: non-finite logits at depth " + std::to_string(filled));
+            }
         }
         const std::vector<uint8_t> state = filler.state_get();
         for (auto & [mode, ctx] : modes) {
