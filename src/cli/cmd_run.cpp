@@ -236,7 +236,6 @@ int run_main(const std::vector<std::string> & args) {
         // Generation: sample, stream, decode the token unless it is the last one.
         std::string pending_text;
         int32_t n_generated = 0;
-        bool sampled_undecoded = false;
         const auto t_gen = std::chrono::steady_clock::now();
         double decode_s = 0;
         const char * stop_reason = "length";
@@ -245,7 +244,6 @@ int run_main(const std::vector<std::string> & args) {
             const int32_t next = sampler.sample({logits, static_cast<size_t>(model->n_vocab())});
             sampler.accept(next);
             history.push_back(next);
-            sampled_undecoded = true;
             ++n_generated;
             if (tok.is_end_of_generation(next)) {
                 stop_reason = "end of text";
@@ -267,13 +265,11 @@ int run_main(const std::vector<std::string> & args) {
             const DecodeResult r = ctx.decode({BatchToken{next, -1, {0}, true}});
             decode_s += seconds_since(t0);
             if (!r.ok()) throw Error("generation: " + r.message);
-            sampled_undecoded = false;
         }
         std::fwrite(pending_text.data(), 1, pending_text.size(), stdout);
         std::fputc('\n', stdout);
         std::fflush(stdout);
         const double gen_s = seconds_since(t_gen);
-        (void)sampled_undecoded;
 
         if (!state_save.empty()) ctx.state_save_file(state_save, history);
 
