@@ -55,14 +55,13 @@ private:
     fs::path path_;
 };
 
-// Runs `offgrid ARGS` (words already quoted as needed) with `env` (e.g. "OFFGRID_CACHE='/x' ") in front.
-inline CmdResult run_offgrid(const std::string & args, const std::string & env = "") {
+// Runs a shell command line, capturing its stdout and stderr.
+inline CmdResult run_offgrid_shell(const std::string & command) {
     static int counter = 0;
     const fs::path base = fs::temp_directory_path() /
-                          ("offgrid_cli_io_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+                          ("offgrid_cli_sh_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
     const std::string out = base.string() + ".out", err = base.string() + ".err";
-    const std::string cmd = env + q(OFFGRID_BINARY) + " " + args + " >" + q(out) + " 2>" + q(err) + " </dev/null";
-    const int raw = std::system(cmd.c_str());
+    const int raw = std::system((command + " >" + q(out) + " 2>" + q(err) + " </dev/null").c_str());
     CmdResult r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
     r.out = slurp(out);
@@ -70,6 +69,11 @@ inline CmdResult run_offgrid(const std::string & args, const std::string & env =
     fs::remove(out);
     fs::remove(err);
     return r;
+}
+
+// Runs `offgrid ARGS` (words already quoted as needed) with `env` (e.g. "OFFGRID_CACHE='/x' ") in front.
+inline CmdResult run_offgrid(const std::string & args, const std::string & env = "") {
+    return run_offgrid_shell(env + q(OFFGRID_BINARY) + " " + args);
 }
 
 // A failed command: non-zero status, nothing on stdout, exactly one line on stderr containing `fragment`.

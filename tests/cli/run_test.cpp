@@ -52,6 +52,22 @@ TEST(Run, DefaultModelIsGeneratedOnceIntoTheCache) {
     EXPECT_TRUE(fs::exists(dir.file("xdg") + "/offgrid"));
 }
 
+// The progress bar appears only when stderr is a terminal: run under script(1), which gives the command a
+// pseudo-terminal, with a prompt longer than one micro-batch.
+TEST(Run, ProgressBarOnATerminal) {
+    if (std::system("command -v script >/dev/null 2>&1") != 0) GTEST_SKIP() << "script(1) is not installed";
+    TempDir dir;
+    std::string text;
+    for (int i = 0; i < 120; ++i) text += "line " + std::to_string(i) + " of the prompt\n";
+    std::ofstream(dir.file("p.txt"), std::ios::binary) << text;
+    const std::string inner = "OFFGRID_CACHE=" + dir.file("cache") + " " + OFFGRID_BINARY + " run -n 2 -ub 64 -f " +
+                              dir.file("p.txt");
+    const CmdResult r = run_offgrid_shell("script -qec " + q(inner) + " /dev/null");
+    ASSERT_EQ(r.status, 0) << r.out << r.err;
+    EXPECT_NE(r.out.find("prompt ["), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("#"), std::string::npos) << r.out;
+}
+
 TEST(Run, SeedsAndSamplingChangeTheText) {
     TempDir dir;
     const std::string env = cache_env(dir);
