@@ -128,8 +128,8 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const size_t budget = qsa ? hp.idx_top_k / r : 0;
     const tensor::ElemType type_k = b.shape.type_k, type_v = b.shape.type_v;
     ops::parallel_for(b.pool, T, [&](size_t begin, size_t end) {
-        std::vector<const void *> krows, vrows;
-        std::vector<float> scratch, scores, pooled(Di), head(D);
+        std::vector<const void *> krows, vrows, keys;
+        std::vector<float> scratch, scores, head(D);
         std::vector<uint32_t> cells;
         for (size_t t = begin; t < end; ++t) {
             const memory::TokenPlan & tp = b.plan.tokens[t];
@@ -142,22 +142,15 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                 for (size_t j = 0; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
             } else {
                 // Score every visible pool: sum over indexer heads of relu(q . pooled key), heads in order.
-                scores.resize(tp.n_pools);
+                keys.resize(tp.n_pools);
                 for (size_t p = 0; p < tp.n_pools; ++p) {
                     const size_t first = view.pools[p];
                     if (first + r > view.cells.size()) throw Error("forward: pool beyond its sequence's cells");
                     const uint32_t rep = view.cells[first + r - 1].cell;
-                    const auto * row = static_cast<const uint8_t *>(b.storage.idx_row(li, rep));
-                    ops::load_cache_row(row + Di * elem_size(type_k), type_k, pooled.data(), Di);
-                    float s = 0.0f;
-                    for (size_t h = 0; h < Hi; ++h) {
-                        const float * qh = &qi[(t * Hi + h) * Di];
-                        float d = 0.0f;
-                        for (size_t i = 0; i < Di; ++i) d += qh[i] * pooled[i];
-                        s += ops::relu(d);
-                    }
-                    scores[p] = s;
+                    keys[p] = static_cast<const uint8_t *>(b.storage.idx_row(li, rep)) + Di * elem_size(type_k);
                 }
+                scores.resize(tp.n_pools);
+                ops::score_pools(&qi[t * Hi * Di], Hi, Di, keys, type_k, scores.data());
                 std::vector<uint32_t> picked = ops::top_k(scores.data(), scores.size(), budget);
                 std::sort(picked.begin(), picked.end());  // attend in sequence order
                 for (uint32_t p : picked) {

@@ -65,6 +65,63 @@ void load_cache_row(const void * row, ElemType type, float * x, size_t n) {
     for (size_t i = 0; i < n; ++i) x[i] = cache_element(row, type, i);
 }
 
+void score_pools(const float * q, size_t n_heads, size_t dim, std::span<const void * const> keys, ElemType type,
+                 float * out) {
+    check_cache_type(type);
+    // Four pools at a time: their sums are independent chains, so the core overlaps them, while each pool's own
+    // sum keeps the plain order. F16 keys are widened once into a small buffer per block.
+    constexpr size_t kBlock = 4;
+    std::vector<float> wide(kBlock * dim);
+    const size_t n = keys.size();
+    size_t p = 0;
+    for (; p + kBlock <= n; p += kBlock) {
+        const float * k[kBlock];
+        for (size_t b = 0; b < kBlock; ++b) {
+            if (type == ElemType::F32) {
+                k[b] = static_cast<const float *>(keys[p + b]);
+            } else {
+                const auto * h = static_cast<const uint16_t *>(keys[p + b]);
+                float * w = &wide[b * dim];
+                for (size_t i = 0; i < dim; ++i) w[i] = half_to_float(h[i]);
+                k[b] = w;
+            }
+        }
+        float s[kBlock] = {0.0f, 0.0f, 0.0f, 0.0f};
+        for (size_t hd = 0; hd < n_heads; ++hd) {
+            const float * qh = q + hd * dim;
+            float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
+            for (size_t i = 0; i < dim; ++i) {
+                d0 += qh[i] * k[0][i];
+                d1 += qh[i] * k[1][i];
+                d2 += qh[i] * k[2][i];
+                d3 += qh[i] * k[3][i];
+            }
+            s[0] += relu(d0);
+            s[1] += relu(d1);
+            s[2] += relu(d2);
+            s[3] += relu(d3);
+        }
+        for (size_t b = 0; b < kBlock; ++b) out[p + b] = s[b];
+    }
+    if (p < n) score_pools_ref(q, n_heads, dim, keys.subspan(p), type, out + p);
+}
+
+void score_pools_ref(const float * q, size_t n_heads, size_t dim, std::span<const void * const> keys, ElemType type,
+                     float * out) {
+    check_cache_type(type);
+    std::vector<float> key(dim);
+    for (size_t p = 0; p < keys.size(); ++p) {
+        load_cache_row(keys[p], type, key.data(), dim);
+        float s = 0.0f;
+        for (size_t hd = 0; hd < n_heads; ++hd) {
+            float d = 0.0f;
+            for (size_t i = 0; i < dim; ++i) d += q[hd * dim + i] * key[i];
+            s += relu(d);
+        }
+        out[p] = s;
+    }
+}
+
 void attend_head(const float * q, size_t head_dim, const CacheRows & k, const CacheRows & v, size_t offset,
                  float scale, float * scratch, float * out) {
     check_cache_type(k.type);

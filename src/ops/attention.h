@@ -23,6 +23,15 @@ void attend_head(const float * q, size_t head_dim, const CacheRows & k, const Ca
 void attend_head_ref(const float * q, size_t head_dim, const CacheRows & k, const CacheRows & v, size_t offset,
                      float scale, float * out);
 
+// QSA indexer scores: out[p] = sum over heads h (in order) of relu(q_h . key_p), each dot product summed in index
+// order. keys[p] points at pool p's pooled key (dim elements of F32 or F16); q holds n_heads * dim floats.
+// Several pools are scored side by side (independent sums, so the bits equal the plain loop's).
+void score_pools(const float * q, size_t n_heads, size_t dim, std::span<const void * const> keys,
+                 tensor::ElemType type, float * out);
+// Plain twin: one pool at a time.
+void score_pools_ref(const float * q, size_t n_heads, size_t dim, std::span<const void * const> keys,
+                     tensor::ElemType type, float * out);
+
 // Reads element i of a cache row of type F32 or F16.
 float cache_element(const void * row, tensor::ElemType type, size_t i);
 // Writes n floats into a cache row of type F32 or F16 (rounded to nearest even for F16).

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <unistd.h>
+
 #include <filesystem>
 #include <functional>
 
@@ -25,9 +27,13 @@ std::shared_ptr<const offgrid::Model> sparse_model() {
         cfg.qsa_ratio = 4;
         cfg.top_k = 16;
         cfg.seed = 7;
-        const auto path = (std::filesystem::temp_directory_path() / "offgrid_equivalence.gguf").string();
+        // One file per process: ctest runs every test in its own process, in parallel.
+        const auto path =
+            (std::filesystem::temp_directory_path() / ("offgrid_equivalence_" + std::to_string(getpid()) + ".gguf")).string();
         offgrid::model::generate_model(cfg).write_file(path);
-        return offgrid::Model::load(path);
+        auto model = offgrid::Model::load(path);
+        std::filesystem::remove(path);  // the mapping stays valid
+        return model;
     }();
     return model;
 }

@@ -312,6 +312,36 @@ TEST(Attention, MatchesTwinForF32AndF16Rows) {
     }
 }
 
+// The blocked pool scorer gives the plain loop's bits for any pool count (full blocks and a remainder), and the
+// hand-computed value on a small case.
+TEST(ScorePools, MatchesTwinBitForBit) {
+    const size_t heads = 3, dim = 16;
+    const auto q = random_vector(heads * dim, 90);
+    for (ElemType type : {ElemType::F32, ElemType::F16}) {
+        for (size_t n : {0u, 1u, 4u, 7u, 13u}) {
+            std::vector<std::vector<uint8_t>> rows(n, std::vector<uint8_t>(dim * 4));
+            std::vector<const void *> keys;
+            for (size_t p = 0; p < n; ++p) {
+                const auto k = random_vector(dim, 100 + p);
+                store_cache_row(rows[p].data(), type, k.data(), dim);
+                keys.push_back(rows[p].data());
+            }
+            std::vector<float> got(n), want(n);
+            score_pools(q.data(), heads, dim, keys, type, got.data());
+            score_pools_ref(q.data(), heads, dim, keys, type, want.data());
+            for (size_t p = 0; p < n; ++p) EXPECT_EQ(got[p], want[p]) << "pool " << p << " of " << n;
+        }
+    }
+    // Two heads of width 2: relu(1*2 + 2*(-3)) + relu(-1*2 + 0.5*(-3)) = 0, relu(1*1 + 2*1) + relu(-1 + 0.5) = 3.
+    const float q2[4] = {1.0f, 2.0f, -1.0f, 0.5f};
+    const float k0[2] = {2.0f, -3.0f}, k1[2] = {1.0f, 1.0f};
+    const void * keys2[2] = {k0, k1};
+    float out[2];
+    score_pools(q2, 2, 2, keys2, ElemType::F32, out);
+    EXPECT_EQ(out[0], 0.0f);
+    EXPECT_EQ(out[1], 3.0f);
+}
+
 TEST(ThreadPool, CoversRangeOnceAndRethrows) {
     ThreadPool pool(4);
     std::vector<std::atomic<int>> hits(1000);

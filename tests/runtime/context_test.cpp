@@ -1,6 +1,8 @@
 // The public context's sizing and decode contract, on a small generated model.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "model/gen_model.h"
@@ -12,9 +14,13 @@ std::shared_ptr<const offgrid::Model> small_model() {
     static std::shared_ptr<const offgrid::Model> model = [] {
         offgrid::model::GenConfig cfg = offgrid::model::gen_preset("tiny");
         cfg.n_ctx = 2048;
-        const auto path = (std::filesystem::temp_directory_path() / "offgrid_context_test.gguf").string();
+        // One file per process: ctest runs every test in its own process, in parallel.
+        const auto path =
+            (std::filesystem::temp_directory_path() / ("offgrid_context_test_" + std::to_string(getpid()) + ".gguf")).string();
         offgrid::model::generate_model(cfg).write_file(path);
-        return offgrid::Model::load(path);
+        auto model = offgrid::Model::load(path);
+        std::filesystem::remove(path);  // the mapping stays valid
+        return model;
     }();
     return model;
 }
