@@ -128,7 +128,7 @@ void moe_layer(const Batch & b, uint32_t il, const float * f, float * y) {
 }  // namespace detail
 
 std::vector<float> forward(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
-                           memory::Storage & storage, ops::ThreadPool * pool) {
+                           memory::Storage & storage, ops::ThreadPool * pool, const ForwardOptions & options) {
     const Hparams & hp = model.hparams();
     const memory::CacheShape want = model.cache_shape(shape.type_k, shape.type_v);
     if (shape.n_attn_layers != want.n_attn_layers || shape.kv_width != want.kv_width ||
@@ -170,7 +170,7 @@ std::vector<float> forward(const Model & model, const memory::CacheShape & shape
     std::vector<float> logits;
     if (T == 0) return logits;
 
-    const detail::Batch b{model, hp, shape, plan, storage, pool, T};
+    const detail::Batch b{model, hp, shape, plan, storage, pool, T, options.qsa_dense};
     const size_t E = hp.n_embd, hc = hp.hc;
     const Weights & w = model.weights();
 

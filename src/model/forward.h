@@ -14,7 +14,13 @@ namespace offgrid::model {
 // rollback snapshots), and returns the logits of the tokens marked `output`, in ubatch order, n_vocab floats
 // per row. `shape` must be the model's cache_shape() the storage was created with. Activations are F32.
 // Throws offgrid::Error for a plan the model cannot run (token id out of range, pool size mismatch, ...).
+struct ForwardOptions {
+    bool qsa_dense = false;  // QSA layers attend to every visible cell (comparisons, benchmarks); pools are still
+                             // stored and re-pooled, so the caches stay those of a sparse run
+};
+
 std::vector<float> forward(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
-                           memory::Storage & storage, ops::ThreadPool * pool = nullptr);
+                           memory::Storage & storage, ops::ThreadPool * pool = nullptr,
+                           const ForwardOptions & options = {});
 
 }  // namespace offgrid::model

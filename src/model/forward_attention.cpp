@@ -138,7 +138,7 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                 throw Error("forward: ubatch token " + std::to_string(t) + ": plan sees more cells or pools than its sequence has");
             }
             cells.clear();
-            if (!qsa || tp.n_pools <= budget) {
+            if (!qsa || b.qsa_dense || tp.n_pools <= budget) {
                 for (size_t j = 0; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
             } else {
                 // Score every visible pool: sum over indexer heads of relu(q . pooled key), heads in order.

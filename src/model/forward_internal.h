@@ -18,6 +18,7 @@ struct Batch {
     memory::Storage & storage;
     ops::ThreadPool * pool;
     size_t n_tokens;
+    bool qsa_dense = false;  // ForwardOptions::qsa_dense
 };
 
 // Hyper-connection mixer over n token residuals R (n x hc x E): writes the mixed block input (n x E) and,

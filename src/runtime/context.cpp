@@ -82,25 +82,6 @@ tensor::ElemType cache_type(const std::string & name, const char * what) {
     throw Error(std::string(what) + ": unsupported cache type '" + name + "' (f32 or f16)");
 }
 
-// ContextParams::qsa_dense: the same plan with no selectable pools, so every QSA layer attends to all visible
-// cells (the forward's dense path). Pools are still stored and re-pooled, so the caches stay identical to a
-// sparse run's and a state can move between the two modes.
-class DensePlan final : public memory::Plan {
-public:
-    explicit DensePlan(const memory::Plan & base) : base_(base) {
-        tokens = base.tokens;
-        for (auto & t : tokens) t.n_pools = 0;
-        groups = base.groups;
-        new_pools = base.new_pools;
-        kpool = base.kpool;
-    }
-    memory::SeqView seq_view(memory::SeqId seq) const override { return base_.seq_view(seq); }
-    memory::Token cell_token(uint32_t cell) const override { return base_.cell_token(cell); }
-
-private:
-    const memory::Plan & base_;
-};
-
 constexpr char kFileMagic[8] = {'O', 'G', 'S', 'T', 'A', 'T', 'E', '1'};
 constexpr uint32_t kFileVersion = 1;
 
@@ -187,11 +168,10 @@ public:
                     mem_->undo();
                     return {DecodeStatus::Aborted, "decode: aborted by the callback"};
                 }
-                const memory::Plan & sparse_plan = mem_->apply();
-                std::unique_ptr<DensePlan> dense;
-                if (params_.qsa_dense) dense = std::make_unique<DensePlan>(sparse_plan);
-                const memory::Plan & plan = dense ? *dense : sparse_plan;
-                const std::vector<float> out = model::forward(model_->impl(), shape_, plan, *mem_, &pool_);
+                const memory::Plan & plan = mem_->apply();
+                model::ForwardOptions fo;
+                fo.qsa_dense = params_.qsa_dense;
+                const std::vector<float> out = model::forward(model_->impl(), shape_, plan, *mem_, &pool_, fo);
                 size_t k = 0;
                 for (const auto & t : plan.tokens) {
                     if (!t.output) continue;
