@@ -79,11 +79,6 @@ double diff_rows(const std::vector<float> & ref, size_t t, const std::vector<flo
     return d;
 }
 
-bool long_run() {
-    const char * env = std::getenv("OFFGRID_LONG_TESTS");
-    return env && std::string(env) == "1";
-}
-
 // Sequences whose pool selections are decided by a clear margin (see forward_test.cpp).
 std::vector<int32_t> well_conditioned(const Model & m, size_t n, uint32_t seed, std::vector<float> & ref) {
     const double min_gap = n > 1000 ? 2e-6 : 1e-5;
@@ -102,8 +97,7 @@ class MemorySparse : public ::testing::TestWithParam<uint32_t> {};
 TEST_P(MemorySparse, OneSequenceInUnevenUbatches) {
     const Built b = build(GetParam());
     std::vector<float> ref;
-    // OFFGRID_LONG_TESTS=1: 2048 tokens.
-    const auto toks = well_conditioned(b.model, long_run() ? 2048 : 200, 31, ref);
+    const auto toks = well_conditioned(b.model, 2048, 31, ref);
     memory::HybridMemory mem(params(b.model, false, 1));
     double worst = 0;
     size_t done = 0;
