@@ -55,7 +55,10 @@ struct BatchToken {
     bool output = false;
 };
 
-enum class DecodeStatus { Ok, NoSpace, InvalidBatch, Aborted };
+// Ok; NoSpace: no cells for the batch; InvalidBatch: the batch breaks a rule (the message names the token and the
+// rule); Aborted: the abort callback stopped the call; Failed: the model could not run a micro-batch.
+// On anything but Ok the memory is as it was before the call.
+enum class DecodeStatus { Ok, NoSpace, InvalidBatch, Aborted, Failed };
 
 struct DecodeResult {
     DecodeStatus status = DecodeStatus::Ok;
@@ -87,7 +90,7 @@ public:
     // Called between micro-batches; returning true aborts the call (status Aborted, memory rolled back).
     void set_abort_callback(std::function<bool()> cb);
 
-    // Logits of the last successful decode call, one row per output token in batch order.
+    // Logits of the last decode call, one row per output token in batch order (none after a failed call).
     int32_t n_outputs() const;
     const float * logits(int32_t i) const;
 

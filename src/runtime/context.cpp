@@ -182,7 +182,7 @@ public:
             }
         } catch (const std::exception & e) {
             mem_->undo();
-            return {DecodeStatus::InvalidBatch, std::string("decode: ") + e.what()};
+            return {DecodeStatus::Failed, std::string("decode: ") + e.what()};
         }
         mem_->finish();
         logits_ = std::move(rows);
