@@ -15,6 +15,15 @@ uint32_t cells_per_stream(uint32_t n_ctx, uint32_t n_seq_max, bool unified) {
     return pad256(std::max<uint32_t>(total / n_seq_max, 1));
 }
 
+uint32_t window_cells_per_stream(uint32_t cells, const Window & window, uint32_t n_seq_max, bool unified,
+                                 uint32_t n_ubatch) {
+    window.check();
+    if (!window.active()) return cells;
+    const uint64_t want = (uint64_t)window.n_swa * (unified ? n_seq_max : 1) + n_ubatch;
+    const uint64_t n = std::min<uint64_t>(cells, want);
+    return (uint32_t)std::min<uint64_t>((n + 255) / 256 * 256, std::max<uint64_t>(cells, 1));
+}
+
 namespace {
 
 uint32_t stream_cells(const MemoryParams & p) {
@@ -31,6 +40,11 @@ const MemoryParams & checked(const MemoryParams & p) {
                     " to keep a sequence's last tokens in one ubatch");
     if (p.kpool > 0 && p.shape.idx_width == 0) throw Error("kpool: pools need an indexer (idx_width > 0)");
     if (p.kpool > 4096) throw Error("kpool: " + std::to_string(p.kpool) + " is too large");
+    p.window.check();
+    if (p.window.active() && p.kpool > 0)
+        throw Error("window: a " + p.window.describe() + " sliding window cannot be combined with k-pools (kpool " +
+                    std::to_string(p.kpool) + "): pools group a sequence's cells in order, and each cell the window "
+                    "lets go would regroup every later pool");
     return p;
 }
 
@@ -42,7 +56,6 @@ struct HybridMemory::Call {
     std::vector<Ubatch> ubatches;
     std::vector<std::vector<uint32_t>> cells;
     size_t next = 0;
-    std::vector<uint32_t> placed;
     std::vector<uint32_t> heads_before;
     std::array<Pos, kMaxSeq> stale_before;
     SeqSet seqs;
@@ -70,7 +83,7 @@ private:
 HybridMemory::HybridMemory(const MemoryParams & params)
     : params_(checked(params)),
       has_recurrent_(params.shape.n_recr_layers > 0 || params.shape.ple_floats > 0),
-      kv_(params.shape, stream_cells(params), params.unified ? 1 : params.n_seq_max),
+      kv_(params.shape, stream_cells(params), params.unified ? 1 : params.n_seq_max, params.window),
       rec_(params.shape, params.n_seq_max, params.n_rs_seq),
       layout_(params.kpool, params.by_order),
       rep_mark_(kv_.n_cells(), 0) {}
@@ -114,6 +127,7 @@ BeginResult HybridMemory::begin(const Batch & batch) {
         return res;
     }
     std::string why;
+    kv_.journal_clear();
     const uint32_t keep_tail = has_recurrent_ && params_.n_rs_seq > 0 ? params_.n_rs_seq + 1 : 0;
     if (!split_equal(call->batch, params_.n_ubatch, kv_.n_stream() > 1, keep_tail, call->ubatches, why) ||
         !kv_.find_slots(call->batch, call->ubatches, call->cells, why)) {
@@ -140,8 +154,10 @@ const Plan & HybridMemory::apply() {
     const ValidBatch & b = c.batch;
     const std::vector<uint32_t> & cells = c.cells[u];
 
-    kv_.place(b, ub, cells);
-    c.placed.insert(c.placed.end(), cells.begin(), cells.end());
+    // Sequences that lost out-of-window cells to this ubatch get their layouts rebuilt (new cells included).
+    const SeqSet lost = kv_.place(b, ub, cells);
+    c.seqs |= lost;
+    if (lost.any()) relayout(lost);
 
     // Extend each sequence's layout with its new cells (only these are scanned).
     std::map<SeqId, std::vector<PosCell>> fresh;
@@ -154,6 +170,7 @@ const Plan & HybridMemory::apply() {
     // pools from the first new position on are pooled again in this very ubatch.
     std::vector<std::pair<SeqId, Pos>> regrouped;
     for (auto & [s, list] : fresh) {
+        if (lost.test(s)) continue;
         std::sort(list.begin(), list.end(),
                   [](const PosCell & x, const PosCell & y) { return x.pos != y.pos ? x.pos < y.pos : x.cell < y.cell; });
         if (!layout_.append(s, list)) {
@@ -224,6 +241,12 @@ const Plan & HybridMemory::apply() {
         auto vis = std::upper_bound(sq.cells.begin(), sq.cells.end(), t.pos,
                                     [](Pos p, const PosCell & pc) { return p < pc.pos; });
         t.n_visible = (uint32_t)(vis - sq.cells.begin());
+        t.first_visible = 0;
+        if (kv_.window().active()) {
+            auto lo = std::lower_bound(sq.cells.begin(), vis, kv_.window().lowest_visible(t.pos),
+                                       [](const PosCell & pc, Pos p) { return pc.pos < p; });
+            t.first_visible = (uint32_t)(lo - sq.cells.begin());
+        }
         const size_t r = layout_.rank(t.seq, t.pos, t.cell);
         t.n_pools = layout_.visible_pools(t.seq, t.pos, r);
         const size_t at = plan->arena.size();
@@ -273,13 +296,14 @@ void HybridMemory::finish() {
         throw Error("finish: " + std::to_string(call_->ubatches.size() - call_->next) +
                     " ubatches were not applied; a call that stops early must be undone");
     rec_.journal_commit();
+    kv_.journal_clear();
     last_plan_ = std::move(call_->plan);  // the last plan stays readable until the memory changes again
     call_.reset();
 }
 
 void HybridMemory::undo() {
     if (!call_) return;
-    kv_.unplace(call_->placed, call_->heads_before);
+    kv_.rollback(0, call_->heads_before);
     rec_.journal_undo();
     const SeqSet seqs = call_->seqs;
     const auto stale = call_->stale_before;

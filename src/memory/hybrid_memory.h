@@ -36,11 +36,19 @@ struct MemoryParams {
     bool by_order = true;       // pools by sequence order (qwen4exp), else by aligned positions
     uint32_t n_vocab = 0;       // token ids are checked against it (0: unchecked)
     bool multi_pos = false;     // M-RoPE positions (batch rule V4)
+    // Sliding window of the attention cache (default none). It cannot be combined with kpool > 0: the pools are
+    // runs of a sequence's cells in order, and every cell the window lets go would shift every later pool's
+    // members, regrouping the whole sequence at each step for pooled keys no query can select anyway.
+    Window window;
 };
 
 // The reference's context sizing (memory.md 0.5): n_ctx rounded up to 256; per-sequence streams get
 // pad256(n_ctx / n_seq_max) cells each. Returns the cells per stream.
 uint32_t cells_per_stream(uint32_t n_ctx, uint32_t n_seq_max, bool unified);
+// The reference's size of a windowed cache (memory.md 3.5): pad256(min(cells, n_swa * (unified ? n_seq_max : 1)
+// + n_ubatch)), given the full cache's cells per stream. Enough for every sequence's window plus one ubatch.
+uint32_t window_cells_per_stream(uint32_t cells, const Window & window, uint32_t n_seq_max, bool unified,
+                                 uint32_t n_ubatch);
 
 enum class DecodeStatus { Ok, NoSpace, InvalidBatch };
 

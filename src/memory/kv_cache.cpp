@@ -2,7 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
-#include <unordered_set>
+#include <map>
 
 #include "common/error.h"
 
@@ -18,7 +18,9 @@ uint32_t cache_elem_bytes(tensor::ElemType type, const char * field) {
     }
 }
 
-KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream) : kv_size_(kv_size) {
+KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, const Window & window)
+    : kv_size_(kv_size), window_(window) {
+    window_.check();
     if (kv_size == 0) throw Error("kv_size: a cache needs at least one cell per stream");
     if (n_stream == 0 || n_stream > (uint32_t)kMaxSeq) throw Error("n_stream: must be in [1, 256]");
     streams_.assign(n_stream, CellStream(kv_size));
@@ -37,67 +39,140 @@ std::vector<uint32_t> KvCache::heads() const {
     return h;
 }
 
-bool KvCache::find_slots(const ValidBatch & batch, const std::vector<Ubatch> & ubatches,
-                         std::vector<std::vector<uint32_t>> & cells, std::string & why) const {
-    cells.assign(ubatches.size(), {});
-    std::vector<uint32_t> head = heads();
-    std::vector<uint32_t> claimed_in(n_stream(), 0);
-    std::unordered_set<uint32_t> claimed;
-    for (size_t u = 0; u < ubatches.size(); ++u) {
-        const Ubatch & ub = ubatches[u];
-        // One group per sequence set with separate streams, else one group of all tokens.
-        const size_t n_groups = n_stream() == 1 ? 1 : ub.sets.size();
-        const size_t per = ub.size() / n_groups;
-        cells[u].resize(ub.size());
-        for (size_t g = 0; g < n_groups; ++g) {
-            const uint32_t st = stream_of(batch.first[ub.idx[g * per]]);
-            const CellStream & cs = streams_[st];
-            const uint32_t n = kv_size_;
-            if (per > n) {
-                why = "a ubatch of " + std::to_string(per) + " tokens does not fit in " + std::to_string(n) + " cells";
-                return false;
-            }
-            uint32_t h = head[st];
-            if (h > cs.used() + claimed_in[st] + 2 * per) h = 0;  // many holes before the head: rescan from 0
-            size_t got = 0;
-            uint32_t tested = 0, last = h;
-            while (got < per && tested < n) {
-                if (h >= n) h = 0;
-                const uint32_t i = h++;
-                ++tested;
-                if (cs.is_empty(i) && !claimed.count(global(st, i))) {
-                    cells[u][g * per + got++] = global(st, i);
-                    claimed.insert(global(st, i));
-                    last = i;
-                }
-            }
-            if (got < per) {
-                why = "no room: " + std::to_string(per) + " cells wanted in stream " + std::to_string(st) + ", " +
-                      std::to_string(n - cs.used() - claimed_in[st]) + " free";
-                return false;
-            }
-            claimed_in[st] += (uint32_t)per;
-            head[st] = last + 1;
+bool KvCache::usable(uint32_t st, uint32_t local) const {
+    const CellStream & cs = streams_[st];
+    if (cs.is_empty(local)) return true;
+    if (!window_.active() || cs.seqs(local).count() != 1) return false;
+    const SeqId owner = (SeqId)cs.seqs(local)._Find_first();
+    const Pos last = cs.seq_pos_max(owner);
+    return cs.pos(local) < last && window_.masked(cs.pos(local), last + 1);
+}
+
+// One ubatch's cells on the cache as it is now: per group (one per sequence set with separate streams, else one)
+// the usable cells in ring order from the stream's head.
+bool KvCache::search(const ValidBatch & batch, const Ubatch & ub, std::vector<uint32_t> & cells,
+                     std::string & why) const {
+    const size_t n_groups = n_stream() == 1 ? 1 : ub.sets.size();
+    const size_t per = ub.size() / n_groups;
+    const uint32_t n = kv_size_;
+    cells.resize(ub.size());
+    for (size_t g = 0; g < n_groups; ++g) {
+        const uint32_t st = stream_of(batch.first[ub.idx[g * per]]);
+        const CellStream & cs = streams_[st];
+        if (per > n) {
+            why = "a ubatch of " + std::to_string(per) + " tokens does not fit in " + std::to_string(n) + " cells";
+            return false;
+        }
+        uint32_t h = cs.head;
+        if (h > cs.used() + 2 * per) h = 0;  // many holes before the head: rescan from 0
+        size_t got = 0;
+        for (uint32_t tested = 0; got < per && tested < n; ++tested, ++h) {
+            if (h >= n) h = 0;
+            if (usable(st, h)) cells[g * per + got++] = global(st, h);
+        }
+        if (got < per) {
+            why = "no room: " + std::to_string(per) + " cells wanted in stream " + std::to_string(st) + ", " +
+                  std::to_string(got) + " usable";
+            return false;
         }
     }
     return true;
 }
 
-void KvCache::place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells) {
+bool KvCache::find_slots(const ValidBatch & batch, const std::vector<Ubatch> & ubatches,
+                         std::vector<std::vector<uint32_t>> & cells, std::string & why) {
+    cells.assign(ubatches.size(), {});
+    const size_t mark = journal_.size();
+    const std::vector<uint32_t> saved_heads = heads();
+    bool ok = true;
+    for (size_t u = 0; u < ubatches.size() && ok; ++u) {
+        ok = search(batch, ubatches[u], cells[u], why);
+        if (ok) place(batch, ubatches[u], cells[u], false);  // no rows are written in a dry run
+    }
+    rollback(mark, saved_heads);
+    return ok;
+}
+
+void KvCache::record(uint32_t cell, bool save_rows) {
+    const CellStream & cs = streams_[cell / kv_size_];
+    const uint32_t i = cell % kv_size_;
+    CellChange c{cell, cs.pos(i), cs.shift(i), cs.seqs(i), cs.ext(i), journal_rows_.size(), false};
+    if (save_rows && !cs.is_empty(i)) {
+        c.has_rows = true;
+        for (uint32_t l = 0; l < n_layers(); ++l) {
+            journal_rows_.insert(journal_rows_.end(), k_row(l, cell), k_row(l, cell) + k_row_bytes_);
+            journal_rows_.insert(journal_rows_.end(), v_row(l, cell), v_row(l, cell) + v_row_bytes_);
+            if (!idx_.empty()) journal_rows_.insert(journal_rows_.end(), idx_row(l, cell), idx_row(l, cell) + idx_row_bytes_);
+        }
+    }
+    journal_.push_back(c);
+}
+
+SeqSet KvCache::place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells,
+                      bool save_rows) {
+    SeqSet lost;
+    std::map<std::pair<uint32_t, SeqId>, Pos> evicted;  // (stream, owner) -> highest position taken from it
     for (size_t j = 0; j < ub.size(); ++j) {
         const uint32_t i = ub.idx[j];
         const uint32_t st = cells[j] / kv_size_, local = cells[j] % kv_size_;
-        streams_[st].place(local, batch.pos[i], batch.seqs[i], CellExt{batch.pos_x[i], batch.pos_y[i], batch.tokens[i]});
-        streams_[st].head = local + 1;
+        CellStream & cs = streams_[st];
+        record(cells[j], save_rows);
+        if (!cs.is_empty(local)) {  // window reuse (usable() admitted it)
+            const SeqId owner = (SeqId)cs.seqs(local)._Find_first();
+            auto [it, fresh] = evicted.try_emplace({st, owner}, cs.pos(local));
+            if (!fresh) it->second = std::max(it->second, cs.pos(local));
+            lost.set(owner);
+            cs.free(local);
+        }
+        cs.place(local, batch.pos[i], batch.seqs[i], CellExt{batch.pos_x[i], batch.pos_y[i], batch.tokens[i]});
     }
+    for (auto & [key, upto] : evicted) {
+        CellStream & cs = streams_[key.first];
+        std::vector<uint32_t> older;
+        for (auto & [p, c] : cs.seq_cells(key.second)) {
+            if (p > upto) break;
+            older.push_back(c);
+        }
+        for (uint32_t c : older) {
+            record(global(key.first, c), save_rows);
+            cs.seq_remove(c, key.second);
+        }
+    }
+    for (size_t j = 0; j < ub.size(); ++j) streams_[cells[j] / kv_size_].head = cells[j] % kv_size_ + 1;
+    return lost;
 }
 
-void KvCache::unplace(const std::vector<uint32_t> & cells, const std::vector<uint32_t> & heads) {
-    for (uint32_t c : cells) {
-        CellStream & cs = streams_[c / kv_size_];
-        if (!cs.is_empty(c % kv_size_)) cs.free(c % kv_size_);
+void KvCache::rollback(size_t mark, const std::vector<uint32_t> & heads) {
+    for (size_t e = journal_.size(); e-- > mark;) {
+        const CellChange & c = journal_[e];
+        CellStream & cs = streams_[c.cell / kv_size_];
+        const uint32_t i = c.cell % kv_size_;
+        if (!cs.is_empty(i)) cs.free(i);
+        if (c.pos >= 0) cs.place_with_shift(i, c.pos, c.seqs, c.ext, c.shift);
+        if (c.has_rows) {
+            const uint8_t * r = journal_rows_.data() + c.rows_at;
+            for (uint32_t l = 0; l < n_layers(); ++l) {
+                std::memcpy(k_row(l, c.cell), r, k_row_bytes_);
+                r += k_row_bytes_;
+                std::memcpy(v_row(l, c.cell), r, v_row_bytes_);
+                r += v_row_bytes_;
+                if (!idx_.empty()) {
+                    std::memcpy(idx_row(l, c.cell), r, idx_row_bytes_);
+                    r += idx_row_bytes_;
+                }
+            }
+        }
+    }
+    if (mark < journal_.size()) {
+        journal_rows_.resize(journal_[mark].rows_at);
+        journal_.resize(mark);
     }
     for (size_t st = 0; st < streams_.size() && st < heads.size(); ++st) streams_[st].head = heads[st];
+}
+
+void KvCache::journal_clear() {
+    journal_.clear();
+    journal_rows_.clear();
 }
 
 SeqSet KvCache::seq_rm(SeqId s, Pos p0, Pos p1) {

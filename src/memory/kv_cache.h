@@ -3,6 +3,10 @@
 // for both, so the attention and indexer caches can never disagree about which token a cell holds.
 //
 // Cells are addressed globally (stream * kv_size + local cell), as plan.h promises.
+//
+// With a sliding window (window.h) the slot search may also take a cell whose key its sequence can never see
+// again (memory.md 3.3-3.5). Every cell change a decode call makes is journaled, rows included where a key is
+// lost, so a dry run and a failed call roll back exactly (the reference's Q18 fixed).
 #pragma once
 
 #include <cstdint>
@@ -13,6 +17,7 @@
 #include "memory/batch.h"
 #include "memory/cells.h"
 #include "memory/plan.h"
+#include "memory/window.h"
 
 namespace offgrid::memory {
 
@@ -21,7 +26,7 @@ uint32_t cache_elem_bytes(tensor::ElemType type, const char * field);
 
 class KvCache {
 public:
-    KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream);
+    KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, const Window & window = {});
 
     uint32_t kv_size() const { return kv_size_; }
     uint32_t n_stream() const { return (uint32_t)streams_.size(); }
@@ -30,15 +35,29 @@ public:
     const CellStream & stream(uint32_t st) const { return streams_[st]; }
     CellStream & stream(uint32_t st) { return streams_[st]; }
     uint32_t global(uint32_t st, uint32_t local) const { return st * kv_size_ + local; }
+    const Window & window() const { return window_; }
 
-    // Dry run over all ubatches of a batch: the global cell of every ubatch token (in ubatch order), each ubatch
-    // seeing the cells taken by the earlier ones. Changes nothing. False (and why) when there is no room.
+    // A cell the slot search may take: empty or, with a window, held by one sequence alone, outside the window
+    // of that sequence's next position and not its last position (a sequence never loses its newest token, so
+    // its pos_max, which batches continue from, never moves by another sequence's decode).
+    bool usable(uint32_t st, uint32_t local) const;
+
+    // Dry run over all ubatches of a batch: the global cell of every ubatch token (in ubatch order). Each ubatch
+    // is placed in turn, so later ones see the cells (and window reuse) of earlier ones, then everything is
+    // rolled back: the cache is exactly as before, on success and on failure. False (and why) when there is no room.
     bool find_slots(const ValidBatch & batch, const std::vector<Ubatch> & ubatches,
-                    std::vector<std::vector<uint32_t>> & cells, std::string & why) const;
-    // Writes the books of one ubatch into the cells find_slots chose; the next search starts after them.
-    void place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells);
-    // Frees cells placed by this decode call (failure rollback); heads go back to `heads`.
-    void unplace(const std::vector<uint32_t> & cells, const std::vector<uint32_t> & heads);
+                    std::vector<std::vector<uint32_t>> & cells, std::string & why);
+    // Writes the books of one ubatch into the cells find_slots chose; the next search starts after them. A cell
+    // still holding an out-of-window key is taken from its owner, and the owner's older keys up to that position
+    // go too (its cells stay one run of positions, as the reference keeps them). Every change is journaled, with
+    // the rows of cells that lose their key when `save_rows`. Returns the sequences that lost cells.
+    SeqSet place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells,
+                 bool save_rows = true);
+    // The journal of cell changes made by place(): rollback(mark, heads) undoes the changes made after `mark`
+    // (newest first, rows restored) and sets the heads; journal_clear() commits everything.
+    size_t journal_size() const { return journal_.size(); }
+    void rollback(size_t mark, const std::vector<uint32_t> & heads);
+    void journal_clear();
     std::vector<uint32_t> heads() const;
 
     // Sequence operations; each returns the sequences whose cell lists changed. Ranges are half-open after
@@ -73,8 +92,23 @@ public:
 private:
     void copy_rows(uint32_t dst_cell, uint32_t src_cell);
 
+    // One cell's books before a change; rows_at indexes journal_rows_ when its rows were saved.
+    struct CellChange {
+        uint32_t cell;
+        Pos pos, shift;
+        SeqSet seqs;
+        CellExt ext;
+        size_t rows_at;
+        bool has_rows;
+    };
+    void record(uint32_t cell, bool save_rows);
+    bool search(const ValidBatch & batch, const Ubatch & ub, std::vector<uint32_t> & cells, std::string & why) const;
+
     uint32_t kv_size_;
+    Window window_;
     std::vector<CellStream> streams_;
+    std::vector<CellChange> journal_;
+    std::vector<uint8_t> journal_rows_;
     uint32_t k_row_bytes_, v_row_bytes_, idx_row_bytes_;
     std::vector<std::vector<uint8_t>> k_, v_, idx_;
 };

@@ -49,7 +49,10 @@ struct TokenPlan {
     SeqId seq;            // the token's first sequence id (attention and selection follow it)
     uint32_t cell;        // global cell the token's K, V and raw indexer key are written to
     bool output;          // a logits row is wanted
-    uint32_t n_visible;   // entries of seq's cells with pos <= this token's pos (dense attention reads these)
+    uint32_t n_visible;   // entries of seq's cells with pos <= this token's pos
+    // With a sliding window, entries [0, first_visible) are outside the token's window: dense attention reads
+    // entries [first_visible, n_visible). Always 0 without a window (qwen4exp).
+    uint32_t first_visible = 0;
     uint32_t n_pools;     // pools of seq that end at or before this token (selectable pools: pools[0..n_pools))
     std::span<const uint32_t> tail;  // incomplete tail cells, the token itself first then older (size < kpool)
     uint32_t index = 0;   // the token's index in the decode call's batch (ubatches regroup tokens by sequence)
