@@ -414,7 +414,10 @@ bool HybridMemory::seq_rm(SeqId s, Pos p0, Pos p1) {
         uint32_t k = 0;
         for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) ++k;
         if (k == 0) return {Kind::Nothing};
-        if (k == sc.size()) return {Kind::Whole};
+        // With a window, older positions may have left the attention cache while the recurrent state still holds
+        // them: only a range from 0 removes the whole sequence, and a range from later that covers every cell
+        // left cannot say what the state should become.
+        if (k == sc.size()) return {!kv_.window().active() || p0 <= 0 ? Kind::Whole : Kind::Refused};
         if (p1 > sc.rbegin()->first && k <= rec_.seq(q).snaps) return {Kind::Rollback, k};  // the last k tokens
         return {Kind::Refused};
     };

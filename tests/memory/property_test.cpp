@@ -40,6 +40,7 @@ struct Config {
     uint32_t n_seq_max;
     uint32_t n_ctx;
     uint32_t n_ubatch;
+    Window window;  // with a window: kpool 0
 };
 
 class Runner {
@@ -47,6 +48,7 @@ public:
     Runner(const Config & c, uint64_t seed) : cfg_(c), rng_(seed), naive_(c.n_seq_max) {
         MemoryParams p = small_params(c.n_ctx, c.n_seq_max, c.unified, c.n_rs_seq, c.n_ubatch, c.kpool, c.by_order,
                                       c.recurrent);
+        p.window = c.window;
         mem_ = std::make_unique<HybridMemory>(p);
     }
 
@@ -128,6 +130,9 @@ public:
             uint32_t vis = 0;
             for (auto & pc : sq.cells) vis += pc.pos <= t.pos;
             if (t.n_visible != vis) return "token visibility";
+            uint32_t outside = 0;  // entries at or before the token that its window masks
+            for (auto & pc : sq.cells) outside += pc.pos <= t.pos && cfg_.window.masked(pc.pos, t.pos);
+            if (t.first_visible != outside) return "token window";
             if (t.n_pools > sq.pools.size()) return "token pools";
             if (kpool > 0 && t.tail.size() >= kpool) return "tail too long";
             if (!t.tail.empty() && t.tail[0] != t.cell) return "tail does not start with the token";
@@ -195,8 +200,46 @@ public:
             for (SeqId s : seqs)
                 if (naive_[s].empty()) ++created;
         naive_ = after;
+        if (cfg_.window.active()) {
+            if (auto e = follow_window(); !e.empty()) return e;
+        }
         return check();
     }
+
+    // A windowed cache may have let go of keys during the call. Every key it let go of must be one the sequence
+    // can never see again (outside the window of its next position, not its newest); the naive model then
+    // forgets them too. The recurrent states keep every token.
+    std::string follow_window() {
+        const KvCache & kv = mem_->kv();
+        for (SeqId s = 0; s < (SeqId)cfg_.n_seq_max; ++s) {
+            NaiveSeq & n = naive_[s];
+            const CellStream & cs = kv.stream(kv.stream_of(s));
+            std::multiset<std::pair<Pos, Token>> have, want(n.entries.begin(), n.entries.end());
+            for (auto & [p, c] : cs.seq_cells(s)) have.insert({p, cs.ext(c).tok});
+            if (n.empty()) continue;
+            const Pos next = n.max() + 1;
+            for (auto & e : have) {
+                auto it = want.find(e);
+                if (it == want.end()) return "seq " + std::to_string(s) + ": a key the naive model never had";
+                want.erase(it);
+            }
+            for (auto & e : want)
+                if (e.first >= n.max() || !cfg_.window.masked(e.first, next))
+                    return "seq " + std::to_string(s) + ": the window let go of position " + std::to_string(e.first) +
+                           ", which position " + std::to_string(next) + " may still see";
+            if (!want.empty()) {
+                ++evicted;
+                std::vector<std::pair<Pos, Token>> kept;
+                for (auto & e : n.entries) {
+                    auto it = want.find(e);
+                    if (it != want.end()) want.erase(it); else kept.push_back(e);
+                }
+                n.entries = kept;
+            }
+        }
+        return "";
+    }
+    uint64_t evicted = 0;
 
     std::string step() {
         std::string e = step_inner();
@@ -253,7 +296,7 @@ public:
             const bool whole_range = a == 0 && z == kPosInf;
             if (n.empty() || k == 0) ok = true;
             else if (!cfg_.recurrent) ok = whole_range || !shared;
-            else if (k == n.entries.size()) ok = true;
+            else if (k == n.entries.size()) ok = !cfg_.window.active() || a == 0;  // see HybridRemoval... in window_test
             else if (z > n.max() && k <= n.snaps) ok = true;
             else ok = false;
             const bool got = mem.seq_rm(s, p0, p1);
@@ -361,13 +404,14 @@ private:
     std::unique_ptr<HybridMemory> mem_;
 };
 
-TEST(Property, RandomOperationsAgreeWithNaiveModel) {
-    uint64_t target = 10000;
-    if (const char * env = std::getenv("OFFGRID_PROPERTY_SEQS")) target = std::strtoull(env, nullptr, 10);
-    uint64_t created = 0, steps = 0, episodes = 0;
+// Runs episodes until `target` sequences were created; `windowed` gives every episode a sliding window (and no
+// pools, which a window refuses).
+void run_episodes(uint64_t target, bool windowed) {
+    uint64_t created = 0, steps = 0, episodes = 0, evicted = 0;
     const uint32_t kpools[] = {1, 2, 4, 8};
+    const WindowType types[] = {WindowType::Standard, WindowType::Chunked, WindowType::Symmetric};
     while (created < target) {
-        const uint64_t seed = 1000 + episodes;
+        const uint64_t seed = (windowed ? 500000 : 1000) + episodes;
         std::mt19937_64 pick(seed);
         Config c;
         c.recurrent = pick() % 4 != 0;
@@ -378,6 +422,10 @@ TEST(Property, RandomOperationsAgreeWithNaiveModel) {
         c.n_seq_max = 1 + pick() % 6;
         c.n_ctx = c.n_seq_max * (16 + 16 * (pick() % 3));
         c.n_ubatch = 4 + pick() % 6;
+        if (windowed) {
+            c.kpool = 0;
+            c.window = Window{types[pick() % 3], (uint32_t)(1 + pick() % 8)};
+        }
         const int n_steps = pick() % 8 == 0 ? 300 : 60;  // some long episodes fill the cache
         Runner run(c, seed);
         for (int i = 0; i < n_steps; ++i) {
@@ -385,13 +433,28 @@ TEST(Property, RandomOperationsAgreeWithNaiveModel) {
             ++steps;
             ASSERT_EQ(e, "") << "episode seed " << seed << " step " << i << " (unified " << c.unified << ", kpool "
                              << c.kpool << ", by_order " << c.by_order << ", n_rs_seq " << c.n_rs_seq << ", n_seq_max "
-                             << c.n_seq_max << ")";
+                             << c.n_seq_max << ", window " << c.window.describe() << ")";
         }
         created += run.created;
+        evicted += run.evicted;
         ++episodes;
     }
-    std::printf("property: %llu sequences, %llu steps, %llu episodes\n", (unsigned long long)created,
-                (unsigned long long)steps, (unsigned long long)episodes);
+    std::printf("property%s: %llu sequences, %llu steps, %llu episodes, %llu decodes that let keys go\n",
+                windowed ? " (windowed)" : "", (unsigned long long)created, (unsigned long long)steps,
+                (unsigned long long)episodes, (unsigned long long)evicted);
+    if (windowed) EXPECT_GT(evicted, 0u);  // the windowed run must exercise reuse
+}
+
+TEST(Property, RandomOperationsAgreeWithNaiveModel) {
+    uint64_t target = 10000;
+    if (const char * env = std::getenv("OFFGRID_PROPERTY_SEQS")) target = std::strtoull(env, nullptr, 10);
+    run_episodes(target, false);
+}
+
+TEST(Property, WindowedCachesAgreeWithNaiveModel) {
+    uint64_t target = 4000;
+    if (const char * env = std::getenv("OFFGRID_PROPERTY_SEQS")) target = std::strtoull(env, nullptr, 10);
+    run_episodes(target, true);
 }
 
 }  // namespace

@@ -324,5 +324,22 @@ TEST(Window, HybridWithWindowKeepsStateAndRollsBack) {
     EXPECT_EQ(dec(mem, 0, 98, 3), DecodeStatus::Ok);
 }
 
+// With a window, removing every cell the attention cache still holds is not removing the sequence: the
+// recurrent state also holds the positions the window let go. Only a range from 0 removes it all.
+TEST(Window, HybridRemovalOfEveryCellLeftIsNotWhole) {
+    HybridMemory mem(windowed(12, win(WindowType::Standard, 2), 16, 2, true, 4));
+    dec(mem, 0, 0, 10);
+    dec(mem, 0, 10, 4);  // cells 10 and 11 are empty, then positions 0 and 1 (out of the window) are taken
+    EXPECT_EQ(positions(mem, 0), (std::vector<Pos>{2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13}));
+    EXPECT_FALSE(mem.seq_rm(0, 2, -1));  // every cell left, but not the whole sequence
+    EXPECT_EQ(mem.seq_pos_max(0), 13);
+    EXPECT_TRUE(mem.recurrent().present(0));
+    EXPECT_TRUE(mem.seq_rm(0, 10, -1));  // a rollback of the last 4
+    EXPECT_EQ(mm(mem, 0), PP(9, 9));
+    EXPECT_TRUE(mem.seq_rm(0, 0, -1));   // from 0: the whole sequence
+    EXPECT_FALSE(mem.recurrent().present(0));
+    EXPECT_EQ(span(mem, 0), PP(-1, -1));
+}
+
 }  // namespace
 }  // namespace offgrid::memory
