@@ -1,8 +1,9 @@
 // The batch one decode call takes, its validation (memory.md section 8) and its split into ubatches.
 //
 // Validation either returns a normalised batch (every field filled in) or throws offgrid::Error naming the token
-// index and the broken rule; it never touches the memory. The split is the equal split per sequence set of the
-// reference (8.5), with its quirk Q5 fixed: a ubatch never holds more than n_ubatch tokens.
+// index and the broken rule; it never touches the memory. The memory splits with the equal split per sequence set
+// of the reference (8.5), with its quirk Q5 fixed: a ubatch never holds more than n_ubatch tokens. The simple and
+// sequence splits (8.4, 8.6) are here too.
 #pragma once
 
 #include <cstdint>

@@ -442,7 +442,9 @@ void run_episodes(uint64_t target, bool windowed) {
     std::printf("property%s: %llu sequences, %llu steps, %llu episodes, %llu decodes that let keys go\n",
                 windowed ? " (windowed)" : "", (unsigned long long)created, (unsigned long long)steps,
                 (unsigned long long)episodes, (unsigned long long)evicted);
-    if (windowed) EXPECT_GT(evicted, 0u);  // the windowed run must exercise reuse
+    if (windowed) {
+        EXPECT_GT(evicted, 0u);  // the windowed run must exercise reuse
+    }
 }
 
 TEST(Property, RandomOperationsAgreeWithNaiveModel) {

@@ -172,8 +172,11 @@ TEST(Scenario, T42_WholeStateOfAnotherShapeRefusedUnchanged) {
 TEST(Scenario, T58_SnapshotsWithoutRecurrentLayersAreInert) {
     HybridMemory mem(small_params(64, 4, true, 8, 16, 0, true, false));
     EXPECT_FALSE(mem.has_recurrent());
-    for (auto & e : mem.breakdown())
-        if (e.cache == "recurrent") EXPECT_EQ(e.bytes, 0u) << e.part;
+    for (auto & e : mem.breakdown()) {
+        if (e.cache == "recurrent") {
+            EXPECT_EQ(e.bytes, 0u) << e.part;
+        }
+    }
     dec(mem, 0, 0, 12);
     EXPECT_TRUE(mem.seq_rm(0, 2, -1));  // 10 tokens: more than n_rs_seq, fine without recurrent state
     EXPECT_EQ(mm(mem, 0), PP(0, 1));
