@@ -37,7 +37,7 @@ public:
         if (n > d_.size() - off_) truncated_ = true;
         if (n > d_.size() - off_) fail(field, "truncated: " + std::to_string(n) + " bytes wanted, " +
                                                   std::to_string(d_.size() - off_) + " left");
-        std::memcpy(p, d_.data() + off_, n);
+        if (n > 0) std::memcpy(p, d_.data() + off_, n);  // an empty destination may be a null pointer
         off_ += n;
     }
     const uint8_t * take(size_t n, const char * field) {
