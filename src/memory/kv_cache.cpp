@@ -108,25 +108,16 @@ void KvCache::record(uint32_t cell, bool save_rows) {
     journal_.push_back(c);
 }
 
-SeqSet KvCache::place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells,
-                      bool save_rows) {
-    SeqSet lost;
-    std::map<std::pair<uint32_t, SeqId>, Pos> evicted;  // (stream, owner) -> highest position taken from it
-    for (size_t j = 0; j < ub.size(); ++j) {
-        const uint32_t i = ub.idx[j];
-        const uint32_t st = cells[j] / kv_size_, local = cells[j] % kv_size_;
-        CellStream & cs = streams_[st];
-        record(cells[j], save_rows);
-        if (!cs.is_empty(local)) {  // window reuse (usable() admitted it)
-            const SeqId owner = (SeqId)cs.seqs(local)._Find_first();
-            auto [it, fresh] = evicted.try_emplace({st, owner}, cs.pos(local));
-            if (!fresh) it->second = std::max(it->second, cs.pos(local));
-            lost.set(owner);
-            cs.free(local);
-        }
-        cs.place(local, batch.pos[i], batch.seqs[i], CellExt{batch.pos_x[i], batch.pos_y[i], batch.tokens[i]});
-    }
-    for (auto & [key, upto] : evicted) {
+void KvCache::take_from_owner(uint32_t st, uint32_t local, Taken & taken) {
+    CellStream & cs = streams_[st];
+    const SeqId owner = (SeqId)cs.seqs(local)._Find_first();
+    auto [it, fresh] = taken.try_emplace({st, owner}, cs.pos(local));
+    if (!fresh) it->second = std::max(it->second, cs.pos(local));
+    cs.free(local);
+}
+
+void KvCache::purge(const Taken & taken, bool journal, bool save_rows) {
+    for (auto & [key, upto] : taken) {
         CellStream & cs = streams_[key.first];
         std::vector<uint32_t> older;
         for (auto & [p, c] : cs.seq_cells(key.second)) {
@@ -134,12 +125,48 @@ SeqSet KvCache::place(const ValidBatch & batch, const Ubatch & ub, const std::ve
             older.push_back(c);
         }
         for (uint32_t c : older) {
-            record(global(key.first, c), save_rows);
+            if (journal) record(global(key.first, c), save_rows);
             cs.seq_remove(c, key.second);
         }
     }
+}
+
+SeqSet KvCache::place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells,
+                      bool save_rows) {
+    SeqSet lost;
+    Taken taken;
+    for (size_t j = 0; j < ub.size(); ++j) {
+        const uint32_t i = ub.idx[j];
+        const uint32_t st = cells[j] / kv_size_, local = cells[j] % kv_size_;
+        CellStream & cs = streams_[st];
+        record(cells[j], save_rows);
+        if (!cs.is_empty(local)) {  // window reuse (usable() admitted it)
+            lost.set(cs.seqs(local)._Find_first());
+            take_from_owner(st, local, taken);
+        }
+        cs.place(local, batch.pos[i], batch.seqs[i], CellExt{batch.pos_x[i], batch.pos_y[i], batch.tokens[i]});
+    }
+    purge(taken, true, save_rows);
     for (size_t j = 0; j < ub.size(); ++j) streams_[cells[j] / kv_size_].head = cells[j] % kv_size_ + 1;
     return lost;
+}
+
+bool KvCache::take_cells(uint32_t st, size_t count, std::vector<uint32_t> & out, SeqSet & lost) {
+    out.clear();
+    CellStream & cs = streams_[st];
+    for (uint32_t k = 0, i = cs.head; k < kv_size_ && out.size() < count; ++k, ++i) {
+        if (i >= kv_size_) i = 0;
+        if (usable(st, i)) out.push_back(i);
+    }
+    if (out.size() < count) return false;
+    Taken taken;
+    for (uint32_t i : out) {
+        if (cs.is_empty(i)) continue;
+        lost.set(cs.seqs(i)._Find_first());
+        take_from_owner(st, i, taken);
+    }
+    purge(taken, false, false);
+    return true;
 }
 
 void KvCache::rollback(size_t mark, const std::vector<uint32_t> & heads) {

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -53,6 +54,10 @@ public:
     // the rows of cells that lose their key when `save_rows`. Returns the sequences that lost cells.
     SeqSet place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells,
                  bool save_rows = true);
+    // Free cells for `count` cells restored into stream st: usable cells in ring order from the head; taken
+    // out-of-window cells are freed from their owners as place() does (not journaled: a restore is not a call).
+    // False, changing nothing, when there are too few. `lost` gets the sequences that lost cells.
+    bool take_cells(uint32_t st, size_t count, std::vector<uint32_t> & out, SeqSet & lost);
     // The journal of cell changes made by place(): rollback(mark, heads) undoes the changes made after `mark`
     // (newest first, rows restored) and sets the heads; journal_clear() commits everything.
     size_t journal_size() const { return journal_.size(); }
@@ -102,6 +107,11 @@ private:
         bool has_rows;
     };
     void record(uint32_t cell, bool save_rows);
+    // (stream, owner) -> the highest position taken from that owner by window reuse.
+    using Taken = std::map<std::pair<uint32_t, SeqId>, Pos>;
+    void take_from_owner(uint32_t st, uint32_t local, Taken & taken);
+    // Drops each owner from its cells up to the highest position taken from it (its cells stay one run).
+    void purge(const Taken & taken, bool journal, bool save_rows);
     bool search(const ValidBatch & batch, const Ubatch & ub, std::vector<uint32_t> & cells, std::string & why) const;
 
     uint32_t kv_size_;

@@ -318,16 +318,14 @@ void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, ui
             const uint32_t st = kv.stream_of(seq);
             size_t total = 0;
             for (auto & sd : streams) total += sd.cells.size();
-            CellStream & cs = kv.stream(st);
+            // With a window, cells out of their owners' windows may be taken, as a decode takes them.
             std::vector<uint32_t> free_cells;
-            for (uint32_t k = 0, i = cs.head; k < cs.size() && free_cells.size() < total; ++k, ++i) {
-                if (i >= cs.size()) i = 0;
-                if (cs.is_empty(i)) free_cells.push_back(i);
-            }
-            if (free_cells.size() < total) {
+            SeqSet lost;
+            if (!kv.take_cells(st, total, free_cells, lost)) {
                 throw FileError(name, off, "cell_count",
                                 "no room: " + std::to_string(total) + " cells wanted, " + std::to_string(free_cells.size()) + " free");
             }
+            mem.relayout(lost);
             size_t k = 0;
             for (auto & sd : streams)
                 for (auto & c : sd.cells) {

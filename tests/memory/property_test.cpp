@@ -206,7 +206,7 @@ public:
         return check();
     }
 
-    // A windowed cache may have let go of keys during the call. Every key it let go of must be one the sequence
+    // A windowed cache may have let go of keys during a decode call or a sequence restore. Every key it let go of must be one the sequence
     // can never see again (outside the window of its next position, not its newest); the naive model then
     // forgets them too. The recurrent states keep every token.
     std::string follow_window() {
@@ -392,6 +392,9 @@ public:
             else naive_[dst] = NaiveSeq{};
         }
         if (!cut && !whole && state_save(mem, dst) != state_save(mem, dst)) return "unstable save";
+        if (cfg_.window.active()) {  // a sequence restore may take other sequences' out-of-window cells
+            if (auto e = follow_window(); !e.empty()) return e;
+        }
         return check();
     }
 

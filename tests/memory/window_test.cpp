@@ -159,6 +159,26 @@ TEST(Window, T55_SequenceStateKeepsEveryCell) {
     EXPECT_EQ(mem.kv().stream(0).used(), 71u);
 }
 
+// A full windowed cache (the steady state) still takes a restored sequence: like a decode, the restore takes
+// cells outside their owners' windows, and their older cells go with them.
+TEST(Window, SequenceRestoreTakesOutOfWindowCells) {
+    HybridMemory other(windowed(8, win(WindowType::Standard, 2), 16, 2));
+    dec(other, 0, 0, 3, {7, 8, 9});
+    const Bytes b = state_save(other, 0);
+    HybridMemory mem(windowed(8, win(WindowType::Standard, 2), 16, 2));
+    dec(mem, 0, 0, 8);  // every cell used; positions 0..6 are outside the window of 8, 7 is the newest
+    state_load(mem, b, 1);
+    EXPECT_EQ(positions(mem, 1), (std::vector<Pos>{0, 1, 2}));
+    EXPECT_EQ(positions(mem, 0), (std::vector<Pos>{3, 4, 5, 6, 7}));
+    EXPECT_EQ(state_save(mem, 1).size(), b.size());
+    EXPECT_EQ(dec(mem, 1, 3, 1), DecodeStatus::Ok);
+    // Not enough cells outside the windows: refused, and the destination is dropped as for any failed restore.
+    HybridMemory tight(windowed(4, win(WindowType::Standard, 3), 16, 2));
+    dec(tight, 0, 0, 4);  // only position 0 is outside the window of 4
+    EXPECT_THROW(state_load(tight, b, 1), FileError);
+    EXPECT_EQ(positions(tight, 0), (std::vector<Pos>{0, 1, 2, 3}));
+}
+
 // The plan: a token sees the entries [first_visible, n_visible) of its sequence, exactly the unmasked ones.
 TEST(Window, PlanVisibilityFollowsTheWindow) {
     for (Window w : {win(WindowType::Standard, 3), win(WindowType::Chunked, 4), win(WindowType::Symmetric, 4),
