@@ -46,7 +46,8 @@ struct MemoryParams {
 // pad256(n_ctx / n_seq_max) cells each. Returns the cells per stream.
 uint32_t cells_per_stream(uint32_t n_ctx, uint32_t n_seq_max, bool unified);
 // The reference's size of a windowed cache (memory.md 3.5): pad256(min(cells, n_swa * (unified ? n_seq_max : 1)
-// + n_ubatch)), given the full cache's cells per stream. Enough for every sequence's window plus one ubatch.
+// + n_ubatch)), given the full cache's cells per stream, and never more than those. Enough for every sequence's
+// window plus one ubatch.
 uint32_t window_cells_per_stream(uint32_t cells, const Window & window, uint32_t n_seq_max, bool unified,
                                  uint32_t n_ubatch);
 
