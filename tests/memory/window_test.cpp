@@ -179,6 +179,23 @@ TEST(Window, SequenceRestoreTakesOutOfWindowCells) {
     EXPECT_EQ(positions(tight, 0), (std::vector<Pos>{0, 1, 2, 3}));
 }
 
+// The window is not part of a state: a windowed memory's state restores into a plain one of the same shape, and
+// back, with the same cells and rows.
+TEST(Window, StatesMoveBetweenWindowedAndPlainMemories) {
+    HybridMemory windowed_mem(windowed(64, win(WindowType::Chunked, 8), 16, 2));
+    dec(windowed_mem, 0, 0, 20);
+    const Bytes whole = state_save(windowed_mem, -1);
+    HybridMemory plain(windowed(64, Window{}, 16, 2));
+    state_load(plain, whole, -1);
+    EXPECT_EQ(state_save(plain, -1), whole);
+    EXPECT_EQ(dec(plain, 0, 20, 50), DecodeStatus::NoSpace);  // 70 positions, 64 cells, no window
+    HybridMemory back(windowed(64, win(WindowType::Chunked, 8), 16, 2));
+    state_load(back, state_save(plain, -1), -1);
+    EXPECT_EQ(state_save(back, -1), whole);
+    EXPECT_EQ(dec(back, 0, 20, 50), DecodeStatus::Ok);  // the window lets the oldest positions go
+    EXPECT_EQ(back.seq_pos_max(0), 69);
+}
+
 // The plan: a token sees the entries [first_visible, n_visible) of its sequence, exactly the unmasked ones.
 TEST(Window, PlanVisibilityFollowsTheWindow) {
     for (Window w : {win(WindowType::Standard, 3), win(WindowType::Chunked, 4), win(WindowType::Symmetric, 4),
