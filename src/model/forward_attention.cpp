@@ -134,12 +134,12 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         for (size_t t = begin; t < end; ++t) {
             const memory::TokenPlan & tp = b.plan.tokens[t];
             const memory::SeqView view = b.plan.seq_view(tp.seq);
-            if (tp.n_visible > view.cells.size() || tp.n_pools > view.pools.size()) {
+            if (tp.n_visible > view.cells.size() || tp.first_visible > tp.n_visible || tp.n_pools > view.pools.size()) {
                 throw Error("forward: ubatch token " + std::to_string(t) + ": plan sees more cells or pools than its sequence has");
             }
             cells.clear();
             if (!qsa || b.qsa_dense || tp.n_pools <= budget) {
-                for (size_t j = 0; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
+                for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
             } else {
                 // Score every visible pool: sum over indexer heads of relu(q . pooled key), heads in order.
                 keys.resize(tp.n_pools);

@@ -1,6 +1,6 @@
 // Sparse QSA (r in {2, 4, 8}) through the real hybrid memory's pools and tails, against the plain reference:
 // one sequence in uneven ubatches, and two sequences interleaved in one unified cache (cells of different
-// sequences alternate, so pools are not runs of consecutive cells).
+// sequences alternate, so pools are not runs of consecutive cells); and a sliding-window memory on a dense model.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -144,6 +144,52 @@ TEST_P(MemorySparse, TwoInterleavedSequencesInOneUnifiedCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Ratios, MemorySparse, ::testing::Values(2u, 4u, 8u));
+
+}  // namespace
+}  // namespace offgrid::model
+
+namespace offgrid::model {
+namespace {
+
+// A sliding-window memory on a dense model: attention reads only the cells of the token's window
+// (TokenPlan::first_visible), as the reference does with a window of the same size.
+TEST(WindowedMemory, DenseAttentionReadsOnlyTheWindow) {
+    test::TinyConfig c;
+    c.ratio = 0;  // dense attention (a window and k-pools do not mix)
+    c.top_k = 16;
+    const std::vector<uint8_t> bytes = test::tiny_model(c).build();
+    const Model m = Model::from_reader(gguf::Reader::from_memory(bytes.data(), bytes.size(), "tiny-dense"));
+    const size_t window = 24, n = 300;
+    const auto toks = tokens(n, 5);
+    test::ReferenceOptions opt;
+    opt.window = window;
+    const std::vector<float> ref = test::reference_forward(m, toks, opt);
+    const std::vector<float> full = test::reference_forward(m, toks);
+
+    memory::MemoryParams p = params(m, false, 1);
+    p.window.type = memory::WindowType::Standard;
+    p.window.n_swa = window;
+    memory::HybridMemory mem(p);
+    double worst = 0, vs_full = 0;
+    size_t done = 0;
+    const size_t chunks[] = {5, 1, 40, 17};
+    for (size_t k = 0; done < n; ++k) {
+        const size_t len = std::min(chunks[k % 4], n - done);
+        memory::Batch batch;
+        batch.tokens.assign(toks.begin() + done, toks.begin() + done + len);
+        batch.output.assign(len, 1);
+        const auto rows = decode(m, mem, batch);
+        for (size_t i = 0; i < len; ++i) {
+            worst = std::max(worst, diff_rows(ref, done + i, rows[i]));
+            vs_full = std::max(vs_full, diff_rows(full, done + i, rows[i]));
+        }
+        done += len;
+    }
+    std::printf("[windowed memory] window %zu, %zu tokens: max |diff| %.3g vs windowed reference, %.3g vs full\n",
+                window, n, worst, vs_full);
+    EXPECT_LE(worst, 1e-4);
+    EXPECT_GT(vs_full, 1e-3);  // the window really cut something
+}
 
 }  // namespace
 }  // namespace offgrid::model

@@ -232,7 +232,8 @@ struct Ref {
             const size_t n_pools = hp.is_qsa(il) ? (t + 1) / r : 0;
             const size_t budget = hp.is_qsa(il) ? hp.idx_top_k / r : 0;
             if (!hp.is_qsa(il) || force_dense || n_pools <= budget) {
-                for (size_t j = 0; j <= t; ++j) sel.push_back(j);
+                const size_t lo = opt.window > 0 && t + 1 > opt.window ? t + 1 - opt.window : 0;
+                for (size_t j = lo; j <= t; ++j) sel.push_back(j);
             } else {
                 std::vector<float> score(n_pools);
                 for (size_t p = 0; p < n_pools; ++p) {

@@ -13,6 +13,7 @@ namespace offgrid::test {
 
 struct ReferenceOptions {
     bool force_dense = false;   // ignore QSA selection (attend to every visible token)
+    size_t window = 0;          // > 0: dense attention sees only the last `window` positions (a standard window)
     // Out: the smallest relative gap, over every sparse selection, between the last kept and the first
     // dropped pool score (exact zero ties excluded). A selection whose gap is within float noise may
     // legitimately differ between two correct implementations that round differently.
