@@ -260,7 +260,7 @@ void Context::state_save_file(const std::string & path, const std::vector<int32_
     std::vector<uint8_t> out;
     auto put = [&](const void * p, size_t n) {
         const auto * b = static_cast<const uint8_t *>(p);
-        out.insert(out.end(), b, b + n);
+        if (n > 0) out.insert(out.end(), b, b + n);
     };
     put(runtime::kFileMagic, 8);
     const uint32_t version = runtime::kFileVersion;
@@ -299,7 +299,7 @@ std::vector<int32_t> Context::state_load_file(const std::string & path, int32_t 
     size_t off = 0;
     auto get = [&](void * p, size_t n, const char * field) {
         if (buf.size() - off < n) throw FileError(path, off, field, "the file ends early");
-        std::memcpy(p, buf.data() + off, n);
+        if (n > 0) std::memcpy(p, buf.data() + off, n);  // an empty token list has no storage
         off += n;
     };
     char magic[8];
