@@ -134,22 +134,10 @@ bool known_value_type(uint32_t t) { return t <= static_cast<uint32_t>(ValueType:
 
 // Smallest encoding of one value of a type: bounds an array's count by the bytes left before allocating.
 size_t min_value_bytes(ValueType t) {
-    switch (t) {
-    case ValueType::U8:
-    case ValueType::I8:
-    case ValueType::BOOL: return 1;
-    case ValueType::U16:
-    case ValueType::I16: return 2;
-    case ValueType::U32:
-    case ValueType::I32:
-    case ValueType::F32: return 4;
-    case ValueType::U64:
-    case ValueType::I64:
-    case ValueType::F64:
-    case ValueType::STRING: return 8;
-    case ValueType::ARRAY: return 12;
-    }
-    return 1;
+    if (t == ValueType::STRING) return 8;      // the length
+    if (t == ValueType::ARRAY) return 12;      // element type + count
+    const size_t n = fixed_value_bytes(t);
+    return n > 0 ? n : 1;
 }
 
 // A non-owning reference to a field-name builder. Values recurse into arrays, so the builder's type must not

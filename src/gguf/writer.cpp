@@ -19,26 +19,13 @@ namespace {
 uint64_t align_up(uint64_t x, uint64_t a) { return (x + a - 1) / a * a; }
 
 uint64_t value_size(const Value & v) {
-    switch (v.type) {
-    case ValueType::U8:
-    case ValueType::I8:
-    case ValueType::BOOL: return 1;
-    case ValueType::U16:
-    case ValueType::I16: return 2;
-    case ValueType::U32:
-    case ValueType::I32:
-    case ValueType::F32: return 4;
-    case ValueType::U64:
-    case ValueType::I64:
-    case ValueType::F64: return 8;
-    case ValueType::STRING: return 8 + v.s.size();
-    case ValueType::ARRAY: {
+    if (v.type == ValueType::STRING) return 8 + v.s.size();
+    if (v.type == ValueType::ARRAY) {
         uint64_t n = 4 + 8;
         for (const Value & e : v.array) n += value_size(e);
         return n;
     }
-    }
-    return 0;
+    return fixed_value_bytes(v.type);
 }
 
 // Checks that a value can be written: a known type, array elements all of the declared type, nesting

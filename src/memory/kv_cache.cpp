@@ -8,6 +8,17 @@
 
 namespace offgrid::memory {
 
+namespace {
+
+// The cells of one sequence with p0 <= pos < p1, copied out: the caller changes the index it came from.
+std::vector<uint32_t> cells_in_range(const SeqCells & sc, Pos p0, Pos p1) {
+    std::vector<uint32_t> out;
+    for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) out.push_back(it->second);
+    return out;
+}
+
+}  // namespace
+
 uint32_t cache_elem_bytes(tensor::ElemType type, const char * field) {
     switch (type) {
         case tensor::ElemType::F32: return 4;
@@ -218,9 +229,7 @@ SeqSet KvCache::seq_rm(SeqId s, Pos p0, Pos p1) {
         return changed;
     }
     CellStream & cs = streams_[stream_of(s)];
-    const SeqCells & sc = cs.seq_cells(s);
-    std::vector<uint32_t> hit;
-    for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) hit.push_back(it->second);
+    const std::vector<uint32_t> hit = cells_in_range(cs.seq_cells(s), p0, p1);
     for (uint32_t i : hit)
         if (cs.seq_remove(i, s)) cs.head = std::min(cs.head, i);
     if (!hit.empty()) changed.set(s);
@@ -242,9 +251,7 @@ SeqSet KvCache::seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1) {
     const uint32_t ss = stream_of(src), sd = stream_of(dst);
     if (ss == sd) {
         CellStream & cs = streams_[ss];
-        std::vector<uint32_t> hit;
-        const SeqCells & sc = cs.seq_cells(src);
-        for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) hit.push_back(it->second);
+        const std::vector<uint32_t> hit = cells_in_range(cs.seq_cells(src), p0, p1);
         for (uint32_t i : hit) cs.seq_add(i, dst);
         if (!hit.empty()) changed.set(dst);
         return changed;
@@ -284,9 +291,7 @@ SeqSet KvCache::seq_add(SeqId s, Pos p0, Pos p1, Pos delta) {
     std::tie(p0, p1) = normalize_range(p0, p1);
     if (p0 >= p1) return changed;
     CellStream & cs = streams_[stream_of(s)];
-    std::vector<uint32_t> hit;
-    const SeqCells & sc = cs.seq_cells(s);
-    for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) hit.push_back(it->second);
+    const std::vector<uint32_t> hit = cells_in_range(cs.seq_cells(s), p0, p1);
     for (uint32_t i : hit) {
         changed |= cs.seqs(i);  // a shared cell moves for every sequence in it
         if (cs.pos_add(i, delta)) cs.head = std::min(cs.head, i);
@@ -300,9 +305,7 @@ SeqSet KvCache::seq_div(SeqId s, Pos p0, Pos p1, int d) {
     std::tie(p0, p1) = normalize_range(p0, p1);
     if (p0 >= p1) return changed;
     CellStream & cs = streams_[stream_of(s)];
-    std::vector<uint32_t> hit;
-    const SeqCells & sc = cs.seq_cells(s);
-    for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) hit.push_back(it->second);
+    const std::vector<uint32_t> hit = cells_in_range(cs.seq_cells(s), p0, p1);
     for (uint32_t i : hit) {
         changed |= cs.seqs(i);
         cs.pos_div(i, d);
