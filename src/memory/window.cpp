@@ -37,7 +37,9 @@ void Window::check() const {
 }
 
 std::string Window::describe() const {
-    const std::string n = "(" + std::to_string(n_swa) + ")";
+    std::string n = "(";  // built by appends: GCC 12 warns (-Wrestrict, falsely) on "(" + std::string
+    n += std::to_string(n_swa);
+    n += ')';
     switch (type) {
         case WindowType::None: return "none";
         case WindowType::Standard: return "standard" + n;
