@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <span>
 #include <string>
 
 #include "common/error.h"
@@ -122,51 +123,60 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         }
     }
 
-    // Attention per token: independent, so tokens are spread over the pool.
+    // Attention per token. Tokens are independent: a prompt spreads them over the pool. A decode step has
+    // fewer tokens than threads, so each token spreads its pool scores and its heads over the pool instead.
+    // Either way every score and every head is computed by one thread with the same arithmetic.
     std::vector<float> attn(T * D * H);
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
     const size_t budget = qsa ? hp.idx_top_k / r : 0;
     const tensor::ElemType type_k = b.shape.type_k, type_v = b.shape.type_v;
-    ops::parallel_for(b.pool, T, [&](size_t begin, size_t end) {
+    const int n_threads = b.pool ? b.pool->n_threads() : 1;
+    const bool per_token_parallel = T >= static_cast<size_t>(n_threads);
+    ops::ThreadPool * inner = per_token_parallel ? nullptr : b.pool;
+
+    auto attend_token = [&](size_t t) {
         std::vector<const void *> krows, vrows, keys;
-        std::vector<float> scratch, scores, head(D);
+        std::vector<float> scores;
         std::vector<uint32_t> cells;
-        for (size_t t = begin; t < end; ++t) {
-            const memory::TokenPlan & tp = b.plan.tokens[t];
-            const memory::SeqView view = b.plan.seq_view(tp.seq);
-            if (tp.n_visible > view.cells.size() || tp.first_visible > tp.n_visible || tp.n_pools > view.pools.size()) {
-                throw Error("forward: ubatch token " + std::to_string(t) + ": plan sees more cells or pools than its sequence has");
+        const memory::TokenPlan & tp = b.plan.tokens[t];
+        const memory::SeqView view = b.plan.seq_view(tp.seq);
+        if (tp.n_visible > view.cells.size() || tp.first_visible > tp.n_visible || tp.n_pools > view.pools.size()) {
+            throw Error("forward: ubatch token " + std::to_string(t) + ": plan sees more cells or pools than its sequence has");
+        }
+        if (!qsa || b.qsa_dense || tp.n_pools <= budget) {
+            for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
+        } else {
+            // Score every visible pool: sum over indexer heads of relu(q . pooled key), heads in order.
+            keys.resize(tp.n_pools);
+            for (size_t p = 0; p < tp.n_pools; ++p) {
+                const size_t first = view.pools[p];
+                if (first + r > view.cells.size()) throw Error("forward: pool beyond its sequence's cells");
+                const uint32_t rep = view.cells[first + r - 1].cell;
+                keys[p] = static_cast<const uint8_t *>(b.storage.idx_row(li, rep)) + Di * elem_size(type_k);
             }
-            cells.clear();
-            if (!qsa || b.qsa_dense || tp.n_pools <= budget) {
-                for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
-            } else {
-                // Score every visible pool: sum over indexer heads of relu(q . pooled key), heads in order.
-                keys.resize(tp.n_pools);
-                for (size_t p = 0; p < tp.n_pools; ++p) {
-                    const size_t first = view.pools[p];
-                    if (first + r > view.cells.size()) throw Error("forward: pool beyond its sequence's cells");
-                    const uint32_t rep = view.cells[first + r - 1].cell;
-                    keys[p] = static_cast<const uint8_t *>(b.storage.idx_row(li, rep)) + Di * elem_size(type_k);
-                }
-                scores.resize(tp.n_pools);
-                ops::score_pools(&qi[t * Hi * Di], Hi, Di, keys, type_k, scores.data());
-                std::vector<uint32_t> picked = ops::top_k(scores.data(), scores.size(), budget);
-                std::sort(picked.begin(), picked.end());  // attend in sequence order
-                for (uint32_t p : picked) {
-                    for (size_t m = 0; m < r; ++m) cells.push_back(view.cells[view.pools[p] + m].cell);
-                }
-                for (size_t j = tp.tail.size(); j-- > 0;) cells.push_back(tp.tail[j]);  // oldest first
+            scores.resize(tp.n_pools);
+            const float * qt = &qi[t * Hi * Di];
+            ops::parallel_for(inner, tp.n_pools, [&](size_t p0, size_t p1) {
+                ops::score_pools(qt, Hi, Di, std::span<const void * const>(keys).subspan(p0, p1 - p0), type_k,
+                                 scores.data() + p0);
+            }, 1024);
+            std::vector<uint32_t> picked = ops::top_k(scores.data(), scores.size(), budget);
+            std::sort(picked.begin(), picked.end());  // attend in sequence order
+            for (uint32_t p : picked) {
+                for (size_t m = 0; m < r; ++m) cells.push_back(view.cells[view.pools[p] + m].cell);
             }
-            krows.resize(cells.size());
-            vrows.resize(cells.size());
-            for (size_t j = 0; j < cells.size(); ++j) {
-                krows[j] = b.storage.k_row(li, cells[j]);
-                vrows[j] = b.storage.v_row(li, cells[j]);
-            }
-            scratch.resize(cells.size());
-            const ops::CacheRows K{krows, type_k}, V{vrows, type_v};
-            for (size_t h = 0; h < H; ++h) {
+            for (size_t j = tp.tail.size(); j-- > 0;) cells.push_back(tp.tail[j]);  // oldest first
+        }
+        krows.resize(cells.size());
+        vrows.resize(cells.size());
+        for (size_t j = 0; j < cells.size(); ++j) {
+            krows[j] = b.storage.k_row(li, cells[j]);
+            vrows[j] = b.storage.v_row(li, cells[j]);
+        }
+        const ops::CacheRows K{krows, type_k}, V{vrows, type_v};
+        ops::parallel_for(inner, H, [&](size_t h0, size_t h1) {
+            std::vector<float> scratch(cells.size()), head(D);
+            for (size_t h = h0; h < h1; ++h) {
                 const float * qh = &q[t * qdim + 2 * D * h];
                 const float * gate = qh + D;
                 const size_t kv_head = h / group;  // contiguous GQA groups
@@ -174,8 +184,15 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                 float * out = &attn[(t * H + h) * D];
                 for (size_t d = 0; d < D; ++d) out[d] = head[d] * ops::sigmoid(gate[d]);
             }
-        }
-    });
+        });
+    };
+    if (per_token_parallel) {
+        ops::parallel_for(b.pool, T, [&](size_t begin, size_t end) {
+            for (size_t t = begin; t < end; ++t) attend_token(t);
+        });
+    } else {
+        for (size_t t = 0; t < T; ++t) attend_token(t);
+    }
     ops::matmul(w.o, attn.data(), T, y, b.pool);
     for (size_t i = 0; i < T * hp.n_embd; ++i) y[i] *= w.o_scale;
 }

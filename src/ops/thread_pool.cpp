@@ -7,6 +7,14 @@ namespace offgrid::ops {
 
 namespace {
 
+constexpr int kSpinPolls = 2000;
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
 // Part p of n_parts over [0, n): contiguous, sizes differ by at most one.
 void part_range(size_t n, int n_parts, int p, size_t & begin, size_t & end) {
     const size_t base = n / n_parts;
@@ -32,35 +40,40 @@ ThreadPool::~ThreadPool() {
     for (auto & w : workers_) w.join();
 }
 
-void ThreadPool::worker_loop(int index) {
+std::exception_ptr ThreadPool::claim_parts() {
+    std::exception_ptr err;
+    for (int p = next_part_.fetch_add(1); p < job_parts_; p = next_part_.fetch_add(1)) {
+        size_t begin, end;
+        part_range(job_n_, job_parts_, p, begin, end);
+        try {
+            if (begin < end) (*job_)(begin, end);
+        } catch (...) {
+            if (!err) err = std::current_exception();
+        }
+    }
+    return err;
+}
+
+void ThreadPool::worker_loop(int /*index*/) {
     unsigned long seen = 0;
     for (;;) {
-        const std::function<void(size_t, size_t)> * job;
-        size_t n;
-        int parts;
+        // A forward pass issues many short jobs back to back: poll for the next one for a few microseconds
+        // before paying for a sleep and a wake-up.
+        for (int i = 0; i < kSpinPolls && generation_.load(std::memory_order_acquire) == seen; ++i) cpu_relax();
         {
             std::unique_lock<std::mutex> lock(mutex_);
-            wake_.wait(lock, [&] { return stop_ || generation_ != seen; });
+            ++sleepers_;
+            wake_.wait(lock, [&] { return stop_ || generation_.load() != seen; });
+            --sleepers_;
             if (stop_) return;
             seen = generation_;
-            job = job_;
-            n = job_n_;
-            parts = job_parts_;
+            if (job_ == nullptr) continue;  // woke after the caller finished the job alone
+            ++active_;
         }
-        if (index < parts) {
-            size_t begin, end;
-            part_range(n, parts, index, begin, end);
-            try {
-                if (begin < end) (*job)(begin, end);
-            } catch (...) {
-                std::lock_guard<std::mutex> lock(mutex_);
-                if (!error_) error_ = std::current_exception();
-            }
-        }
-        {
-            std::lock_guard<std::mutex> lock(mutex_);
-            if (--pending_ == 0) done_.notify_one();
-        }
+        const std::exception_ptr err = claim_parts();
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (err && !error_) error_ = err;
+        if (--active_ == 0) done_.notify_one();
     }
 }
 
@@ -73,26 +86,24 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
         return;
     }
     std::lock_guard<std::mutex> serial(call_mutex_);
+    bool wake = false;
     {
         std::lock_guard<std::mutex> lock(mutex_);
         job_ = &fn;
         job_n_ = n;
         job_parts_ = parts;
-        pending_ = static_cast<int>(workers_.size());
+        next_part_.store(0);
+        active_ = 0;
         error_ = nullptr;
-        ++generation_;
+        generation_.fetch_add(1);
+        wake = sleepers_ > 0;
     }
-    wake_.notify_all();
-    size_t begin, end;
-    part_range(n, parts, 0, begin, end);
-    std::exception_ptr own;
-    try {
-        fn(begin, end);
-    } catch (...) {
-        own = std::current_exception();
-    }
+    if (wake) wake_.notify_all();
+    const std::exception_ptr own = claim_parts();
+    // Every range is claimed now; wait for the workers still running theirs, then close the job in the same
+    // critical section, so a worker that wakes later finds no job.
     std::unique_lock<std::mutex> lock(mutex_);
-    done_.wait(lock, [&] { return pending_ == 0; });
+    done_.wait(lock, [&] { return active_ == 0; });
     job_ = nullptr;
     if (own) std::rethrow_exception(own);
     if (error_) std::rethrow_exception(error_);

@@ -1,13 +1,17 @@
-// A small fixed pool of worker threads for the heavy kernels. Work is split into contiguous index ranges, and
-// each index is computed by exactly one thread with the same arithmetic as the scalar path, so results never
-// depend on the number of threads.
+// A small fixed pool of worker threads for the heavy kernels. Work is split into contiguous index ranges that
+// depend only on n and the thread count, and each range is computed by exactly one thread with the same
+// arithmetic as the scalar path, so results never depend on the number of threads. Ranges are claimed, not
+// assigned: on a busy machine a worker that is not scheduled in time leaves its range to whoever is free, so
+// the caller never waits for a thread that has not started.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <exception>
 #include <vector>
 
 namespace offgrid::ops {
@@ -36,11 +40,17 @@ private:
     std::mutex mutex_;
     std::condition_variable wake_;
     std::condition_variable done_;
+    // Runs the job's ranges until none is left to claim; returns the first exception thrown.
+    std::exception_ptr claim_parts();
+
+    // The current job (null between jobs), guarded by mutex_ except next_part_, which hands out ranges.
     const std::function<void(size_t, size_t)> * job_ = nullptr;
     size_t job_n_ = 0;
     int job_parts_ = 0;
-    unsigned long generation_ = 0;
-    int pending_ = 0;
+    std::atomic<int> next_part_{0};
+    std::atomic<unsigned long> generation_{0};  // written under mutex_; idle workers poll it before sleeping
+    int active_ = 0;    // workers inside the current job
+    int sleepers_ = 0;  // workers blocked on wake_ (the caller skips the notify when there are none)
     bool stop_ = false;
     std::exception_ptr error_;
 };

@@ -116,11 +116,14 @@ TEST(Forward, BatchLayoutAndThreadsGiveIdenticalLogits) {
     const auto tokens = random_tokens(90, 4, b.model.hparams().n_vocab);
     const auto one_batch = engine(b.model, tokens, 90);
     const auto one_by_one = engine(b.model, tokens, 1);
-    ops::ThreadPool pool(2);
+    ops::ThreadPool pool(2), pool4(4);
     const auto threaded = engine(b.model, tokens, 13, &pool);
+    // Fewer tokens than threads: each token spreads its heads (and pool scores) over the pool instead.
+    const auto threaded_decode = engine(b.model, tokens, 1, &pool4);
     // Every reduction has a fixed order that does not depend on the batch split or the thread count.
     EXPECT_EQ(one_batch, one_by_one);
     EXPECT_EQ(one_batch, threaded);
+    EXPECT_EQ(one_batch, threaded_decode);
 }
 
 TEST(Forward, LargeRecurrentHeadsSpreadOverThreadsGiveIdenticalLogits) {
