@@ -157,7 +157,13 @@ public:
             }
         }
         trace = "decode";
-        for (size_t i = 0; i < b.tokens.size(); ++i) trace += " " + std::to_string(b.seqs[i][0]) + (b.seqs[i].size() > 1 ? "+" : "") + "@" + std::to_string(b.pos[i]);
+        for (size_t i = 0; i < b.tokens.size(); ++i) {  // appends: GCC 12 warns (falsely) on " " + std::string
+            trace += ' ';
+            trace += std::to_string(b.seqs[i][0]);
+            if (b.seqs[i].size() > 1) trace += '+';
+            trace += '@';
+            trace += std::to_string(b.pos[i]);
+        }
         trace += " fail_after " + std::to_string(fail_after);
         const BeginResult r = mem.begin(b);
         if (r.status == DecodeStatus::InvalidBatch) {
