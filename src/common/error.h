@@ -17,16 +17,18 @@ class FileError : public Error {
 public:
     FileError(std::string file, uint64_t offset, std::string field, const std::string & what)
         : Error(file + ": at byte " + std::to_string(offset) + ": " + field + ": " + what),
-          file_(std::move(file)), offset_(offset), field_(std::move(field)) {}
+          file_(std::move(file)), offset_(offset), field_(std::move(field)), detail_(what) {}
 
     const std::string & file() const { return file_; }
     uint64_t offset() const { return offset_; }
     const std::string & field() const { return field_; }
+    const std::string & detail() const { return detail_; }  // the "what" part of the message
 
 private:
     std::string file_;
     uint64_t offset_;
     std::string field_;
+    std::string detail_;
 };
 
 }  // namespace offgrid

@@ -328,7 +328,12 @@ std::vector<int32_t> Context::state_load_file(const std::string & path, int32_t 
     uint64_t n_bytes = 0;
     get(&n_bytes, 8, "state size");
     if (n_bytes != buf.size() - off) throw FileError(path, off - 8, "state size", "does not match the file size");
-    memory::state_load(*impl_->mem_, std::span<const uint8_t>(buf.data() + off, n_bytes), seq, 0, path);
+    try {
+        memory::state_load(*impl_->mem_, std::span<const uint8_t>(buf.data() + off, n_bytes), seq, 0, path);
+    } catch (const FileError & e) {
+        // The memory counts from the start of its own section; the file has the header before it.
+        throw FileError(path, off + e.offset(), e.field(), e.detail());
+    }
     return tokens;
 }
 

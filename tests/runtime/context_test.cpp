@@ -5,6 +5,7 @@
 
 #include <filesystem>
 
+#include "common/error.h"
 #include "model/gen_model.h"
 #include "offgrid/context.h"
 
@@ -106,6 +107,42 @@ TEST(Context, SharedTokensAreRefusedWithPle) {
     EXPECT_NE(r.message.find("token 0"), std::string::npos) << r.message;
     EXPECT_NE(r.message.find("PLE"), std::string::npos) << r.message;
     EXPECT_EQ(ctx.seq_pos_max(0), -1);
+}
+
+// A state file made with other context sizes is refused, and the error points into the file (header included),
+// not into the memory section alone.
+TEST(Context, StateFileOfAnotherContextSizeIsRefusedAtItsFileOffset) {
+    offgrid::ContextParams small;
+    small.n_ctx = 256;
+    offgrid::Context a(small_model(), small);
+    ASSERT_TRUE(a.decode(tokens(0, 0, 12)).ok());
+    const std::vector<int32_t> toks(12, 7);
+    const auto path = (std::filesystem::temp_directory_path() / ("offgrid_ctx_state_" + std::to_string(getpid()))).string();
+    a.state_save_file(path, toks);
+
+    offgrid::ContextParams big = small;
+    big.n_ctx = 512;
+    offgrid::Context b(small_model(), big);
+    uint64_t blob_offset = 0;
+    std::string field;
+    try {
+        b.state_set(a.state_get());
+        FAIL() << "a state of another size was accepted";
+    } catch (const offgrid::FileError & e) {
+        blob_offset = e.offset();
+        field = e.field();
+    }
+    try {
+        b.state_load_file(path);
+        FAIL() << "a state file of another size was accepted";
+    } catch (const offgrid::FileError & e) {
+        const uint64_t header = 8 + 4 + 8 + 4 + 4 + 4 * toks.size() + 8;
+        EXPECT_EQ(e.offset(), header + blob_offset) << e.what();
+        EXPECT_EQ(e.field(), field);
+        EXPECT_EQ(e.file(), path);
+    }
+    EXPECT_EQ(b.seq_pos_max(0), -1);
+    std::filesystem::remove(path);
 }
 
 }  // namespace
