@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cinttypes>
+#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -94,11 +95,13 @@ private:
         throw Error(wl_.name + ":" + std::to_string(line_) + ": " + what);
     }
 
-    template <typename... Args>
-    void log(const char * fmt, Args... args) {
-        if (text_ != nullptr) {
-            std::fprintf(text_, fmt, args...);
-        }
+    // printf-style, checked by the compiler against its arguments.
+    __attribute__((format(printf, 2, 3))) void log(const char * fmt, ...) {
+        if (text_ == nullptr) return;
+        va_list args;
+        va_start(args, fmt);
+        std::vfprintf(text_, fmt, args);
+        va_end(args);
     }
 
     Context & ctx() {

@@ -157,7 +157,7 @@ Tokenizer::Tokenizer(const TokenizerSpec & spec) {
     static const char * const kEndTexts[] = {
         "<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<|eom_id|>", "<|end|>", "<end_of_turn>", "</s>", "<EOT>",
         "_<EOT>", "<|return|>", "<|call|>",
-        "<\xEF\xBD\x9C" "end\xE2\x96\x81of\xE2\x96\x81sentence\xEF\xBD\x9C>",  // DeepSeek's, in full-width bars
+        "<｜end▁of▁sentence｜>",  // DeepSeek's, with full-width bars and U+2581 word marks (UTF-8 source)
     };
     if (impl->eos) impl->end_of_generation.push_back(*impl->eos);
     for (const char * text : kEndTexts) {
