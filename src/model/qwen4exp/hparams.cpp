@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
 namespace {
 
@@ -303,4 +303,4 @@ Hparams load_hparams(const gguf::Reader & r) {
     return hp;
 }
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

@@ -4,7 +4,7 @@
 
 #include "common/error.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
 namespace {
 
@@ -224,4 +224,4 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp) {
     return w;
 }
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp
