@@ -7,6 +7,8 @@
 #include <map>
 
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include "common/error.h"
 #include "server/protocol.h"
@@ -99,6 +101,24 @@ struct Usage {
     }
 };
 
+// Debian's compiled cpp-httplib listens with a backlog of 5 (CPPHTTPLIB_LISTEN_BACKLOG is fixed inside the shared
+// library), so a burst of clients overflows the accept queue and connections fail. httplib does not expose its
+// socket: find the listening socket bound to our port and listen again with a long queue (Linux updates it).
+void widen_backlog(int port) {
+    for (int fd = 3; fd < 4096; ++fd) {
+        int listening = 0;
+        socklen_t len = sizeof(listening);
+        if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) continue;
+        sockaddr_storage addr{};
+        socklen_t alen = sizeof(addr);
+        if (::getsockname(fd, reinterpret_cast<sockaddr *>(&addr), &alen) != 0) continue;
+        int p = -1;
+        if (addr.ss_family == AF_INET) p = ntohs(reinterpret_cast<sockaddr_in *>(&addr)->sin_port);
+        if (addr.ss_family == AF_INET6) p = ntohs(reinterpret_cast<sockaddr_in6 *>(&addr)->sin6_port);
+        if (p == port) ::listen(fd, SOMAXCONN);
+    }
+}
+
 std::string metrics_text(const SchedulerStats & st, uint32_t n_slots, uint64_t http_requests) {
     std::string out;
     auto metric = [&](const char * name, const char * type, const char * help, double value) {
@@ -148,6 +168,7 @@ int HttpServer::bind() {
     } else if (!svr_->bind_to_port(cfg_.host, port)) {
         throw Error("cannot bind " + cfg_.host + ":" + std::to_string(port) + " (in use, or not an address of this machine)");
     }
+    widen_backlog(port);
     return port;
 }
 

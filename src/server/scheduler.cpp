@@ -415,15 +415,17 @@ void Scheduler::finish(Slot & s, const std::string & reason, const std::string &
                      seconds(j.t_arrival, j.t_start), ttft, seconds(j.t_arrival, now),
                      error.empty() ? ("finish " + reason).c_str() : ("error: " + error).c_str());
     }
-    j.ch->push(std::move(e));
+    // The slot is free before the client hears of the end, so /metrics never shows a finished request's slot busy.
     ctx_.seq_rm(s.seq, -1, -1);
+    --stats_.slots_busy;
+    std::shared_ptr<Channel> ch = j.ch;
     s.job.reset();
     s.sampler.reset();
     s.stop.reset();
     s.prefilling = false;
     s.logits_ready = false;
     s.pending = -1;
-    --stats_.slots_busy;
+    ch->push(std::move(e));
 }
 
 }  // namespace offgrid::server
