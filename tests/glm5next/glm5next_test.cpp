@@ -8,6 +8,9 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
 
 #include "model/glm5next/gen_model.h"
 #include "model/glm5next/model.h"
@@ -344,5 +347,87 @@ TEST(Glm5Next, CopyThenDivergentContinuationsEqualFresh) {
         expect_close("copy, continuation B vs fresh", fresh(b), got_b, 1e-5);
     }
 }
+
+}  // namespace
+
+namespace {
+
+// ---------------------------------------------------------------- position-mode gaps (spec 5.4, H8)
+
+// With KDA layers a removal in the middle of a sequence is refused (the recurrent state holds every position),
+// and the sequence continues as if nothing had been asked.
+TEST(Glm5Next, MiddleRemovalIsRefusedWithRecurrentLayers) {
+    const auto a = tokens(16, 20), b = tokens(10, 21);
+    Context plain(tiny(), params());
+    decode(plain, 0, a);
+    Context edited(tiny(), params());
+    decode(edited, 0, a);
+    EXPECT_FALSE(edited.seq_rm(0, 5, 7));
+    EXPECT_EQ(edited.seq_pos_max(0), 15);
+    expect_close("refused middle removal + continue vs plain", decode(plain, 0, b), decode(edited, 0, b), 0.0);
+}
+
+// Without recurrent layers the removal happens, and pools stay fixed by position: after removing positions 5..6
+// the block [4, 8) is incomplete, so positions 4 and 7 are in no pool and in no later token's tail and are never
+// attended again, even with dense selection. The continuation then equals one where the whole block was removed.
+TEST(Glm5Next, AGapHidesTheRestOfItsBlockForever) {
+    GenConfig c = glm::gen_preset("tiny-dense");
+    c.layer_kinds = {1, 1, 1};
+    c.indexer_types = {1, 1, 0};
+    const auto m = model_of(c);
+    const auto a = tokens(16, 22), b = tokens(10, 23);
+    auto continuation = [&](int32_t p0, int32_t p1) {
+        Context ctx(m, params());
+        decode(ctx, 0, a);
+        EXPECT_TRUE(ctx.seq_rm(0, p0, p1));
+        return decode(ctx, 0, b);
+    };
+    const Rows gap = continuation(5, 7), block = continuation(4, 8);
+    expect_close("gap 5..6 vs whole block 4..7 removed", block, gap, 0.0);
+    // The control: without any removal the continuation differs (the hidden cells did matter).
+    Context whole(m, params());
+    decode(whole, 0, a);
+    EXPECT_GT(max_diff(decode(whole, 0, b), gap), 1e-3);
+}
+
+// ---------------------------------------------------------------- the command line
+
+#ifdef OFFGRID_BINARY
+std::string run(const std::string & args, int * status) {
+    const std::string out = temp_path() + ".out";
+    *status = std::system((std::string("'") + OFFGRID_BINARY + "' " + args + " >'" + out + "' 2>&1 </dev/null").c_str());
+    std::ifstream in(out);
+    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::filesystem::remove(out);
+    return s;
+}
+
+TEST(Glm5Next, CommandLineGeneratesListsRunsAndReplaysIt) {
+    const std::string dir = temp_path() + ".d";
+    std::filesystem::create_directories(dir);
+    const std::string file = dir + "/g.gguf";
+    int st = 0;
+    std::string out = run("gen-model --arch glm5-next --preset tiny --softplus-decay --mtp -o '" + file + "'", &st);
+    ASSERT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("glm5-next 'tiny'"), std::string::npos) << out;
+    out = run("gguf-info '" + file + "'", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("\"glm5-next\""), std::string::npos);
+    EXPECT_NE(out.find("blk.6.nextn.eh_proj.weight"), std::string::npos);
+    out = run("run -m '" + file + "' -p 'hello' -n 6", &st);
+    EXPECT_EQ(st, 0) << out;
+    {
+        std::ofstream w(dir + "/w.txt");
+        w << "set type_k f32\nset type_v f32\ndecode 0 rand(40,1)\ngen 0 4\n";
+    }
+    out = run("replay '" + file + "' '" + dir + "/w.txt' -o '" + dir + "/out.txt'", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_TRUE(std::filesystem::file_size(dir + "/out.txt") > 0);
+    out = run("gen-model --arch glm5-next --layers KX -o '" + dir + "/bad.gguf'", &st);
+    EXPECT_NE(st, 0);
+    EXPECT_NE(out.find("--layers"), std::string::npos) << out;
+    std::filesystem::remove_all(dir);
+}
+#endif
 
 }  // namespace
