@@ -253,6 +253,23 @@ TEST(Glm5Next, F16CachesStayCloseToTheReference) {
     expect_close("f16 caches vs reference (dense selection)", reference(*m, toks), decode(ctx, 0, toks, 16), 5e-2);
 }
 
+// The embeddings' hidden state is the head's input, RMSNorm(mean of the streams) * output_norm.
+TEST(Glm5Next, HiddenStatesEqualTheReferences) {
+    const auto m = tiny();
+    const auto toks = tokens(64, 30);
+    Rows want;
+    offgrid::test::glm_reference(impl(*m), toks, {}, &want);
+    ContextParams p = params();
+    p.embeddings = true;
+    Context ctx(m, p);
+    std::vector<BatchToken> b;
+    for (size_t i = 0; i < toks.size(); ++i) b.push_back({toks[i], static_cast<int32_t>(i), {0}, true});
+    ASSERT_TRUE(ctx.decode(b).ok());
+    Rows got;
+    for (int32_t i = 0; i < ctx.n_outputs(); ++i) got.emplace_back(ctx.embeddings(i), ctx.embeddings(i) + m->n_embd());
+    expect_close("hidden states vs reference", want, got, 1e-4);
+}
+
 // ---------------------------------------------------------------- engine vs engine
 
 TEST(Glm5Next, OneBatchEqualsTokenByTokenEqualsChunksOf7EqualsUbatch5) {
@@ -423,6 +440,9 @@ TEST(Glm5Next, CommandLineGeneratesListsRunsAndReplaysIt) {
     out = run("replay '" + file + "' '" + dir + "/w.txt' -o '" + dir + "/out.txt'", &st);
     EXPECT_EQ(st, 0) << out;
     EXPECT_TRUE(std::filesystem::file_size(dir + "/out.txt") > 0);
+    out = run("embed -m '" + file + "' -p 'hello' --pooling last", &st);
+    EXPECT_EQ(st, 0) << out;
+    EXPECT_NE(out.find("n_embd 64, pooling last, glm5-next"), std::string::npos) << out;
     out = run("gen-model --arch glm5-next --layers KX -o '" + dir + "/bad.gguf'", &st);
     EXPECT_NE(st, 0);
     EXPECT_NE(out.find("--layers"), std::string::npos) << out;

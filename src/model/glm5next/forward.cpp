@@ -110,21 +110,24 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
         common::mhc_post(hcs, R.data(), y.data(), post.data(), comb.data(), T);
     }
 
+    auto head_input = [&](const float * streams, size_t n) {
+        std::vector<float> x(n * E);
+        common::mean_of_streams(streams, n, hc, E, x.data());
+        for (size_t t = 0; t < n; ++t) ops::rms_norm(&x[t * E], E, hp.rms_eps, w.output_norm.data(), &x[t * E]);
+        return x;
+    };
+    if (options.hidden) result.hidden = head_input(R.data(), T);
+
     // Head: the mean of the streams, normed, for the output rows only.
     std::vector<float> R_out;
     for (size_t t = 0; t < T; ++t) {
         if (plan.tokens[t].output) R_out.insert(R_out.end(), R.begin() + t * hc * E, R.begin() + (t + 1) * hc * E);
     }
     const size_t n_out = R_out.size() / (hc * E);
-    if (n_out == 0) return result;
-    std::vector<float> x(n_out * E);
-    common::mean_of_streams(R_out.data(), n_out, hc, E, x.data());
-    for (size_t t = 0; t < n_out; ++t) ops::rms_norm(&x[t * E], E, hp.rms_eps, w.output_norm.data(), &x[t * E]);
-    if (options.logits) {
-        result.logits.resize(n_out * hp.n_vocab);
-        ops::matmul(w.output, x.data(), n_out, result.logits.data(), pool);
-    }
-    if (options.hidden) result.hidden = std::move(x);
+    if (n_out == 0 || !options.logits) return result;
+    const std::vector<float> x = head_input(R_out.data(), n_out);
+    result.logits.resize(n_out * hp.n_vocab);
+    ops::matmul(w.output, x.data(), n_out, result.logits.data(), pool);
     return result;
 }
 

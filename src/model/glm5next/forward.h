@@ -13,8 +13,8 @@ namespace offgrid::model::glm5next {
 // Writes each token's latent (K row) and, on full-indexer layers, its indexer row [key | gate | 0], pools
 // plan.new_pools into their rep rows, runs the KDA layers along the sequence groups (recurrent rows and their
 // rollback snapshots), and returns the logits of the output tokens in ubatch order; with options.hidden also
-// their hidden states: RMSNorm(mean of the hc streams) * output_norm, the vector the head multiplies (E
-// floats). Attention reads only the selected cells: the top top_k/kpool visible pools by indexer score (all of
+// every token's hidden state: RMSNorm(mean of the hc streams) * output_norm, the vector the head multiplies (E
+// floats, ubatch order). Attention reads only the selected cells: the top top_k/kpool visible pools by indexer score (all of
 // them when options.dense or when there are no more) and the token's tail. Throws offgrid::Error for a plan
 // the model cannot run.
 ForwardResult forward_full(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
