@@ -34,6 +34,8 @@ public:
     // The deepest snapshot whose path is a prefix of tokens and covers at most max_len tokens; one that covers
     // exactly max_len tokens counts only if it has logits (a decode needs at least one new token otherwise).
     Hit lookup(std::span<const int32_t> tokens, size_t max_len);
+    // The length lookup would give, without counting as a use.
+    size_t peek(std::span<const int32_t> tokens, size_t max_len) const;
     // How many leading tokens of `tokens` the tree knows (snapshot or not): where a new prompt leaves the paths
     // of earlier ones, the natural place for a snapshot that later prompts will share.
     size_t match_length(std::span<const int32_t> tokens) const;
@@ -57,6 +59,7 @@ private:
         std::shared_ptr<const Snapshot> snap;
         uint64_t last_use = 0;
     };
+    const Node * deepest(std::span<const int32_t> tokens, size_t max_len, size_t & length) const;
     void evict();
     void prune(Node * n);
     void collect(Node * n, std::vector<Node *> & out);

@@ -119,6 +119,8 @@ private:
 
     void run();
     void admit();
+    bool defer(const Job & job);
+    static constexpr size_t kMinShared = 64;  // a running prefill this many tokens ahead of the cache is waited for
     void start_job(Slot & s, std::unique_ptr<Job> job);
     bool step();
     void sample(Slot & s, const float * logits);
