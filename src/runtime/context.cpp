@@ -10,9 +10,9 @@
 #include "common/error.h"
 #include "memory/hybrid_memory.h"
 #include "memory/state_io.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "model/shift.h"
+#include "model/qwen4exp/forward.h"
+#include "model/qwen4exp/model.h"
+#include "model/qwen4exp/shift.h"
 #include "ops/thread_pool.h"
 
 namespace offgrid {
