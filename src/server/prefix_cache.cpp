@@ -170,6 +170,21 @@ void PrefixCache::prune(Node * n) {
     }
 }
 
+void PrefixCache::for_each(const std::function<void(const std::vector<int32_t> &, const Snapshot &)> & fn) const {
+    std::vector<std::pair<uint64_t, std::pair<std::vector<int32_t>, const Snapshot *>>> all;
+    std::vector<int32_t> path;
+    std::function<void(const Node *)> walk = [&](const Node * n) {
+        const size_t before = path.size();
+        path.insert(path.end(), n->edge.begin(), n->edge.end());
+        if (n->snap) all.push_back({n->last_use, {path, n->snap.get()}});
+        for (const auto & [t, c] : n->children) walk(c.get());
+        path.resize(before);
+    };
+    walk(&root_);
+    std::sort(all.begin(), all.end(), [](const auto & a, const auto & b) { return a.first < b.first; });
+    for (const auto & [use, entry] : all) fn(entry.first, *entry.second);
+}
+
 void PrefixCache::clear() {
     root_.children.clear();
     bytes_ = 0;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -45,6 +46,8 @@ public:
     // larger than the whole budget is not kept.
     void insert(std::span<const int32_t> tokens, Snapshot snap);
     void clear();
+    // Every snapshot with its token path, least recently used first (for saving the cache to files).
+    void for_each(const std::function<void(const std::vector<int32_t> &, const Snapshot &)> & fn) const;
 
     size_t bytes() const { return bytes_; }
     size_t entries() const { return entries_; }

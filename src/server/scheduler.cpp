@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "server/cache_files.h"
 #include "server/stop_text.h"
 
 namespace offgrid::server {
@@ -104,6 +105,12 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, runtime::Tokenizer tok,
       cache_(cfg.cache_bytes) {
     slots_.resize(cfg_.n_slots);
     for (uint32_t i = 0; i < cfg_.n_slots; ++i) slots_[i].seq = static_cast<int32_t>(i);
+    if (!cfg_.cache_dir.empty() && cache_.enabled()) {
+        const size_t n = load_prefix_cache(cache_, cfg_.cache_dir, model_->fingerprint(), static_cast<size_t>(n_vocab_));
+        stats_.cache_bytes = cache_.bytes();
+        stats_.cache_entries = cache_.entries();
+        if (cfg_.log) std::fprintf(stderr, "serve: prefix cache: %zu snapshots loaded from %s\n", n, cfg_.cache_dir.c_str());
+    }
     thread_ = std::thread([this] { run(); });
 }
 
@@ -188,6 +195,10 @@ void Scheduler::run() {
     }
     for (auto & s : slots_) {
         if (s.job) finish(s, "", "the server is shutting down");
+    }
+    if (!cfg_.cache_dir.empty() && cache_.enabled()) {
+        const size_t n = save_prefix_cache(cache_, cfg_.cache_dir, model_->fingerprint());
+        if (cfg_.log) std::fprintf(stderr, "serve: prefix cache: %zu snapshots saved to %s\n", n, cfg_.cache_dir.c_str());
     }
 }
 

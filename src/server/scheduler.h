@@ -81,6 +81,7 @@ struct SchedulerConfig {
     uint32_t max_queue = 64;      // waiting requests beyond the slots
     uint32_t min_snapshot = 32;   // no chunk-boundary snapshot below this many tokens
     bool log = true;              // one line per request to stderr
+    std::string cache_dir;        // not empty: the prefix cache is loaded from here at start and saved at shutdown
 };
 
 // Counters for /metrics; written by the scheduler thread, read by anyone.

@@ -287,3 +287,35 @@ TEST(Server, SigtermFinishesARunningRequestAndExitsZero) {
 
 }  // namespace
 }  // namespace offgrid::test
+
+namespace offgrid::test {
+namespace {
+
+TEST(Server, PrefixCacheSurvivesARestartWithSlotSavePath) {
+    const fs::path dir = work_dir() / "slots";
+    fs::create_directories(dir);
+    {
+        std::ofstream junk(dir / "junk.ogpc");
+        junk << "not a cache file";
+    }
+    const json body = completion("a prompt worth keeping across restarts", 6);
+    std::string text;
+    {
+        ServerProcess s({"-np", "1", "-t", "1", "--slot-save-path", dir.string()}, "save");
+        Reply r = post(s, "/v1/completions", body);
+        ASSERT_EQ(r.status, 200);
+        EXPECT_EQ(r.j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+        text = r.j["choices"][0]["text"];
+        EXPECT_EQ(s.stop(), 0);
+        EXPECT_NE(s.log().find("snapshots saved"), std::string::npos) << s.log();
+    }
+    ServerProcess s({"-np", "1", "-t", "1", "--slot-save-path", dir.string()}, "load");
+    Reply r = post(s, "/v1/completions", body);
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.j["usage"]["prompt_tokens_details"]["cached_tokens"], r.j["usage"]["prompt_tokens"]);
+    EXPECT_EQ(r.j["choices"][0]["text"], text);
+    EXPECT_EQ(s.stop(), 0);
+}
+
+}  // namespace
+}  // namespace offgrid::test
