@@ -9,9 +9,9 @@
 #include <random>
 
 #include "gguf/reader.h"
-#include "model/forward.h"
-#include "model/shift.h"
-#include "model/model.h"
+#include "model/qwen4exp/forward.h"
+#include "model/qwen4exp/shift.h"
+#include "model/qwen4exp/model.h"
 #include "reference_forward.h"
 #include "test_memory.h"
 #include "tiny_model.h"

@@ -7,7 +7,7 @@
 #include <cmath>
 #include <vector>
 
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 
 namespace offgrid::test {
 
