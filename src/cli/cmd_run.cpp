@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cli/command.h"
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 #include "offgrid/context.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"

@@ -6,7 +6,7 @@
 #include <filesystem>
 
 #include "common/error.h"
-#include "model/gen_model.h"
+#include "model/qwen4exp/gen_model.h"
 #include "offgrid/context.h"
 
 namespace {

@@ -1,4 +1,4 @@
-#include "model/weights.h"
+#include "model/qwen4exp/weights.h"
 
 #include <string>
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "gguf/reader.h"
-#include "model/hparams.h"
+#include "model/qwen4exp/hparams.h"
 #include "ops/matmul.h"
 
 namespace offgrid::model {
