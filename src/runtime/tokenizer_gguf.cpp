@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 #include "gguf/reader.h"
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 #include "offgrid/context.h"
 #include "runtime/tokenizer.h"
 
