@@ -3,6 +3,7 @@
 #include <cstring>
 #include <map>
 
+#include "common/crc32c.h"
 #include "common/error.h"
 
 namespace offgrid::memory {
@@ -22,7 +23,8 @@ public:
 
 class Reader {
 public:
-    Reader(std::span<const uint8_t> d, const std::string & name) : d_(d), name_(name) {}
+    // `base`: where d starts in the whole state, so messages give offsets in the state.
+    Reader(std::span<const uint8_t> d, const std::string & name, size_t base = 0) : d_(d), name_(name), base_(base) {}
     uint32_t u32(const char * field) {
         uint32_t v;
         raw(&v, 4, field);
@@ -34,14 +36,12 @@ public:
         return v;
     }
     void raw(void * p, size_t n, const char * field) {
-        if (n > d_.size() - off_) truncated_ = true;
         if (n > d_.size() - off_) fail(field, "truncated: " + std::to_string(n) + " bytes wanted, " +
                                                   std::to_string(d_.size() - off_) + " left");
         if (n > 0) std::memcpy(p, d_.data() + off_, n);  // an empty destination may be a null pointer
         off_ += n;
     }
     const uint8_t * take(size_t n, const char * field) {
-        if (n > d_.size() - off_) truncated_ = true;
         if (n > d_.size() - off_) fail(field, "truncated: " + std::to_string(n) + " bytes wanted, " +
                                                   std::to_string(d_.size() - off_) + " left");
         const uint8_t * p = d_.data() + off_;
@@ -49,16 +49,15 @@ public:
         return p;
     }
     [[noreturn]] void fail(const std::string & field, const std::string & what) const {
-        throw FileError(name_, off_, field, what);
+        throw FileError(name_, base_ + off_, field, what);
     }
     size_t offset() const { return off_; }
     size_t left() const { return d_.size() - off_; }
-    bool truncated() const { return truncated_; }
 
 private:
-    bool truncated_ = false;
     std::span<const uint8_t> d_;
     std::string name_;
+    size_t base_ = 0;
     size_t off_ = 0;
 };
 
@@ -109,12 +108,10 @@ std::vector<std::vector<CellRecord>> saved_cells(const HybridMemory & mem, SeqId
     return out;
 }
 
-// Header: a mismatch is a refusal and changes nothing.
+// Header: a mismatch is a refusal and changes nothing. The checksum was verified first (frame()).
 void read_header(Reader & r, const HybridMemory & mem, SeqId seq, uint32_t flags) {
-    if (r.u32("magic") != kStateMagic) r.fail("magic", "not an offgrid memory state");
-    const uint32_t version = r.u32("version");
-    if (version != kStateVersion)
-        r.fail("version", "version " + std::to_string(version) + ", this build reads " + std::to_string(kStateVersion));
+    r.u32("magic");
+    r.u32("version");
     const uint32_t kind = r.u32("kind");
     if (kind != (seq < 0 ? 0u : 1u))
         r.fail("kind", seq < 0 ? "a sequence state cannot replace the whole context"
@@ -127,10 +124,89 @@ void read_header(Reader & r, const HybridMemory & mem, SeqId seq, uint32_t flags
         const uint32_t got = r.u32(field);
         if (got != v) r.fail(field, "the state was made with " + std::to_string(got) + ", this memory has " + std::to_string(v));
     }
+}
 
+// The last position a batch may hold (batch.cpp, rule "position range"), so seq_pos_max + 1 never overflows.
+constexpr Pos kMaxStatePos = kPosInf - 2;
+
+constexpr const char * kSectionNames[3] = {"attention section", "recurrent section", "indexer section"};
+constexpr size_t kHeaderWords = 5 + 15;  // magic, version, kind, flags, source seq id, then the shape fields
+
+struct Frame {
+    std::span<const uint8_t> header;     // up to the header checksum
+    std::span<const uint8_t> body[3];    // attention, recurrent, indexer
+    size_t body_at[3] = {0, 0, 0};       // offsets of the bodies in the state
+};
+
+// Checks the framing and every checksum before anything is parsed: a damaged state is refused whole, with the
+// offset of the damaged part, and nothing changes.
+Frame frame(std::span<const uint8_t> data, const std::string & name) {
+    Reader r(data, name);
+    if (r.u32("magic") != kStateMagic) r.fail("magic", "not an offgrid memory state");
+    const uint32_t version = r.u32("version");
+    if (version != kStateVersion) {
+        r.fail("version", "version " + std::to_string(version) + ", this build reads version " +
+                              std::to_string(kStateVersion) +
+                              (version < kStateVersion ? " only (older states carry no checksums: save them again)" : ""));
+    }
+    Frame f;
+    const size_t header_bytes = kHeaderWords * 4;
+    if (data.size() < header_bytes + 4) r.fail("header", "truncated: " + std::to_string(data.size()) + " bytes");
+    f.header = data.subspan(0, header_bytes);
+    uint32_t stored = 0;
+    std::memcpy(&stored, data.data() + header_bytes, 4);
+    if (crc32c(f.header.data(), f.header.size()) != stored) {
+        throw FileError(name, 0, "header", "checksum mismatch: the header (bytes 0.." + std::to_string(header_bytes) +
+                                               ") is damaged");
+    }
+    size_t at = header_bytes + 4;
+    for (int k = 0; k < 3; ++k) {
+        Reader fr(data.subspan(at), name, at);
+        uint64_t n = 0;
+        fr.raw(&n, 8, kSectionNames[k]);
+        const uint32_t crc = fr.u32(kSectionNames[k]);
+        if (n > fr.left()) {
+            throw FileError(name, at, kSectionNames[k], "size " + std::to_string(n) + " runs past the end (" +
+                                                            std::to_string(fr.left()) + " bytes left): damaged or cut");
+        }
+        f.body_at[k] = at + 12;
+        f.body[k] = data.subspan(at + 12, static_cast<size_t>(n));
+        if (crc32c(f.body[k].data(), f.body[k].size()) != crc) {
+            throw FileError(name, at, kSectionNames[k], "checksum mismatch: the section (bytes " + std::to_string(at) +
+                                                            ".." + std::to_string(at + 12 + n) + ") is damaged");
+        }
+        at += 12 + static_cast<size_t>(n);
+    }
+    if (at != data.size()) {
+        throw FileError(name, at, "end", std::to_string(data.size() - at) + " bytes after the last section");
+    }
+    return f;
+}
+
+void put_section(Writer & out, const std::vector<uint8_t> & body) {
+    const uint64_t n = body.size();
+    out.raw(&n, 8);
+    out.u32(crc32c(body.data(), body.size()));
+    out.raw(body.data(), body.size());
 }
 
 }  // namespace
+
+void state_reseal(std::span<uint8_t> data) {
+    const size_t header_bytes = kHeaderWords * 4;
+    if (data.size() < header_bytes + 4) return;
+    const uint32_t h = crc32c(data.data(), header_bytes);
+    std::memcpy(data.data() + header_bytes, &h, 4);
+    size_t at = header_bytes + 4;
+    for (int k = 0; k < 3 && data.size() - at >= 12; ++k) {
+        uint64_t n = 0;
+        std::memcpy(&n, data.data() + at, 8);
+        if (n > data.size() - at - 12) return;
+        const uint32_t crc = crc32c(data.data() + at + 12, static_cast<size_t>(n));
+        std::memcpy(data.data() + at + 8, &crc, 4);
+        at += 12 + static_cast<size_t>(n);
+    }
+}
 
 std::vector<uint8_t> state_save(const HybridMemory & mem_c, SeqId seq, uint32_t flags) {
     if (mem_c.in_call()) throw Error("state_save: not allowed while a decode call is in progress");
@@ -145,25 +221,27 @@ std::vector<uint8_t> state_save(const HybridMemory & mem_c, SeqId seq, uint32_t 
     w.u32(flags);
     w.i32(seq);
     for (auto & [name, v] : fingerprint(mem)) w.u32(v);
+    w.u32(crc32c(w.out.data(), w.out.size()));
+    Writer att, recw, idxw;  // the three sections, each framed with its size and checksum below
 
     const bool partial = (flags & kPartialOnly) != 0;
     const auto cells = saved_cells(mem, seq);
     if (!partial) {
         // Attention: per stream the cell books, then per layer the K rows and the V rows of those cells.
         for (uint32_t st = 0; st < kv.n_stream(); ++st) {
-            w.u32((uint32_t)cells[st].size());
+            att.u32((uint32_t)cells[st].size());
             for (auto & r : cells[st]) {
-                w.i32(r.pos);
-                w.i32(r.shift);
-                w.i32(r.ext.x);
-                w.i32(r.ext.y);
-                w.i32(r.ext.tok);
-                w.u32((uint32_t)r.seqs.count());
-                for (size_t s = r.seqs._Find_first(); s < r.seqs.size(); s = r.seqs._Find_next(s)) w.i32((int32_t)s);
+                att.i32(r.pos);
+                att.i32(r.shift);
+                att.i32(r.ext.x);
+                att.i32(r.ext.y);
+                att.i32(r.ext.tok);
+                att.u32((uint32_t)r.seqs.count());
+                for (size_t s = r.seqs._Find_first(); s < r.seqs.size(); s = r.seqs._Find_next(s)) att.i32((int32_t)s);
             }
             for (uint32_t l = 0; l < kv.n_layers(); ++l) {
-                for (auto & r : cells[st]) w.raw(kv.k_row(l, r.cell), kv.k_row_bytes());
-                for (auto & r : cells[st]) w.raw(kv.v_row(l, r.cell), kv.v_row_bytes());
+                for (auto & r : cells[st]) att.raw(kv.k_row(l, r.cell), kv.k_row_bytes());
+                for (auto & r : cells[st]) att.raw(kv.v_row(l, r.cell), kv.v_row_bytes());
             }
         }
     }
@@ -172,21 +250,24 @@ std::vector<uint8_t> state_save(const HybridMemory & mem_c, SeqId seq, uint32_t 
     std::vector<SeqId> rs;
     for (SeqId s = 0; s < (SeqId)mem.params().n_seq_max; ++s)
         if ((seq < 0 || s == seq) && rec.present(s)) rs.push_back(s);
-    w.u32((uint32_t)rs.size());
+    recw.u32((uint32_t)rs.size());
     for (SeqId s : rs) {
-        w.i32(s);
-        w.i32(rec.pos(s));
-        w.u32(rec.seq(s).snaps);
+        recw.i32(s);
+        recw.i32(rec.pos(s));
+        recw.u32(rec.seq(s).snaps);
         std::vector<float> planes;
         rec.read_slot(rec.slot_of(s), 1 + rec.n_rs_seq(), planes);
-        w.raw(planes.data(), planes.size() * 4);
+        recw.raw(planes.data(), planes.size() * 4);
     }
     if (!partial && kv.idx_row_bytes() > 0) {
         // Indexer: per layer the [raw | pooled] rows of the attention section's cells, in the same order.
         for (uint32_t st = 0; st < kv.n_stream(); ++st)
             for (uint32_t l = 0; l < kv.n_layers(); ++l)
-                for (auto & r : cells[st]) w.raw(kv.idx_row(l, r.cell), kv.idx_row_bytes());
+                for (auto & r : cells[st]) idxw.raw(kv.idx_row(l, r.cell), kv.idx_row_bytes());
     }
+    put_section(w, att.out);
+    put_section(w, recw.out);
+    put_section(w, idxw.out);
     return std::move(w.out);
 }
 
@@ -194,13 +275,15 @@ void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, ui
     if (mem.in_call()) throw Error("state_load: not allowed while a decode call is in progress");
     if (seq < -1 || seq >= (SeqId)mem.params().n_seq_max)
         throw Error("state_load: sequence id " + std::to_string(seq) + " is out of range");
-    Reader r(data, name);
-    try {
-        read_header(r, mem, seq, flags);
-    } catch (const FileError &) {
-        if (r.truncated()) mem.drop(seq);  // a cut state fails like any other; a mismatch is a refusal
-        throw;
+    // Framing and checksums, then the header: any failure so far is a refusal, and nothing changes.
+    const Frame f = frame(data, name);
+    {
+        Reader h(f.header, name);
+        read_header(h, mem, seq, flags);
     }
+    Reader ra(f.body[0], name, f.body_at[0]);
+    Reader rrec(f.body[1], name, f.body_at[1]);
+    Reader ri(f.body[2], name, f.body_at[2]);
     // Parse the whole body before touching the memory; any failure from here on drops the destination.
     KvCache & kv = mem.kv();
     RecurrentCache & rec = mem.recurrent();
@@ -215,59 +298,62 @@ void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, ui
     try {
         if (!partial) {
             for (uint32_t st = 0; st < kv.n_stream(); ++st) {
-                const uint32_t count = r.u32("cell_count");
+                const uint32_t count = ra.u32("cell_count");
                 if (count > kv.kv_size())
-                    r.fail("cell_count", std::to_string(count) + " cells for a stream of " + std::to_string(kv.kv_size()));
+                    ra.fail("cell_count", std::to_string(count) + " cells for a stream of " + std::to_string(kv.kv_size()));
                 auto & sd = streams[st];
                 for (uint32_t i = 0; i < count; ++i) {
                     CellRecord c;
-                    c.pos = r.i32("cell pos");
-                    if (c.pos < 0) r.fail("cell pos", "negative position " + std::to_string(c.pos));
-                    c.shift = r.i32("cell shift");
-                    c.ext.x = r.i32("cell x");
-                    c.ext.y = r.i32("cell y");
-                    c.ext.tok = r.i32("cell token");
-                    const uint32_t n = r.u32("cell n_seq");
-                    if (n == 0 || n > n_seq_max) r.fail("cell n_seq", std::to_string(n) + " sequences in one cell");
+                    c.pos = ra.i32("cell pos");
+                    if (c.pos < 0 || c.pos > kMaxStatePos)
+                        ra.fail("cell pos", "position " + std::to_string(c.pos) + " is outside [0, " +
+                                                std::to_string(kMaxStatePos) + "]: the memory could not continue it");
+                    c.shift = ra.i32("cell shift");
+                    c.ext.x = ra.i32("cell x");
+                    c.ext.y = ra.i32("cell y");
+                    c.ext.tok = ra.i32("cell token");
+                    const uint32_t n = ra.u32("cell n_seq");
+                    if (n == 0 || n > n_seq_max) ra.fail("cell n_seq", std::to_string(n) + " sequences in one cell");
                     for (uint32_t k = 0; k < n; ++k) {
-                        const int32_t s = r.i32("cell seq id");
-                        if (s < 0 || (uint32_t)s >= n_seq_max) r.fail("cell seq id", "sequence id " + std::to_string(s) + " is out of range");
+                        const int32_t s = ra.i32("cell seq id");
+                        if (s < 0 || (uint32_t)s >= n_seq_max) ra.fail("cell seq id", "sequence id " + std::to_string(s) + " is out of range");
                         if (seq < 0 && kv.n_stream() > 1 && (uint32_t)s != st)
-                            r.fail("cell seq id", "sequence " + std::to_string(s) + " stored in stream " + std::to_string(st));
+                            ra.fail("cell seq id", "sequence " + std::to_string(s) + " stored in stream " + std::to_string(st));
                         c.seqs.set(s);
                     }
                     sd.cells.push_back(c);
                 }
                 for (uint32_t l = 0; l < kv.n_layers(); ++l) {
-                    sd.k.push_back(r.take((size_t)count * kv.k_row_bytes(), "K rows"));
-                    sd.v.push_back(r.take((size_t)count * kv.v_row_bytes(), "V rows"));
+                    sd.k.push_back(ra.take((size_t)count * kv.k_row_bytes(), "K rows"));
+                    sd.v.push_back(ra.take((size_t)count * kv.v_row_bytes(), "V rows"));
                 }
             }
         }
-        const uint32_t n_rec = r.u32("recurrent count");
-        if (n_rec > (seq < 0 ? n_seq_max : 1u)) r.fail("recurrent count", std::to_string(n_rec) + " states");
+        const uint32_t n_rec = rrec.u32("recurrent count");
+        if (n_rec > (seq < 0 ? n_seq_max : 1u)) rrec.fail("recurrent count", std::to_string(n_rec) + " states");
         SeqSet seen;
         const size_t slot_floats = rec.slot_floats();
         for (uint32_t i = 0; i < n_rec; ++i) {
             RecRecord rr;
-            rr.seq = r.i32("recurrent seq id");
-            if (rr.seq < 0 || (uint32_t)rr.seq >= n_seq_max) r.fail("recurrent seq id", "sequence id " + std::to_string(rr.seq) + " is out of range");
-            if (seq < 0 && seen.test(rr.seq)) r.fail("recurrent seq id", "sequence " + std::to_string(rr.seq) + " appears twice");
+            rr.seq = rrec.i32("recurrent seq id");
+            if (rr.seq < 0 || (uint32_t)rr.seq >= n_seq_max) rrec.fail("recurrent seq id", "sequence id " + std::to_string(rr.seq) + " is out of range");
+            if (seq < 0 && seen.test(rr.seq)) rrec.fail("recurrent seq id", "sequence " + std::to_string(rr.seq) + " appears twice");
             seen.set(rr.seq);
-            rr.pos = r.i32("recurrent pos");
-            if (rr.pos < 0) r.fail("recurrent pos", "negative position");
-            rr.snaps = r.u32("recurrent snapshots");
-            if (rr.snaps > rec.n_rs_seq()) r.fail("recurrent snapshots", std::to_string(rr.snaps) + " > n_rs_seq");
+            rr.pos = rrec.i32("recurrent pos");
+            if (rr.pos < 0 || rr.pos > kMaxStatePos) rrec.fail("recurrent pos", "position " + std::to_string(rr.pos) + " is outside [0, " + std::to_string(kMaxStatePos) + "]");
+            rr.snaps = rrec.u32("recurrent snapshots");
+            if (rr.snaps > rec.n_rs_seq()) rrec.fail("recurrent snapshots", std::to_string(rr.snaps) + " > n_rs_seq");
             rr.planes.resize(slot_floats);
-            r.raw(rr.planes.data(), slot_floats * 4, "recurrent rows");
+            rrec.raw(rr.planes.data(), slot_floats * 4, "recurrent rows");
             recs.push_back(std::move(rr));
         }
         if (!partial && kv.idx_row_bytes() > 0) {
             for (uint32_t st = 0; st < kv.n_stream(); ++st)
                 for (uint32_t l = 0; l < kv.n_layers(); ++l)
-                    streams[st].idx.push_back(r.take(streams[st].cells.size() * kv.idx_row_bytes(), "indexer rows"));
+                    streams[st].idx.push_back(ri.take(streams[st].cells.size() * kv.idx_row_bytes(), "indexer rows"));
         }
-        if (r.left() != 0) r.fail("end", std::to_string(r.left()) + " bytes after the last section");
+        for (Reader * sr : {&ra, &rrec, &ri})
+            if (sr->left() != 0) sr->fail("end", std::to_string(sr->left()) + " bytes after the section's last field");
 
         // The sections must describe the same sequences at the same last positions. A partial state is checked
         // against the attention cells already in memory.
@@ -286,11 +372,11 @@ void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, ui
                     if ((seq < 0 || s == seq) && kv.seq_pos_max(s) >= 0) last[s] = kv.seq_pos_max(s);
             }
             if (last.size() != recs.size())
-                r.fail("recurrent count", "the recurrent section does not cover the same sequences as the attention cells");
+                rrec.fail("recurrent count", "the recurrent section does not cover the same sequences as the attention cells");
             for (auto & rr : recs) {
                 const SeqId s = seq >= 0 ? seq : rr.seq;
                 if (!last.count(s) || last[s] != rr.pos)
-                    r.fail("recurrent pos", "sequence " + std::to_string(s) + " ends at " + std::to_string(rr.pos) +
+                    rrec.fail("recurrent pos", "sequence " + std::to_string(s) + " ends at " + std::to_string(rr.pos) +
                                                 " in the recurrent section but not in the attention cells");
             }
         }
@@ -300,7 +386,7 @@ void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, ui
     }
 
     // Apply. Only "no room" can still fail.
-    const size_t off = r.offset();
+    const size_t off = f.body_at[0];
     if (seq < 0) {
         if (!partial) {
             mem.clear();

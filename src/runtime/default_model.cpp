@@ -38,22 +38,7 @@ std::vector<gguf::KeyValue> byte_vocab_metadata() { return tokenizer_metadata(by
 
 void write_model_file(const model::GenConfig & config, const std::string & path) {
     const gguf::Writer w = model::generate_model(with_byte_vocab(config), byte_vocab_metadata());
-    const std::vector<uint8_t> bytes = w.to_bytes();
-    // A name of our own beside the target (same file system, so the rename is atomic), unique per process.
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    std::FILE * f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw Error(path + ": cannot create " + tmp + ": " + std::strerror(errno));
-    const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed) {
-        std::remove(tmp.c_str());
-        throw Error(path + ": writing " + tmp + " failed");
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        std::remove(tmp.c_str());
-        throw Error(path + ": cannot rename " + tmp + " into place: " + why);
-    }
+    w.write_file(path);  // through a temporary file beside it, renamed into place
 }
 
 std::string cache_dir() {

@@ -393,9 +393,12 @@ public:
             // Only "no room" may refuse an intact state (the destination's stream can be full).
             if (!cut && std::string(e.what()).find("no room") == std::string::npos)
                 return std::string("a state was refused: ") + e.what();
-            // A failed restore drops the destination from all three caches.
-            if (whole) for (auto & n : naive_) n = NaiveSeq{};
-            else naive_[dst] = NaiveSeq{};
+            // A cut state fails its framing or checksums: refused, nothing changed. Finding no room drops the
+            // destination from all three caches.
+            if (!cut) {
+                if (whole) for (auto & n : naive_) n = NaiveSeq{};
+                else naive_[dst] = NaiveSeq{};
+            }
         }
         if (!cut && !whole && state_save(mem, dst) != state_save(mem, dst)) return "unstable save";
         if (cfg_.window.active()) {  // a sequence restore may take other sequences' out-of-window cells

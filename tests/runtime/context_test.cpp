@@ -136,7 +136,7 @@ TEST(Context, StateFileOfAnotherContextSizeIsRefusedAtItsFileOffset) {
         b.state_load_file(path);
         FAIL() << "a state file of another size was accepted";
     } catch (const offgrid::FileError & e) {
-        const uint64_t header = 8 + 4 + 8 + 4 + 4 + 4 * toks.size() + 8;
+        const uint64_t header = 8 + 4 + 8 + 4 + 4 + 4 * toks.size() + 8 + 4;  // ending with its checksum
         EXPECT_EQ(e.offset(), header + blob_offset) << e.what();
         EXPECT_EQ(e.field(), field);
         EXPECT_EQ(e.file(), path);
