@@ -453,6 +453,9 @@ void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, ui
     mem.relayout(all);
     for (SeqId s = 0; s < (SeqId)n_seq_max; ++s)
         if (all.test(s)) mem.layout().mark_stale(s, 0);
+#ifndef NDEBUG
+    mem.check_invariants();
+#endif
 }
 
 }  // namespace offgrid::memory

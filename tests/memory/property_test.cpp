@@ -57,6 +57,7 @@ public:
     // Checks everything; returns "" or the first violation.
     std::string check() {
         HybridMemory & mem = *mem_;
+        if (std::string v = mem.invariant_violation(); !v.empty()) return "invariant " + v;
         const KvCache & kv = mem.kv();
         KPoolLayout fresh(cfg_.kpool, cfg_.by_order);
         for (SeqId s = 0; s < (SeqId)cfg_.n_seq_max; ++s) {
