@@ -10,7 +10,7 @@
 
 #include <unistd.h>
 
-#include "model/gen_model.h"
+#include "model/qwen4exp/gen_model.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
 #include "runtime/depth_bench.h"

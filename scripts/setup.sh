@@ -10,8 +10,10 @@ mode=${1:-build}
 build_dir=${OFFGRID_BUILD_DIR:-build}
 jobs=${OFFGRID_JOBS:-2}
 
-# Debian packages the build and the tests need; clang and libclang-rt only for the fuzz targets.
-packages=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev)
+# Debian packages the build and the tests need; clang and libclang-rt only for the fuzz targets; cpp-httplib and
+# nlohmann-json for `offgrid serve` (node and npm, when present, run the OpenAI-client test; it skips otherwise).
+packages=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
+          libcpp-httplib-dev nlohmann-json3-dev)
 
 missing=()
 for p in "${packages[@]}"; do

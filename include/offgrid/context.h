@@ -26,6 +26,8 @@ public:
     std::string describe() const;   // one line: architecture, sizes, QSA settings
     const std::string & path() const;
     uint64_t fingerprint() const;   // identifies the weights and shapes (state files refuse another model)
+    // A string metadata value of the GGUF file (e.g. "tokenizer.chat_template"); empty when absent or not a string.
+    std::string metadata_string(const std::string & key) const;
 
     const model::Model & impl() const { return *impl_; }
 
@@ -107,6 +109,10 @@ public:
     void seq_div(int32_t seq, int32_t p0, int32_t p1, int32_t d);
     int32_t seq_pos_min(int32_t seq) const;  // -1 when empty
     int32_t seq_pos_max(int32_t seq) const;  // -1 when empty
+    // Most cells one sequence can hold: its stream's size (per-sequence streams) or the whole cache (unified).
+    uint32_t seq_capacity() const;
+    // Cells not used by any sequence in the stream of `seq` (unified: the whole cache).
+    uint32_t n_free_cells(int32_t seq) const;
     void clear();
 
     MemoryBreakdown memory_breakdown() const;

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "model/gen_model.h"
+#include "model/qwen4exp/gen_model.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
 

@@ -13,8 +13,8 @@
 
 #include "cli/command.h"
 #include "common/files.h"
+#include "model/qwen4exp/model.h"
 #include "ops/thread_pool.h"
-#include "model/model.h"
 #include "offgrid/context.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"

@@ -1,15 +1,15 @@
+// The matmul driver: chooses the weight type's kernels from the dispatch table (or the generic path: dequantise
+// the row, then the F32 dot), quantises the activations once per token row when the kernel wants 8-bit blocks,
+// and splits the work by output rows. Every output is one vec_dot (or a dot_tile, bit-identical to it), so a
+// result never depends on the thread count or on the other tokens of the call.
 #include "ops/matmul.h"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
-#include "ops/half.h"
-
-#if defined(__F16C__) && defined(__AVX2__)
-#include <immintrin.h>
-#define OFFGRID_HAVE_F16C 1
-#endif
+#include "ops/cpu/dispatch.h"
 
 namespace offgrid::ops {
 
@@ -17,147 +17,94 @@ namespace {
 
 using tensor::ElemType;
 
-constexpr int kQ8Block = 32;
-constexpr size_t kQ8BlockBytes = 2 + kQ8Block;  // f16 scale, then 32 int8 quants
-
-// Eight independent partial sums: lets the compiler vectorise without reassociating a single sum.
-inline float dot_f32(const float * a, const float * b, int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int j = 0; j < 8; ++j) acc[j] += a[i + j] * b[i + j];
-    }
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; ++i) s += a[i] * b[i];
-    return s;
+[[noreturn]] void unsupported(const char * what, ElemType type) {
+    throw Error(std::string(what) + ": unsupported weight type " + std::to_string(static_cast<uint32_t>(type)));
 }
 
-inline float dot_f16(const uint16_t * w, const float * x, int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        float wf[8];
-#ifdef OFFGRID_HAVE_F16C
-        _mm256_storeu_ps(wf, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(w + i))));
-#else
-        for (int j = 0; j < 8; ++j) wf[j] = half_to_float(w[i + j]);
-#endif
-        for (int j = 0; j < 8; ++j) acc[j] += wf[j] * x[i + j];
-    }
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; ++i) s += half_to_float(w[i]) * x[i];
-    return s;
+// The kernels a matmul uses: the type's entry at the active level, or null for the generic path.
+const cpu::TypeKernels * active_kernels(ElemType type) { return cpu::kernels_for(type, cpu::active_isa()); }
+
+const cpu::TypeKernels & f32_kernels() {
+    static const cpu::TypeKernels * k = active_kernels(ElemType::F32);
+    return *k;
 }
 
-inline float dot_bf16(const uint16_t * w, const float * x, int64_t n) {
-    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int j = 0; j < 8; ++j) acc[j] += bf16_to_float(w[i + j]) * x[i + j];
-    }
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; ++i) s += bf16_to_float(w[i]) * x[i];
-    return s;
+// Per-thread scratch that only grows: after the first calls of a context no call allocates.
+std::vector<uint8_t> & act_scratch() {
+    thread_local std::vector<uint8_t> buf;
+    return buf;
+}
+std::vector<float> & row_scratch() {
+    thread_local std::vector<float> buf;
+    return buf;
 }
 
-inline float dot_q8_0(const uint8_t * w, const float * x, int64_t n) {
-    float s = 0;
-    for (int64_t b = 0; b < n / kQ8Block; ++b) {
-        const uint8_t * blk = w + b * kQ8BlockBytes;
-        uint16_t d_bits;
-        std::memcpy(&d_bits, blk, 2);
-        const int8_t * q = reinterpret_cast<const int8_t *>(blk + 2);
-        const float * xb = x + b * kQ8Block;
-        float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        for (int i = 0; i < kQ8Block; i += 8) {
-            for (int j = 0; j < 8; ++j) acc[j] += static_cast<float>(q[i + j]) * xb[i + j];
-        }
-        const float block_sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-        s += half_to_float(d_bits) * block_sum;
+// Activations in the kernel's format: the f32 rows themselves, or each token row quantised on its own.
+const uint8_t * prepare_activations(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
+                                    size_t & stride) {
+    if (k == nullptr || k->act_type == ElemType::F32) {
+        stride = static_cast<size_t>(cols) * sizeof(float);
+        return reinterpret_cast<const uint8_t *>(x);
     }
-    return s;
+    stride = cpu::act_row_bytes(k->act_type, cols);
+    std::vector<uint8_t> & buf = act_scratch();
+    if (buf.size() < stride * static_cast<size_t>(n_tokens)) buf.resize(stride * static_cast<size_t>(n_tokens));
+    for (int64_t t = 0; t < n_tokens; ++t) k->quantize_act(x + t * cols, buf.data() + t * stride, cols);
+    return buf.data();
 }
 
-inline float element(const Matrix & w, int64_t r, int64_t i) {
-    const uint8_t * row = w.row(r);
-    switch (w.type) {
-        case ElemType::F32: {
-            float v;
-            std::memcpy(&v, row + 4 * i, 4);
-            return v;
+// Rows [r0, r1) of Y for every token, through the type's kernels: blocks of up to kTileMax rows and tokens.
+void rows_with_kernels(const Matrix & w, const cpu::TypeKernels & k, const uint8_t * act, size_t act_stride,
+                       int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
+    constexpr int tile = cpu::kTileMax;
+    for (int64_t r = r0; r < r1; r += tile) {
+        const int nr = static_cast<int>(std::min<int64_t>(tile, r1 - r));
+        for (int64_t t = 0; t < n_tokens; t += tile) {
+            const int nt = static_cast<int>(std::min<int64_t>(tile, n_tokens - t));
+            if (k.dot_tile != nullptr) {
+                k.dot_tile(w.row(r), w.row_bytes, act + t * act_stride, act_stride, w.cols, nr, nt, y + t * w.rows + r,
+                           static_cast<size_t>(w.rows));
+                continue;
+            }
+            for (int tt = 0; tt < nt; ++tt) {
+                for (int rr = 0; rr < nr; ++rr) {
+                    y[(t + tt) * w.rows + r + rr] = k.vec_dot(w.row(r + rr), act + (t + tt) * act_stride, w.cols);
+                }
+            }
         }
-        case ElemType::F16: {
-            uint16_t h;
-            std::memcpy(&h, row + 2 * i, 2);
-            return half_to_float(h);
-        }
-        case ElemType::BF16: {
-            uint16_t h;
-            std::memcpy(&h, row + 2 * i, 2);
-            return bf16_to_float(h);
-        }
-        case ElemType::Q8_0: {
-            const uint8_t * blk = row + (i / kQ8Block) * kQ8BlockBytes;
-            uint16_t d_bits;
-            std::memcpy(&d_bits, blk, 2);
-            const int8_t q = static_cast<int8_t>(blk[2 + i % kQ8Block]);
-            return half_to_float(d_bits) * static_cast<float>(q);
-        }
-        default:
-            throw Error("matmul: unsupported weight type " + std::to_string(static_cast<uint32_t>(w.type)));
     }
 }
 
-// Whole-row conversion to float for the matmul (exact for F16 and BF16; d * q for Q8_0).
-void row_to_float(const Matrix & w, int64_t r, float * out) {
-    const uint8_t * row = w.row(r);
-    if (w.type == ElemType::F16) {
-        const uint16_t * h = reinterpret_cast<const uint16_t *>(row);
-        int64_t i = 0;
-#ifdef OFFGRID_HAVE_F16C
-        for (; i + 8 <= w.cols; i += 8) {
-            _mm256_storeu_ps(out + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(h + i))));
-        }
-#endif
-        for (; i < w.cols; ++i) out[i] = half_to_float(h[i]);
-    } else if (w.type == ElemType::BF16) {
-        const uint16_t * h = reinterpret_cast<const uint16_t *>(row);
-        for (int64_t i = 0; i < w.cols; ++i) out[i] = bf16_to_float(h[i]);
-    } else {  // Q8_0
-        for (int64_t b = 0; b < w.cols / kQ8Block; ++b) {
-            const uint8_t * blk = row + b * kQ8BlockBytes;
-            uint16_t d_bits;
-            std::memcpy(&d_bits, blk, 2);
-            const float d = half_to_float(d_bits);
-            const int8_t * q = reinterpret_cast<const int8_t *>(blk + 2);
-            for (int i = 0; i < kQ8Block; ++i) out[b * kQ8Block + i] = d * static_cast<float>(q[i]);
-        }
+// Generic path for a type without kernels: each row dequantised once, then the F32 dot with every token.
+void rows_generic(const Matrix & w, const float * x, int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
+    const cpu::TypeKernels & f32 = f32_kernels();
+    std::vector<float> & row = row_scratch();
+    if (row.size() < static_cast<size_t>(w.cols)) row.resize(static_cast<size_t>(w.cols));
+    for (int64_t r = r0; r < r1; ++r) {
+        tensor::dequantize_row(w.type, w.row(r), row.data(), static_cast<size_t>(w.cols));
+        for (int64_t t = 0; t < n_tokens; ++t) y[t * w.rows + r] = f32.vec_dot(row.data(), x + t * w.cols, w.cols);
     }
 }
 
 }  // namespace
 
 bool supported_weight_type(ElemType type) {
-    return type == ElemType::F32 || type == ElemType::F16 || type == ElemType::BF16 || type == ElemType::Q8_0;
+    const auto t = tensor::type_traits(static_cast<uint32_t>(type));
+    return t.has_value() && t->can_dequantize;
 }
 
 size_t weight_row_bytes(ElemType type, int64_t n) {
-    switch (type) {
-        case ElemType::F32: return 4 * static_cast<size_t>(n);
-        case ElemType::F16:
-        case ElemType::BF16: return 2 * static_cast<size_t>(n);
-        case ElemType::Q8_0: return static_cast<size_t>(n / kQ8Block) * kQ8BlockBytes;
-        default: throw Error("unsupported weight type " + std::to_string(static_cast<uint32_t>(type)));
-    }
+    if (!supported_weight_type(type)) unsupported("matrix", type);
+    return static_cast<size_t>(tensor::row_bytes(type, static_cast<uint64_t>(n)));
 }
 
 Matrix make_matrix(ElemType type, const void * data, int64_t cols, int64_t rows) {
-    if (!supported_weight_type(type)) {
-        throw Error("unsupported weight type " + std::to_string(static_cast<uint32_t>(type)));
-    }
+    if (!supported_weight_type(type)) unsupported("matrix", type);
     if (cols <= 0 || rows < 0) throw Error("matrix: bad shape " + std::to_string(cols) + "x" + std::to_string(rows));
-    if (type == ElemType::Q8_0 && cols % kQ8Block != 0) {
-        throw Error("matrix: q8_0 row width " + std::to_string(cols) + " is not a multiple of 32");
+    const tensor::TypeTraits & t = tensor::traits(type);
+    if (cols % t.block_size != 0) {
+        throw Error("matrix: " + std::string(t.name) + " row width " + std::to_string(cols) +
+                    " is not a multiple of " + std::to_string(t.block_size));
     }
     Matrix m;
     m.type = type;
@@ -176,24 +123,22 @@ Matrix Matrix::row_slice(int64_t first, int64_t count) const {
 }
 
 float dot_row(const Matrix & w, int64_t r, const float * x) {
-    const uint8_t * row = w.row(r);
-    switch (w.type) {
-        case ElemType::F32: return dot_f32(reinterpret_cast<const float *>(row), x, w.cols);
-        case ElemType::F16: return dot_f16(reinterpret_cast<const uint16_t *>(row), x, w.cols);
-        case ElemType::BF16: return dot_bf16(reinterpret_cast<const uint16_t *>(row), x, w.cols);
-        case ElemType::Q8_0: return dot_q8_0(row, x, w.cols);
-        default: throw Error("matmul: unsupported weight type " + std::to_string(static_cast<uint32_t>(w.type)));
-    }
+    float y;
+    const Matrix one = w.row_slice(r, 1);
+    matmul(one, x, 1, &y, nullptr);
+    return y;
 }
 
 float dot_row_ref(const Matrix & w, int64_t r, const float * x) {
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    dequantize_matrix_row(w, r, row.data());
     float s = 0;
-    for (int64_t i = 0; i < w.cols; ++i) s += element(w, r, i) * x[i];
+    for (int64_t i = 0; i < w.cols; ++i) s += row[i] * x[i];
     return s;
 }
 
 void dequantize_matrix_row(const Matrix & w, int64_t r, float * out) {
-    for (int64_t i = 0; i < w.cols; ++i) out[i] = element(w, r, i);
+    tensor::dequantize_row(w.type, w.row(r), out, static_cast<size_t>(w.cols));
 }
 
 void matvec(const Matrix & w, const float * x, float * y, ThreadPool * pool) {
@@ -201,27 +146,27 @@ void matvec(const Matrix & w, const float * x, float * y, ThreadPool * pool) {
 }
 
 void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, ThreadPool * pool) {
-    if (!supported_weight_type(w.type)) {
-        throw Error("matmul: unsupported weight type " + std::to_string(static_cast<uint32_t>(w.type)));
-    }
-    // Rows of W outer, tokens inner: each weight row is read and converted to F32 once per call, then
-    // multiplied with every token by the same dot product (so grouping tokens never changes the bits).
+    if (!supported_weight_type(w.type)) unsupported("matmul", w.type);
+    if (n_tokens <= 0 || w.rows == 0) return;
+    const cpu::TypeKernels * k = active_kernels(w.type);
+    size_t act_stride = 0;
+    const uint8_t * act = prepare_activations(k, x, w.cols, n_tokens, act_stride);
+    // Ranges of whole row tiles, so a tile is never cut by a thread boundary (not needed for the bits, which
+    // are the same either way, but it keeps the tiles full).
+    const int64_t tile = cpu::kTileMax;
+    const size_t n_tiles = static_cast<size_t>((w.rows + tile - 1) / tile);
     parallel_for(
-        pool, static_cast<size_t>(w.rows),
+        pool, n_tiles,
         [&](size_t begin, size_t end) {
-            std::vector<float> row_buf(w.type == ElemType::F32 ? 0 : w.cols);
-            for (size_t o = begin; o < end; ++o) {
-                const float * row;
-                if (w.type == ElemType::F32) {
-                    row = reinterpret_cast<const float *>(w.row(static_cast<int64_t>(o)));
-                } else {
-                    row_to_float(w, static_cast<int64_t>(o), row_buf.data());
-                    row = row_buf.data();
-                }
-                for (int64_t t = 0; t < n_tokens; ++t) y[t * w.rows + o] = dot_f32(row, x + t * w.cols, w.cols);
+            const int64_t r0 = static_cast<int64_t>(begin) * tile;
+            const int64_t r1 = std::min<int64_t>(w.rows, static_cast<int64_t>(end) * tile);
+            if (k != nullptr) {
+                rows_with_kernels(w, *k, act, act_stride, n_tokens, y, r0, r1);
+            } else {
+                rows_generic(w, x, n_tokens, y, r0, r1);
             }
         },
-        16);
+        4);
 }
 
 void matmul_ref(const Matrix & w, const float * x, int64_t n_tokens, float * y) {

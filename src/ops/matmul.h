@@ -1,6 +1,7 @@
-// Matrix-vector and matrix-matrix products with weights in their stored element type (F32, F16, BF16, Q8_0):
-// rows are dequantised on the fly, activations and accumulation are F32. A weight with ggml shape {in, out}
-// is a row-major out x in matrix W, and y = W x.
+// Matrix-vector and matrix-matrix products with weights in their stored element type (any type that
+// tensor::dequantize_row reads), read in place. Types with kernels in the table of ops/cpu/dispatch.h use them
+// (activations quantised per token row where the kernel asks for it); the others are dequantised row by row
+// and multiplied in F32. A weight with ggml shape {in, out} is a row-major out x in matrix W, and y = W x.
 #pragma once
 
 #include <cstddef>
@@ -24,9 +25,9 @@ struct Matrix {
     Matrix row_slice(int64_t first, int64_t count) const;
 };
 
-// True for the element types the kernels read (F32, F16, BF16, Q8_0).
+// True for the element types a matrix can hold: every type tensor::dequantize_row can read.
 bool supported_weight_type(tensor::ElemType type);
-// Bytes of one row of n elements of a supported type (n a multiple of 32 for Q8_0).
+// Bytes of one row of n elements of a supported type (n a multiple of its block size).
 size_t weight_row_bytes(tensor::ElemType type, int64_t n);
 // Builds a matrix over contiguous rows. Throws offgrid::Error for an unsupported type or a bad width.
 Matrix make_matrix(tensor::ElemType type, const void * data, int64_t cols, int64_t rows);

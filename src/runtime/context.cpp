@@ -16,9 +16,9 @@
 #include "gguf/reader.h"
 #include "memory/hybrid_memory.h"
 #include "memory/state_io.h"
-#include "model/forward.h"
-#include "model/model.h"
-#include "model/shift.h"
+#include "model/qwen4exp/forward.h"
+#include "model/qwen4exp/model.h"
+#include "model/qwen4exp/shift.h"
 #include "ops/thread_pool.h"
 
 namespace offgrid {
@@ -69,6 +69,12 @@ uint64_t Model::fingerprint() const {
         mix(t.data + t.n_bytes - n, n);
     }
     return h;
+}
+
+std::string Model::metadata_string(const std::string & key) const {
+    const gguf::Value * v = impl_->reader().find(key);
+    if (v == nullptr || v->type != gguf::ValueType::STRING) return {};
+    return v->s;
 }
 
 std::string MemoryBreakdown::describe() const {
@@ -346,6 +352,17 @@ void Context::seq_div(int32_t seq, int32_t p0, int32_t p1, int32_t d) { impl_->m
 int32_t Context::seq_pos_min(int32_t seq) const { return impl_->mem_->seq_first_pos(seq); }
 int32_t Context::seq_pos_max(int32_t seq) const { return impl_->mem_->seq_pos_max(seq); }
 void Context::clear() { impl_->mem_->clear(); }
+
+uint32_t Context::seq_capacity() const { return impl_->mem_->kv().kv_size(); }
+
+uint32_t Context::n_free_cells(int32_t seq) const {
+    const auto & kv = impl_->mem_->kv();
+    if (seq < 0 || seq >= static_cast<int32_t>(impl_->params_.n_seq_max)) {
+        throw Error("n_free_cells: sequence " + std::to_string(seq) + " out of range");
+    }
+    const auto & st = kv.stream(kv.stream_of(seq));
+    return st.size() - st.used();
+}
 
 MemoryBreakdown Context::memory_breakdown() const {
     MemoryBreakdown mb;

@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "gguf/value.h"
-#include "model/gen_model.h"
+#include "model/qwen4exp/gen_model.h"
 
 namespace offgrid::runtime {
 

@@ -22,6 +22,9 @@
 namespace offgrid::gguf {
 class Reader;
 }
+namespace offgrid {
+class Model;
+}
 
 namespace offgrid::runtime {
 
@@ -58,6 +61,8 @@ public:
     // Reads the tokenizer.ggml.* keys. Throws offgrid::Error naming the file and key when the file has no
     // tokenizer, an unsupported model or pre-tokenizer, or inconsistent arrays.
     static Tokenizer from_gguf(const gguf::Reader & reader);
+    // The same from a loaded public Model (its GGUF file's metadata).
+    static Tokenizer from_model(const offgrid::Model & model);
     // Reads only the spec (e.g. to copy a tokenizer into another GGUF).
     static TokenizerSpec spec_from_gguf(const gguf::Reader & reader);
 

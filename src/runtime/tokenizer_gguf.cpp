@@ -5,6 +5,8 @@
 
 #include "common/error.h"
 #include "gguf/reader.h"
+#include "model/qwen4exp/model.h"
+#include "offgrid/context.h"
 #include "runtime/tokenizer.h"
 
 namespace offgrid::runtime {
@@ -179,6 +181,8 @@ Tokenizer Tokenizer::from_gguf(const gguf::Reader & reader) {
         throw Error(reader.path() + ": " + e.what());
     }
 }
+
+Tokenizer Tokenizer::from_model(const offgrid::Model & model) { return from_gguf(model.impl().reader()); }
 
 std::vector<gguf::KeyValue> tokenizer_metadata(const TokenizerSpec & spec) {
     if (!spec.token_types.empty() && spec.token_types.size() != spec.tokens.size()) {

@@ -1,9 +1,10 @@
-// Row conversions between f32 and the stored element types: dequantize_row and the matching encoders.
+// Encoders from f32 to the stored element types (dequantize_row, the way back, is in dequantize.cpp).
 #include <cmath>
 #include <cstring>
 #include <string>
 
 #include "common/error.h"
+#include "tensor/blocks.h"
 #include "tensor/quantize.h"
 #include "tensor/types.h"
 
@@ -11,14 +12,8 @@ namespace offgrid::tensor {
 
 namespace {
 
-constexpr size_t kQ8Block = 32;
-constexpr size_t kQ8BlockBytes = 34;  // f16 scale + 32 x int8
-
-uint16_t load_u16(const uint8_t * p) {
-    uint16_t v;
-    std::memcpy(&v, p, sizeof v);  // the data may be unaligned; the host is little endian like GGUF
-    return v;
-}
+constexpr size_t kQ8Block = kQK;
+constexpr size_t kQ8BlockBytes = sizeof(BlockQ8_0);
 
 void store_u16(uint8_t * p, uint16_t v) { std::memcpy(p, &v, sizeof v); }
 
@@ -31,33 +26,6 @@ void check_whole_blocks(ElemType type, size_t n, const char * what) {
 }
 
 }  // namespace
-
-void dequantize_row(ElemType type, const void * src, float * dst, size_t n) {
-    check_whole_blocks(type, n, "dequantize_row");
-    const auto * p = static_cast<const uint8_t *>(src);
-    switch (type) {
-    case ElemType::F32:
-        std::memcpy(dst, p, n * sizeof(float));
-        return;
-    case ElemType::F16:
-        for (size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(load_u16(p + 2 * i));
-        return;
-    case ElemType::BF16:
-        for (size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(load_u16(p + 2 * i));
-        return;
-    case ElemType::Q8_0:
-        for (size_t b = 0; b < n / kQ8Block; ++b) {
-            const uint8_t * block = p + b * kQ8BlockBytes;
-            const float d = f16_to_f32(load_u16(block));
-            const auto * q = reinterpret_cast<const int8_t *>(block + 2);
-            for (size_t j = 0; j < kQ8Block; ++j) dst[b * kQ8Block + j] = d * static_cast<float>(q[j]);
-        }
-        return;
-    default:
-        throw Error("dequantize_row: element type " + std::string(traits(type).name) +
-                    " cannot be dequantised yet");
-    }
-}
 
 bool can_quantize(ElemType type) {
     return type == ElemType::F32 || type == ElemType::F16 || type == ElemType::BF16 || type == ElemType::Q8_0;

@@ -1,10 +1,13 @@
 // Element types of the GGUF ecosystem (ggml type ids), their block sizes and byte sizes, and dequantisation.
+// Invariant: block_size / block_bytes of every type offgrid reads come from the structs of tensor/blocks.h.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+
+#include "tensor/half.h"
 
 namespace offgrid::tensor {
 
@@ -31,14 +34,13 @@ const TypeTraits & traits(ElemType type);  // for a known type
 // Bytes of a row of n elements; n must be a multiple of the block size (checked by callers).
 uint64_t row_bytes(ElemType type, uint64_t n);
 
-// Converts n elements (a multiple of the block size) starting at src to f32. Throws offgrid::Error for a type
-// that cannot be dequantised yet.
+// Converts n elements (a multiple of the block size) starting at src to f32, bit for bit as ggml's to_float
+// for the type (same float operations in the same order; see docs/weights.md). Reads F32 F16 BF16 Q8_0 Q4_0
+// Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS (and the activation types Q8_1, Q8_K). Throws
+// offgrid::Error for any other type or a partial block.
 void dequantize_row(ElemType type, const void * src, float * dst, size_t n);
 
-// Scalar conversions (IEEE round-to-nearest-even on the way down).
-float f16_to_f32(uint16_t h);
-uint16_t f32_to_f16(float f);
-float bf16_to_f32(uint16_t h);
-uint16_t f32_to_bf16(float f);
+// The scalar f16 / bf16 conversions (f16_to_f32, f32_to_f16, bf16_to_f32, f32_to_bf16) are inline in
+// tensor/half.h, included here; block layouts are in tensor/blocks.h.
 
 }  // namespace offgrid::tensor

@@ -6,7 +6,7 @@
 
 #include "cli_helpers.h"
 #include "gguf/reader.h"
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 #include "offgrid/context.h"
 #include "runtime/byte_vocab.h"
 #include "runtime/tokenizer.h"

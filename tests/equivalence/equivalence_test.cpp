@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <functional>
 
-#include "model/gen_model.h"
+#include "model/qwen4exp/gen_model.h"
 #include "offgrid/context.h"
 
 namespace {

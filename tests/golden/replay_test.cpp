@@ -4,21 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cmath>
-#include <cstdlib>
 #include <filesystem>
 
 #include "common/shared_dir.h"
-#include "runtime/logrec.h"
+#include "golden/logit_compare.h"
 
 namespace fs = std::filesystem;
 using offgrid::runtime::Logrec;
 
 namespace {
-
-int argmax(const std::vector<float> & v) {
-    return static_cast<int>(std::max_element(v.begin(), v.end()) - v.begin());
-}
 
 std::vector<std::string> golden_pairs() {
     std::vector<std::string> out;
@@ -41,33 +35,18 @@ TEST_P(GoldenReplay, MatchesReferenceLogits) {
     const std::string workload = pair.substr(pair.find("__") + 2);
     const std::string g = offgrid::test::shared_dir() + "/golden";
 
-    // Workloads write their state files into the working directory: give each run a fresh one.
-    const fs::path dir = fs::temp_directory_path() / ("offgrid_golden_" + pair);
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    const std::string cmd = "cd '" + dir.string() + "' && '" OFFGRID_BINARY "' replay '" + g + "/models/" + model +
-                            ".gguf' '" + g + "/workloads/" + workload + ".txt' -b out.bin -o out.txt 2>err.txt";
-    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
-
     const Logrec want = Logrec::read(g + "/expected/" + pair + ".bin");
-    const Logrec got = Logrec::read((dir / "out.bin").string());
-    ASSERT_EQ(got.n_vocab, want.n_vocab);
-    ASSERT_EQ(got.rows.size(), want.rows.size());
+    const Logrec got = offgrid::test::run_replay(g + "/models/" + model + ".gguf", g + "/workloads/" + workload + ".txt", pair);
+    const auto diffs = offgrid::test::compare_records(want, got);
+    ASSERT_EQ(diffs.size(), want.rows.size());
     double worst = 0;
-    for (size_t r = 0; r < want.rows.size(); ++r) {
-        const auto & a = want.rows[r];
-        const auto & b = got.rows[r];
-        ASSERT_EQ(b.seq, a.seq) << "row " << r;
-        ASSERT_EQ(b.pos, a.pos) << "row " << r;
-        ASSERT_EQ(b.tok, a.tok) << "row " << r;
-        for (size_t i = 0; i < a.logits.size(); ++i) {
-            worst = std::max(worst, static_cast<double>(std::fabs(a.logits[i] - b.logits[i])));
-        }
-        EXPECT_EQ(argmax(b.logits), argmax(a.logits)) << "row " << r << " (seq " << a.seq << ", pos " << a.pos << ")";
+    for (size_t r = 0; r < diffs.size(); ++r) {
+        worst = std::max(worst, diffs[r].max_abs);
+        EXPECT_EQ(diffs[r].argmax_got, diffs[r].argmax_want)
+            << "row " << r << " (seq " << want.rows[r].seq << ", pos " << want.rows[r].pos << ")";
     }
     EXPECT_LE(worst, 1e-4);
     std::printf("[golden] %s: %zu rows, max |diff| %.3g\n", pair.c_str(), want.rows.size(), worst);
-    fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllPairs, GoldenReplay, ::testing::ValuesIn(golden_pairs()),

@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "gguf/reader.h"
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 #include "test_memory.h"
 #include "tiny_model.h"
 

@@ -9,9 +9,9 @@
 #include <random>
 
 #include "gguf/reader.h"
-#include "model/forward.h"
-#include "model/shift.h"
-#include "model/model.h"
+#include "model/qwen4exp/forward.h"
+#include "model/qwen4exp/shift.h"
+#include "model/qwen4exp/model.h"
 #include "reference_forward.h"
 #include "test_memory.h"
 #include "tiny_model.h"
@@ -143,8 +143,21 @@ TEST(Forward, WeightTypesMatchReference) {
         c.matrix_type = type;
         const Built b = build(c);
         const auto tokens = random_tokens(80, 5, b.model.hparams().n_vocab);
-        const double d = max_abs_diff(test::reference_forward(b.model, tokens), engine(b.model, tokens, 23));
-        EXPECT_LE(d, 1e-4) << "type " << static_cast<int>(type);
+        const auto ref = test::reference_forward(b.model, tokens);
+        const double d = max_abs_diff(ref, engine(b.model, tokens, 23));
+        if (type != tensor::ElemType::Q8_0) {
+            EXPECT_LE(d, 1e-4) << "type " << static_cast<int>(type);
+            continue;
+        }
+        // Q8_0 multiplies Q8_0-quantised activations. Quantisation is discontinuous: inputs that agree to float
+        // rounding can still round a few quants the other way, so the engine is only close to the reference
+        // that quantises the same way, and must be much closer to it than to the f32-activation maths.
+        test::ReferenceOptions f32_act;
+        f32_act.f32_activations = true;
+        const double d_act = max_abs_diff(ref, test::reference_forward(b.model, tokens, f32_act));
+        EXPECT_GT(d_act, 1e-3);  // the activation quantisation really changes the result
+        EXPECT_LT(d, 0.1 * d_act) << "engine " << d << " from the quantising reference, which is " << d_act
+                                  << " from the f32-activation one";
     }
 }
 

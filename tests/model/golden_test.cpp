@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "common/shared_dir.h"
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 #include "test_memory.h"
 
 namespace offgrid::model {

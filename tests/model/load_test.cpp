@@ -6,7 +6,7 @@
 
 #include "common/error.h"
 #include "gguf/reader.h"
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 #include "tiny_model.h"
 
 namespace offgrid::model {
@@ -108,7 +108,7 @@ TEST(Load, EveryDefectIsRefusedWithItsName) {
              g.add_tensor("blk.1.attn_k.weight", {32, 17}, std::vector<float>(32 * 17));
          }, "blk.1.attn_k.weight"},
         {"unsupported type", [](GgufBuilder & g) {
-             g.add_raw("blk.3.attn_v.weight", {32, 16}, tensor::ElemType::Q4_0, std::vector<uint8_t>(16 * 18));
+             g.add_raw("blk.3.attn_v.weight", {32, 16}, tensor::ElemType::MXFP4, std::vector<uint8_t>(16 * 17));
          }, "blk.3.attn_v.weight"},
         {"fused qkv on attention", [](GgufBuilder & g) {
              g.add_tensor("blk.1.attn_qkv.weight", {32, 96}, std::vector<float>(32 * 96));

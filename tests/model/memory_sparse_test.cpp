@@ -11,8 +11,8 @@
 
 #include "gguf/reader.h"
 #include "memory/hybrid_memory.h"
-#include "model/forward.h"
-#include "model/model.h"
+#include "model/qwen4exp/forward.h"
+#include "model/qwen4exp/model.h"
 #include "reference_forward.h"
 #include "tiny_model.h"
 

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "ops/attention.h"
+#include "ops/cpu/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
@@ -16,7 +17,20 @@ namespace {
 
 using Vec = std::vector<float>;
 
+// A weight type whose kernel multiplies 8-bit activations (Q8_0 and the quantised types) sees x quantised
+// per row: the reference does the same round trip with the plain quantiser, then the plain dot.
+bool g_f32_activations = false;  // ReferenceOptions::f32_activations of the running call
+
 Vec mul(const ops::Matrix & w, const float * x) {
+    const ops::cpu::TypeKernels * k = ops::cpu::kernels_for(w.type, ops::cpu::Isa::Scalar);
+    Vec seen;
+    if (!g_f32_activations && k != nullptr && k->act_type != tensor::ElemType::F32) {
+        std::vector<uint8_t> q(ops::cpu::act_row_bytes(k->act_type, w.cols));
+        seen.resize(w.cols);
+        k->quantize_act(x, q.data(), w.cols);
+        tensor::dequantize_row(k->act_type, q.data(), seen.data(), w.cols);
+        x = seen.data();
+    }
     Vec y(w.rows);
     for (int64_t o = 0; o < w.rows; ++o) y[o] = ops::dot_row_ref(w, o, x);
     return y;
@@ -317,6 +331,7 @@ struct Ref {
 
 std::vector<float> reference_forward(const model::Model & m, const std::vector<int32_t> & tokens,
                                      const ReferenceOptions & opt) {
+    g_f32_activations = opt.f32_activations;
     const model::Hparams & hp = m.hparams();
     const size_t n = tokens.size(), E = hp.n_embd, hc = hp.hc;
     const Ref ref{m, hp, n};

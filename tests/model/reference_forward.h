@@ -7,12 +7,15 @@
 #include <cmath>
 #include <vector>
 
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 
 namespace offgrid::test {
 
 struct ReferenceOptions {
     bool force_dense = false;   // ignore QSA selection (attend to every visible token)
+    // true: every product in f32, even for weight types whose kernel multiplies 8-bit activations (the
+    // default quantises x per row like the engine does, with the plain quantiser).
+    bool f32_activations = false;
     size_t window = 0;          // > 0: dense attention sees only the last `window` positions (a standard window)
     // Out: the smallest relative gap, over every sparse selection, between the last kept and the first
     // dropped pool score (exact zero ties excluded). A selection whose gap is within float noise may

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "memory/plan.h"
-#include "model/forward.h"
-#include "model/model.h"
+#include "model/qwen4exp/forward.h"
+#include "model/qwen4exp/model.h"
 
 namespace offgrid::test {
 

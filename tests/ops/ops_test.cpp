@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "ops/attention.h"
+#include "ops/cpu/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/half.h"
 #include "ops/matmul.h"
@@ -98,16 +99,31 @@ TEST_P(MatmulTypes, MatchesScalarTwinAndDoubleMaths) {
     matmul_ref(m, x.data(), n_tok, y_ref.data());
     ThreadPool pool(3);
     matmul(m, x.data(), n_tok, y_threads.data(), &pool);
+    // The kernel's activation format: f32, or each token row quantised (then y is the exact dot of the
+    // dequantised weights with the dequantised activations, up to float rounding).
+    const cpu::TypeKernels * k = cpu::kernels_for(type, cpu::active_isa());
+    ASSERT_NE(k, nullptr);
+    std::vector<float> x_seen = x;
+    if (k->act_type != ElemType::F32) {
+        std::vector<uint8_t> q(cpu::act_row_bytes(k->act_type, cols));
+        for (int64_t t = 0; t < n_tok; ++t) {
+            k->quantize_act(x.data() + t * cols, q.data(), cols);
+            tensor::dequantize_row(k->act_type, q.data(), x_seen.data() + t * cols, cols);
+        }
+    }
     std::vector<float> deq(cols);
     for (int64_t t = 0; t < n_tok; ++t) {
         for (int64_t o = 0; o < rows; ++o) {
             dequantize_matrix_row(m, o, deq.data());
-            double exact = 0;
+            double exact = 0, exact_seen = 0;
             for (int64_t i = 0; i < cols; ++i) exact += double(deq[i]) * x[t * cols + i];
-            EXPECT_NEAR(y[t * rows + o], exact, 1e-4);
+            for (int64_t i = 0; i < cols; ++i) exact_seen += double(deq[i]) * x_seen[t * cols + i];
+            EXPECT_NEAR(y[t * rows + o], exact_seen, 1e-4);
             EXPECT_NEAR(y_ref[t * rows + o], exact, 1e-4);
             EXPECT_EQ(y[t * rows + o], y_threads[t * rows + o]);  // bit-identical for any thread count
-            // The stored type only perturbs the weights by its rounding.
+            // The stored type only perturbs the weights by its rounding (f32 activations only: quantised
+            // activations are checked against exact_seen above).
+            if (k->act_type != ElemType::F32) continue;
             double from_float = 0;
             for (int64_t i = 0; i < cols; ++i) from_float += double(wf[o * cols + i]) * x[t * cols + i];
             const double tol = type == ElemType::F32 ? 1e-4 : type == ElemType::F16 ? 2e-2 : 0.2;
@@ -139,7 +155,7 @@ INSTANTIATE_TEST_SUITE_P(AllTypes, MatmulTypes,
 
 TEST(Matmul, RejectsUnsupportedAndBadShapes) {
     float dummy[64] = {};
-    EXPECT_THROW(make_matrix(ElemType::Q4_0, dummy, 32, 1), Error);
+    EXPECT_THROW(make_matrix(ElemType::I32, dummy, 32, 1), Error);  // not a weight type
     EXPECT_THROW(make_matrix(ElemType::Q8_0, dummy, 20, 1), Error);
     EXPECT_THROW(make_matrix(ElemType::F32, dummy, 0, 1), Error);
 }

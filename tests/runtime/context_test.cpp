@@ -11,7 +11,7 @@
 #include <stdexcept>
 
 #include "common/error.h"
-#include "model/gen_model.h"
+#include "model/qwen4exp/gen_model.h"
 #include "offgrid/context.h"
 
 namespace {

@@ -38,7 +38,9 @@ TEST(TypeTable, KnownBlockLayouts) {
         EXPECT_EQ(t->name, row.name);
         EXPECT_EQ(t->block_size, row.block);
         EXPECT_EQ(t->block_bytes, row.bytes);
-        EXPECT_EQ(t->can_dequantize, row.id == 0 || row.id == 1 || row.id == 8 || row.id == 30);
+        const bool readable = row.id <= 3 || (row.id >= 6 && row.id <= 15) || row.id == 20 || row.id == 23 ||
+                              row.id == 30;
+        EXPECT_EQ(t->can_dequantize, readable);
     }
     for (uint32_t removed : {4u, 5u, 31u, 32u, 33u, 36u, 37u, 38u, 43u, 44u, 1000u, 0xffffffffu}) {
         EXPECT_FALSE(type_traits(removed).has_value()) << removed;
@@ -148,7 +150,8 @@ TEST(Dequantize, RejectsPartialBlocksAndUnimplementedTypes) {
     uint8_t buf[64] = {};
     float out[64];
     EXPECT_THROW(dequantize_row(ElemType::Q8_0, buf, out, 31), offgrid::Error);
-    EXPECT_THROW(dequantize_row(ElemType::Q4_0, buf, out, 32), offgrid::Error);
+    EXPECT_THROW(dequantize_row(ElemType::Q4_K, buf, out, 32), offgrid::Error);
+    EXPECT_THROW(dequantize_row(ElemType::IQ2_XXS, buf, out, 256), offgrid::Error);
     EXPECT_THROW(quantize_row(ElemType::Q4_K, out, buf, 256), offgrid::Error);
 }
 

@@ -1,4 +1,4 @@
-#include "model/shift.h"
+#include "model/qwen4exp/shift.h"
 
 #include <vector>
 

@@ -1,4 +1,4 @@
-#include "model/hparams.h"
+#include "model/qwen4exp/hparams.h"
 
 #include <algorithm>
 #include <climits>

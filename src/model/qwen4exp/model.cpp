@@ -1,4 +1,4 @@
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 
 #include "common/error.h"
 

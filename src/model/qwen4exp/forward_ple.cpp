@@ -4,7 +4,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "model/forward_internal.h"
+#include "model/qwen4exp/forward_internal.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/sequence.h"

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "model/forward_internal.h"
+#include "model/qwen4exp/forward_internal.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"

@@ -1,4 +1,4 @@
-#include "model/weights.h"
+#include "model/qwen4exp/weights.h"
 
 #include <string>
 
@@ -44,11 +44,18 @@ public:
     }
 
     ops::Matrix view(const TensorInfo & t, int64_t cols, int64_t rows) const {
+        // Any type dequantize_row reads may hold any matrix (real files mix them); the matrix stays in place in
+        // the mapping and the kernels read its blocks directly.
         if (!ops::supported_weight_type(t.type)) {
-            fail(t.name, "element type " + std::to_string(static_cast<uint32_t>(t.type)) +
-                             " is not supported (f32, f16, bf16, q8_0)");
+            fail(t.name, "element type " + std::string(tensor::traits(t.type).name) +
+                             " is not supported (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K "
+                             "iq4_nl iq4_xs)");
         }
-        if (t.type == tensor::ElemType::Q8_0 && cols % 32 != 0) fail(t.name, "q8_0 rows must be a multiple of 32 wide");
+        const uint32_t block = tensor::traits(t.type).block_size;
+        if (cols % block != 0) {
+            fail(t.name, std::string(tensor::traits(t.type).name) + " rows must be a multiple of " +
+                             std::to_string(block) + " wide");
+        }
         ops::Matrix m = ops::make_matrix(t.type, t.data, cols, rows);
         if (m.row_bytes * static_cast<uint64_t>(rows) > t.n_bytes || t.data == nullptr) {
             fail(t.name, "data is shorter than its shape needs");

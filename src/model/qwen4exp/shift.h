@@ -4,7 +4,7 @@
 #pragma once
 
 #include "memory/plan.h"
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 
 namespace offgrid::model {
 

@@ -7,8 +7,8 @@
 
 #include "gguf/reader.h"
 #include "memory/plan.h"
-#include "model/hparams.h"
-#include "model/weights.h"
+#include "model/qwen4exp/hparams.h"
+#include "model/qwen4exp/weights.h"
 
 namespace offgrid::model {
 

@@ -1,12 +1,13 @@
-// qwen4exp weights: large matrices are views into the GGUF memory map (F32, F16, BF16 or Q8_0, dequantised
-// row by row while multiplying); small vectors (norm gammas, biases, conv kernels, scales) are converted to
-// F32 copies at load. Every tensor's presence, shape and element type is checked at load (spec section 2).
+// qwen4exp weights: large matrices are views into the GGUF memory map, each of any type tensor::dequantize_row
+// reads (F32 F16 BF16 Q8_0 Q4_0 Q4_1 Q5_0 Q5_1 Q2_K..Q6_K IQ4_NL IQ4_XS; files mix them), multiplied through
+// the type's kernels; small vectors (norm gammas, biases, conv kernels, scales) of any of those types are
+// converted to F32 copies once at load. Every tensor's presence, shape and element type is checked at load (spec section 2).
 #pragma once
 
 #include <vector>
 
 #include "gguf/reader.h"
-#include "model/hparams.h"
+#include "model/qwen4exp/hparams.h"
 #include "ops/matmul.h"
 
 namespace offgrid::model {

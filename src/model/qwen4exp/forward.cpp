@@ -1,11 +1,11 @@
-#include "model/forward.h"
+#include "model/qwen4exp/forward.h"
 
 #include <algorithm>
 #include <cstring>
 #include <string>
 
 #include "common/error.h"
-#include "model/forward_internal.h"
+#include "model/qwen4exp/forward_internal.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "memory/plan.h"
-#include "model/model.h"
+#include "model/qwen4exp/model.h"
 #include "ops/thread_pool.h"
 
 namespace offgrid::model {

@@ -1,4 +1,4 @@
-#include "model/gen_model.h"
+#include "model/qwen4exp/gen_model.h"
 
 #include <algorithm>
 #include <cmath>

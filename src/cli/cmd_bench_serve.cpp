@@ -1,0 +1,76 @@
+// `offgrid bench-serve`: a load generator for an OpenAI-compatible server (offgrid serve, llama-server, ...).
+#include <cstdio>
+
+#include "cli/command.h"
+#include "common/error.h"
+#include "runtime/cli_args.h"
+#include "server/load_gen.h"
+
+namespace offgrid::cli {
+
+namespace {
+
+constexpr const char * kUsage =
+    "usage: offgrid bench-serve [--url http://127.0.0.1:8080] [-c CLIENTS] [-n REQUESTS] [options]\n"
+    "\n"
+    "CLIENTS threads send REQUESTS streamed /v1/completions requests in all (greedy, ignore_eos, prompts of token\n"
+    "ids) and print requests/s, output tokens/s, time to first token (TTFT) and inter-token latency (ITL) p50 / p90\n"
+    "/ p99, and the prefix cache's hit rate (usage.prompt_tokens_details.cached_tokens).\n"
+    "\n"
+    "  --url URL             server (http://HOST:PORT; default http://127.0.0.1:8080)\n"
+    "  -c, --clients N       concurrent clients (default 1)\n"
+    "  -n, --requests N      requests in all (default 16)\n"
+    "  -p, --prompt-tokens N prompt tokens after the shared prefix, distinct per request (default 64)\n"
+    "  --shared-prefix N     tokens every prompt starts with (default 0)\n"
+    "  --max-tokens N        tokens generated per request (default 64)\n"
+    "  --model NAME          model id (default: the first of /v1/models)\n"
+    "  --api-key KEY         sent as 'Authorization: Bearer KEY'\n"
+    "  --seed N              prompt seed (default 1)\n"
+    "  --json                JSON instead of the table\n";
+
+int bench_serve_main(const std::vector<std::string> & args) {
+    return runtime::run_with_usage("bench-serve", [&]() -> int {
+        std::string url = "http://127.0.0.1:8080";
+        server::LoadConfig cfg;
+        int64_t clients = 1, requests = 16, prompt = 64, shared = 0, max_tokens = 64, seed = 1;
+        bool as_json = false;
+        runtime::ArgParser p;
+        p.text({"--url"}, &url);
+        p.integer({"-c", "--clients"}, &clients, 1, 1024);
+        p.integer({"-n", "--requests"}, &requests, 1, 1 << 20);
+        p.integer({"-p", "--prompt-tokens"}, &prompt, 1, 1 << 20);
+        p.integer({"--shared-prefix"}, &shared, 0, 1 << 20);
+        p.integer({"--max-tokens"}, &max_tokens, 1, 1 << 20);
+        p.text({"--model"}, &cfg.model);
+        p.text({"--api-key"}, &cfg.api_key);
+        p.integer({"--seed"}, &seed, 0, INT64_MAX);
+        p.flag({"--json"}, &as_json);
+        if (!p.parse(args)) {
+            std::fputs(kUsage, stdout);
+            return 0;
+        }
+        std::string rest = url;
+        if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
+        else if (rest.find("://") != std::string::npos) throw runtime::UsageError("--url: only http:// is supported");
+        while (!rest.empty() && rest.back() == '/') rest.pop_back();
+        const size_t colon = rest.rfind(':');
+        if (colon == std::string::npos) throw runtime::UsageError("--url: give http://HOST:PORT");
+        cfg.host = rest.substr(0, colon);
+        cfg.port = static_cast<int>(runtime::parse_integer("--url port", rest.substr(colon + 1), 1, 65535));
+        cfg.clients = static_cast<int>(clients);
+        cfg.requests = static_cast<int>(requests);
+        cfg.prompt_tokens = static_cast<int>(prompt);
+        cfg.shared_prefix = static_cast<int>(shared);
+        cfg.max_tokens = static_cast<int>(max_tokens);
+        cfg.seed = static_cast<uint64_t>(seed);
+        const server::LoadReport r = server::run_load(cfg);
+        std::fputs((as_json ? server::report_json(cfg, r) : server::report_table(cfg, r)).c_str(), stdout);
+        return r.failed == 0 ? 0 : 1;
+    });
+}
+
+}  // namespace
+
+OFFGRID_COMMAND("bench-serve", "load generator for an OpenAI-compatible server (TTFT, ITL, tokens/s)", bench_serve_main);
+
+}  // namespace offgrid::cli

@@ -1,0 +1,122 @@
+// ISA detection, the OFFGRID_ISA override and the per-level type tables (built once, on first use).
+#include "ops/cpu/dispatch.h"
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "ops/cpu/kernels_float.h"
+#include "ops/cpu/kernels_quant.h"
+
+namespace offgrid::ops::cpu {
+
+namespace {
+
+using tensor::ElemType;
+
+constexpr int kIsaCount = 3;
+
+Isa detect() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    // __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0), not just CPUID.
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                      __builtin_cpu_supports("f16c");
+    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512vnni");
+    if (avx512) return Isa::Avx512;
+    if (avx2) return Isa::Avx2;
+#endif
+    return Isa::Scalar;
+}
+
+Isa from_env(Isa detected) {
+    const char * env = std::getenv("OFFGRID_ISA");
+    if (env == nullptr || *env == '\0') return detected;
+    Isa wanted;
+    if (std::strcmp(env, "scalar") == 0) {
+        wanted = Isa::Scalar;
+    } else if (std::strcmp(env, "avx2") == 0) {
+        wanted = Isa::Avx2;
+    } else if (std::strcmp(env, "avx512") == 0) {
+        wanted = Isa::Avx512;
+    } else {
+        std::fprintf(stderr, "offgrid: OFFGRID_ISA=%s is not scalar, avx2 or avx512; using %s\n", env,
+                     isa_name(detected));
+        return detected;
+    }
+    if (static_cast<int>(wanted) > static_cast<int>(detected)) {
+        std::fprintf(stderr, "offgrid: OFFGRID_ISA=%s is not supported by this CPU; using %s\n", env,
+                     isa_name(detected));
+        return detected;
+    }
+    return wanted;
+}
+
+using Table = std::array<TypeKernels, kTypeTableSize>;
+
+// Level L starts from level L-1's table, so a type without a faster kernel at L keeps the best lower one.
+struct Tables {
+    std::array<Table, kIsaCount> by_isa{};
+    Tables() {
+        Table t{};
+        add_float_kernels_scalar(t.data());
+        add_quant_kernels(Isa::Scalar, t.data());
+        by_isa[0] = t;
+        add_float_kernels_avx2(t.data());
+        add_quant_kernels(Isa::Avx2, t.data());
+        by_isa[1] = t;
+        add_float_kernels_avx512(t.data());
+        add_quant_kernels(Isa::Avx512, t.data());
+        by_isa[2] = t;
+    }
+};
+
+const Tables & tables() {
+    static const Tables t;
+    return t;
+}
+
+}  // namespace
+
+Isa detected_isa() {
+    static const Isa isa = detect();
+    return isa;
+}
+
+Isa active_isa() {
+    static const Isa isa = from_env(detected_isa());
+    return isa;
+}
+
+std::vector<Isa> available_isas() {
+    std::vector<Isa> out;
+    for (int i = 0; i <= static_cast<int>(detected_isa()); ++i) out.push_back(static_cast<Isa>(i));
+    return out;
+}
+
+const char * isa_name(Isa isa) {
+    switch (isa) {
+        case Isa::Scalar: return "scalar";
+        case Isa::Avx2: return "avx2";
+        case Isa::Avx512: return "avx512";
+    }
+    return "?";
+}
+
+const TypeKernels * kernels_for(ElemType type, Isa isa) {
+    const auto id = static_cast<uint32_t>(type);
+    const int level = static_cast<int>(isa);
+    if (id >= kTypeTableSize || level < 0 || level >= kIsaCount) return nullptr;
+    const TypeKernels & k = tables().by_isa[level][id];
+    return k.vec_dot != nullptr ? &k : nullptr;
+}
+
+size_t act_row_bytes(ElemType act_type, int64_t n) {
+    if (act_type == ElemType::F32) return static_cast<size_t>(n) * sizeof(float);
+    return static_cast<size_t>(tensor::row_bytes(act_type, static_cast<uint64_t>(n)));
+}
+
+}  // namespace offgrid::ops::cpu

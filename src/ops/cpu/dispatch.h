@@ -1,0 +1,50 @@
+// Runtime kernel dispatch: one table of kernels per weight type and ISA level, built once, chosen from the
+// CPU's features (or lowered with OFFGRID_ISA=scalar|avx2|avx512 for tests and benchmarks).
+//
+// Invariants every entry keeps:
+//  - vec_dot has a fixed reduction order that depends only on n (never on the caller, the batch or threads);
+//  - dot_tile, when present, is bit-identical to vec_dot for every (row, token) pair it computes;
+//  - quantize_act works on one activation row at a time, so a token's bytes never depend on its neighbours;
+//  - the Scalar entry of a type is its plain twin: the tests compare every other level with it.
+// The interface is shared with the quantised kernels (see KERNEL_CONTRACT in the team notes and
+// docs/kernels.md); keep it backward compatible.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tensor/types.h"
+
+namespace offgrid::ops::cpu {
+
+enum class Isa { Scalar, Avx2, Avx512 };  // Avx2 = AVX2+FMA+F16C; Avx512 = F BW VL DQ VNNI (+ the Avx2 set)
+
+Isa detected_isa();                  // what the CPU supports (read once)
+Isa active_isa();                    // detected, lowered by OFFGRID_ISA=scalar|avx2|avx512 (read once)
+std::vector<Isa> available_isas();   // every level this CPU can run, lowest first
+const char * isa_name(Isa);
+
+struct TypeKernels {
+    tensor::ElemType act_type = tensor::ElemType::F32;  // format of the activation row: F32, Q8_0, Q8_1 or Q8_K
+    // Quantises one activation row of n floats into act_type blocks (null when act_type is F32).
+    void (*quantize_act)(const float * x, void * dst, int64_t n) = nullptr;
+    // dot(weight row of n elements, activation row in act_type), fixed reduction order.
+    float (*vec_dot)(const void * w_row, const void * act_row, int64_t n) = nullptr;
+    // Optional tile: y[t * y_stride + r] = vec_dot(w + r * w_stride, act + t * act_stride, n) for r < n_rows,
+    // t < n_tok (each at most 4), bit-identical to vec_dot. Null: the driver calls vec_dot.
+    void (*dot_tile)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
+                     int n_rows, int n_tok, float * y, size_t y_stride) = nullptr;
+};
+
+constexpr size_t kTypeTableSize = 64;  // indexed by the ggml type id
+constexpr int kTileMax = 4;            // dot_tile handles at most this many rows and tokens
+
+// Kernels of a weight type at a level; null when the type has no entry there (the caller falls back to the
+// generic path: dequantise the row, then the F32 dot).
+const TypeKernels * kernels_for(tensor::ElemType type, Isa isa);
+
+// Bytes of one activation row of n elements in act_type (n elements of F32, or whole blocks).
+size_t act_row_bytes(tensor::ElemType act_type, int64_t n);
+
+}  // namespace offgrid::ops::cpu

@@ -1,0 +1,246 @@
+// AVX2 + FMA + F16C float and Q8_0 kernels and the Q8_0 activation quantiser, compiled with the AVX2 flags and
+// reached only through the dispatch when active_isa() allows it.
+//
+// Reduction order (the same in vec_dot and dot_tile, which makes the tile bit-identical):
+//  - F32 / F16 / BF16: one 8-lane accumulator, lane j sums the elements i = j (mod 8) in index order (the last
+//    partial vector zero-padded), then a fixed horizontal sum.
+//  - Q8_0: per block the exact integer dot as 8 int32 lanes (maddubs + madd), converted to float and
+//    multiplied-added with d_w * d_x into one 8-lane accumulator, then the same horizontal sum.
+#include <cstring>
+
+#include "ops/cpu/kernels_float.h"
+#include "ops/half.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define OFFGRID_KERNELS_AVX2 1
+#endif
+
+namespace offgrid::ops::cpu {
+
+#ifdef OFFGRID_KERNELS_AVX2
+
+namespace {
+
+using tensor::ElemType;
+
+constexpr int kLanes = 8;
+constexpr int kQ8Block = 32;
+constexpr size_t kQ8BlockBytes = 2 + kQ8Block;
+
+inline float hsum(__m256 v) {
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// Loaders of 8 weights starting at element i, as floats; `count` < 8 loads a zero-padded tail.
+struct LoadF32 {
+    static __m256 full(const void * w, int64_t i) { return _mm256_loadu_ps(static_cast<const float *>(w) + i); }
+    static __m256 tail(const void * w, int64_t i, int count) {
+        float buf[kLanes] = {};
+        std::memcpy(buf, static_cast<const float *>(w) + i, sizeof(float) * count);
+        return _mm256_loadu_ps(buf);
+    }
+};
+struct LoadF16 {
+    static __m256 full(const void * w, int64_t i) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(static_cast<const uint16_t *>(w) + i)));
+    }
+    static __m256 tail(const void * w, int64_t i, int count) {
+        uint16_t buf[kLanes] = {};
+        std::memcpy(buf, static_cast<const uint16_t *>(w) + i, 2 * count);
+        return full(buf, 0);
+    }
+};
+struct LoadBF16 {
+    static __m256 full(const void * w, int64_t i) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(static_cast<const uint16_t *>(w) + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    static __m256 tail(const void * w, int64_t i, int count) {
+        uint16_t buf[kLanes] = {};
+        std::memcpy(buf, static_cast<const uint16_t *>(w) + i, 2 * count);
+        return full(buf, 0);
+    }
+};
+
+template <typename L>
+float vec_dot_float(const void * w, const void * xv, int64_t n) {
+    const auto * x = static_cast<const float *>(xv);
+    __m256 acc = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) acc = _mm256_fmadd_ps(L::full(w, i), _mm256_loadu_ps(x + i), acc);
+    if (i < n) {
+        const int c = static_cast<int>(n - i);
+        acc = _mm256_fmadd_ps(L::tail(w, i, c), LoadF32::tail(x, i, c), acc);
+    }
+    return hsum(acc);
+}
+
+// Four weight rows by NT (<= 2) tokens: 8 accumulators, the weights loaded once per step for both tokens.
+template <typename L, int NT>
+void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                 size_t y_stride) {
+    __m256 acc[4][NT];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        __m256 xv[NT];
+        for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x[t] + i);
+        for (int r = 0; r < 4; ++r) {
+            const __m256 wv = L::full(w + r * w_stride, i);
+            for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
+    }
+    if (i < n) {
+        const int c = static_cast<int>(n - i);
+        for (int r = 0; r < 4; ++r) {
+            const __m256 wv = L::tail(w + r * w_stride, i, c);
+            for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_fmadd_ps(wv, LoadF32::tail(x[t], i, c), acc[r][t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+}
+
+// Full-height tiles as passes of two tokens (and one for an odd count); other shapes call vec_dot, which the
+// tile equals bit for bit anyway.
+template <float (*Dot)(const void *, const void *, int64_t),
+          void (*Tile1)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t),
+          void (*Tile2)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t)>
+void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows, int n_tok,
+              float * y, size_t y_stride) {
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * ab = static_cast<const uint8_t *>(act);
+    if (n_rows == 4) {
+        int t = 0;
+        for (; t + 2 <= n_tok; t += 2) Tile2(wb, w_stride, ab + t * act_stride, act_stride, n, y + t * y_stride, y_stride);
+        if (t < n_tok) Tile1(wb, w_stride, ab + t * act_stride, act_stride, n, y + t * y_stride, y_stride);
+        return;
+    }
+    for (int t = 0; t < n_tok; ++t)
+        for (int r = 0; r < n_rows; ++r) y[t * y_stride + r] = Dot(wb + r * w_stride, ab + t * act_stride, n);
+}
+
+// ---- Q8_0 x Q8_0 ----
+
+inline float q8_scale(const uint8_t * block) {
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    return _cvtsh_ss(bits);
+}
+inline __m256i q8_quants(const uint8_t * block) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + 2));
+}
+
+// Exact integer dot of one block as 8 int32 lanes: |w| (unsigned) times x with w's sign. maddubs cannot
+// saturate here: x is never -128 (the quantiser keeps |q| <= 127), so a pair sums to at most 2 * 128 * 127.
+inline __m256i q8_block_dot(__m256i w_abs, __m256i w, __m256i x) {
+    const __m256i p16 = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
+    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
+}
+
+float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * xb = static_cast<const uint8_t *>(x);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQ8Block; ++b, wb += kQ8BlockBytes, xb += kQ8BlockBytes) {
+        const __m256i wq = q8_quants(wb);
+        const __m256i isum = q8_block_dot(_mm256_sign_epi8(wq, wq), wq, q8_quants(xb));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(q8_scale(wb) * q8_scale(xb)), acc);
+    }
+    return hsum(acc);
+}
+
+template <int NT>
+void tile4_q8_0(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                size_t y_stride) {
+    __m256 acc[4][NT];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQ8Block; ++b) {
+        const size_t off = static_cast<size_t>(b) * kQ8BlockBytes;
+        __m256i xq[NT];
+        float xd[NT];
+        for (int t = 0; t < NT; ++t) {
+            xq[t] = q8_quants(act + t * act_stride + off);
+            xd[t] = q8_scale(act + t * act_stride + off);
+        }
+        for (int r = 0; r < 4; ++r) {
+            const uint8_t * wp = w + r * w_stride + off;
+            const __m256i wq = q8_quants(wp);
+            const __m256i w_abs = _mm256_sign_epi8(wq, wq);
+            const float wd = q8_scale(wp);
+            for (int t = 0; t < NT; ++t) {
+                const __m256i isum = q8_block_dot(w_abs, wq, xq[t]);
+                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(wd * xd[t]), acc[r][t]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+}
+
+// Same bytes as the scalar quantiser: the same float operations, and cvtps rounds to nearest even.
+void quantize_row_q8_0_avx2(const float * x, void * dst, int64_t n) {
+    auto * out = static_cast<uint8_t *>(dst);
+    const __m256 abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+    for (int64_t b = 0; b < n / kQ8Block; ++b, x += kQ8Block, out += kQ8BlockBytes) {
+        __m256 v[4];
+        __m256 m = _mm256_setzero_ps();
+        for (int j = 0; j < 4; ++j) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            m = _mm256_max_ps(m, _mm256_and_ps(v[j], abs_mask));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const uint16_t d_bits = float_to_half(d);
+        std::memcpy(out, &d_bits, 2);
+        const __m256 idv = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], idv));
+        // Pack 32 int32 to 32 int8; the packs work per 128-bit lane, the permute restores element order.
+        const __m256i q16a = _mm256_packs_epi32(q[0], q[1]);
+        const __m256i q16b = _mm256_packs_epi32(q[2], q[3]);
+        const __m256i q8 = _mm256_packs_epi16(q16a, q16b);
+        const __m256i ordered = _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(out + 2), ordered);
+    }
+}
+
+}  // namespace
+
+void add_float_kernels_avx2(TypeKernels * table) {
+    auto set = [&](ElemType type, auto vec_dot, auto tile) {
+        TypeKernels & k = table[static_cast<uint32_t>(type)];
+        k.vec_dot = vec_dot;
+        k.dot_tile = tile;
+    };
+    set(ElemType::F32, vec_dot_float<LoadF32>,
+        dot_tile<vec_dot_float<LoadF32>, tile4_float<LoadF32, 1>, tile4_float<LoadF32, 2>>);
+    set(ElemType::F16, vec_dot_float<LoadF16>,
+        dot_tile<vec_dot_float<LoadF16>, tile4_float<LoadF16, 1>, tile4_float<LoadF16, 2>>);
+    set(ElemType::BF16, vec_dot_float<LoadBF16>,
+        dot_tile<vec_dot_float<LoadBF16>, tile4_float<LoadBF16, 1>, tile4_float<LoadBF16, 2>>);
+    TypeKernels & q8 = table[static_cast<uint32_t>(ElemType::Q8_0)];
+    q8.act_type = ElemType::Q8_0;
+    q8.quantize_act = quantize_row_q8_0_avx2;
+    q8.vec_dot = vec_dot_q8_0;
+    q8.dot_tile = dot_tile<vec_dot_q8_0, tile4_q8_0<1>, tile4_q8_0<2>>;
+}
+
+#else
+
+void add_float_kernels_avx2(TypeKernels * /*table*/) {}
+
+#endif
+
+}  // namespace offgrid::ops::cpu

@@ -1,0 +1,259 @@
+// AVX-512 (F BW VL DQ VNNI) float and Q8_0 kernels, compiled with the AVX-512 flags and reached only through
+// the dispatch when active_isa() allows it.
+//
+// Reduction order (the same in vec_dot and dot_tile, which makes the tile bit-identical):
+//  - F32 / F16 / BF16: one 16-lane accumulator, lane j sums the elements i = j (mod 16) in index order (the
+//    last partial vector zero-padded), then a fixed horizontal sum.
+//  - Q8_0: blocks in pairs, the pair's exact integer dots (vpdpbusd) converted to float and multiplied-added
+//    with d_w * d_x into one 16-lane accumulator (lanes 0-7 even blocks, 8-15 odd blocks), then reduced.
+#include <cstring>
+
+#include "ops/cpu/kernels_float.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VNNI__)
+// GCC 12's AVX-512 headers build results on _mm512_undefined_*(), which -Wall reports as uninitialised
+// once inlined (a false positive of the compiler's own headers).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define OFFGRID_KERNELS_AVX512 1
+#endif
+
+namespace offgrid::ops::cpu {
+
+#ifdef OFFGRID_KERNELS_AVX512
+
+namespace {
+
+using tensor::ElemType;
+
+constexpr int kLanes = 16;
+constexpr int kQ8Block = 32;
+constexpr size_t kQ8BlockBytes = 2 + kQ8Block;
+
+// Loaders of 16 weights starting at element i, as floats; `count` < 16 loads a zero-padded tail.
+struct LoadF32 {
+    static __m512 full(const void * w, int64_t i) { return _mm512_loadu_ps(static_cast<const float *>(w) + i); }
+    static __m512 tail(const void * w, int64_t i, int count) {
+        return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), static_cast<const float *>(w) + i);
+    }
+};
+struct LoadF16 {
+    static __m512 full(const void * w, int64_t i) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(static_cast<const uint16_t *>(w) + i)));
+    }
+    static __m512 tail(const void * w, int64_t i, int count) {
+        return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << count) - 1),
+                                                        static_cast<const uint16_t *>(w) + i));
+    }
+};
+struct LoadBF16 {
+    static __m512 widen(__m256i h) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)); }
+    static __m512 full(const void * w, int64_t i) {
+        return widen(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(static_cast<const uint16_t *>(w) + i)));
+    }
+    static __m512 tail(const void * w, int64_t i, int count) {
+        return widen(_mm256_maskz_loadu_epi16(static_cast<__mmask16>((1u << count) - 1),
+                                              static_cast<const uint16_t *>(w) + i));
+    }
+};
+
+// A fixed horizontal sum (GCC 12 warns inside _mm512_reduce_add_ps).
+inline float hsum(__m512 v) {
+    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+inline __m512 load_x(const float * x, int64_t i) { return _mm512_loadu_ps(x + i); }
+inline __m512 load_x_tail(const float * x, int64_t i, int count) {
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << count) - 1), x + i);
+}
+
+template <typename L>
+float vec_dot_float(const void * w, const void * xv, int64_t n) {
+    const auto * x = static_cast<const float *>(xv);
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) acc = _mm512_fmadd_ps(L::full(w, i), load_x(x, i), acc);
+    if (i < n) {
+        const int c = static_cast<int>(n - i);
+        acc = _mm512_fmadd_ps(L::tail(w, i, c), load_x_tail(x, i, c), acc);
+    }
+    return hsum(acc);
+}
+
+// Four weight rows by NT tokens; every accumulator follows vec_dot_float's order exactly.
+template <typename L, int NT>
+void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                 size_t y_stride) {
+    __m512 acc[4][NT];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    int64_t i = 0;
+    for (; i + kLanes <= n; i += kLanes) {
+        __m512 xv[NT];
+        for (int t = 0; t < NT; ++t) xv[t] = load_x(x[t], i);
+        for (int r = 0; r < 4; ++r) {
+            const __m512 wv = L::full(w + r * w_stride, i);
+            for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
+    }
+    if (i < n) {
+        const int c = static_cast<int>(n - i);
+        for (int r = 0; r < 4; ++r) {
+            const __m512 wv = L::tail(w + r * w_stride, i, c);
+            for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(wv, load_x_tail(x[t], i, c), acc[r][t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+}
+
+template <float (*Dot)(const void *, const void *, int64_t), typename Tile4>
+void tile_dispatch(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                   int n_tok, float * y, size_t y_stride, Tile4 tile4) {
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * ab = static_cast<const uint8_t *>(act);
+    if (n_rows == 4 && tile4(wb, w_stride, ab, act_stride, n, n_tok, y, y_stride)) return;
+    for (int t = 0; t < n_tok; ++t)
+        for (int r = 0; r < n_rows; ++r) y[t * y_stride + r] = Dot(wb + r * w_stride, ab + t * act_stride, n);
+}
+
+template <typename L>
+void dot_tile_float(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                    int n_tok, float * y, size_t y_stride) {
+    tile_dispatch<vec_dot_float<L>>(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride,
+                                    [](const uint8_t * wb, size_t ws, const uint8_t * ab, size_t as, int64_t nn,
+                                       int nt, float * yy, size_t ys) {
+                                        switch (nt) {
+                                            case 1: tile4_float<L, 1>(wb, ws, ab, as, nn, yy, ys); return true;
+                                            case 2: tile4_float<L, 2>(wb, ws, ab, as, nn, yy, ys); return true;
+                                            case 3: tile4_float<L, 3>(wb, ws, ab, as, nn, yy, ys); return true;
+                                            case 4: tile4_float<L, 4>(wb, ws, ab, as, nn, yy, ys); return true;
+                                        }
+                                        return false;
+                                    });
+}
+
+// ---- Q8_0 x Q8_0 ----
+
+inline float q8_scale(const uint8_t * block) {
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    return _cvtsh_ss(bits);
+}
+
+// The quants of blocks b and b + 1 (b + 1 absent: zeros) in one register, and their scales per half.
+inline __m512i q8_pair(const uint8_t * blk, bool second) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + 2));
+    const __m256i hi = second ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk + kQ8BlockBytes + 2))
+                              : _mm256_setzero_si256();
+    return _mm512_inserti64x4(_mm512_inserti64x4(_mm512_setzero_si512(), lo, 0), hi, 1);
+}
+inline __m512 q8_pair_scales(const uint8_t * blk, bool second) {
+    const __m256 lo = _mm256_set1_ps(q8_scale(blk));
+    const __m256 hi = second ? _mm256_set1_ps(q8_scale(blk + kQ8BlockBytes)) : _mm256_setzero_ps();
+    return _mm512_insertf32x8(_mm512_insertf32x8(_mm512_setzero_ps(), lo, 0), hi, 1);
+}
+
+// Exact integer dots of a pair of blocks: |w| (unsigned) times x with w's sign (signed), four products per
+// lane. x is never -128 (the activation quantiser keeps |q| <= 127), so the sign flip cannot overflow.
+inline __m512i q8_pair_dot(__m512i w_abs, __mmask64 w_neg, __m512i x) {
+    const __m512i x_signed = _mm512_mask_sub_epi8(x, w_neg, _mm512_setzero_si512(), x);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_abs, x_signed);
+}
+
+float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * xb = static_cast<const uint8_t *>(x);
+    const int64_t nb = n / kQ8Block;
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        const bool second = b + 1 < nb;
+        const uint8_t * wp = wb + b * kQ8BlockBytes;
+        const uint8_t * xp = xb + b * kQ8BlockBytes;
+        const __m512i wq = q8_pair(wp, second);
+        const __m512i isum = q8_pair_dot(_mm512_abs_epi8(wq), _mm512_movepi8_mask(wq), q8_pair(xp, second));
+        const __m512 scale = _mm512_mul_ps(q8_pair_scales(wp, second), q8_pair_scales(xp, second));
+        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
+    }
+    return hsum(acc);
+}
+
+template <int NT>
+void tile4_q8_0(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                size_t y_stride) {
+    const int64_t nb = n / kQ8Block;
+    __m512 acc[4][NT];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        const bool second = b + 1 < nb;
+        const size_t off = static_cast<size_t>(b) * kQ8BlockBytes;
+        __m512i xq[NT];
+        __m512 xd[NT];
+        for (int t = 0; t < NT; ++t) {
+            xq[t] = q8_pair(act + t * act_stride + off, second);
+            xd[t] = q8_pair_scales(act + t * act_stride + off, second);
+        }
+        for (int r = 0; r < 4; ++r) {
+            const uint8_t * wp = w + r * w_stride + off;
+            const __m512i wq = q8_pair(wp, second);
+            const __m512i w_abs = _mm512_abs_epi8(wq);
+            const __mmask64 w_neg = _mm512_movepi8_mask(wq);
+            const __m512 wd = q8_pair_scales(wp, second);
+            for (int t = 0; t < NT; ++t) {
+                const __m512i isum = q8_pair_dot(w_abs, w_neg, xq[t]);
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd, xd[t]), acc[r][t]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+}
+
+void dot_tile_q8_0(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                   int n_tok, float * y, size_t y_stride) {
+    tile_dispatch<vec_dot_q8_0>(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride,
+                                [](const uint8_t * wb, size_t ws, const uint8_t * ab, size_t as, int64_t nn, int nt,
+                                   float * yy, size_t ys) {
+                                    switch (nt) {
+                                        case 1: tile4_q8_0<1>(wb, ws, ab, as, nn, yy, ys); return true;
+                                        case 2: tile4_q8_0<2>(wb, ws, ab, as, nn, yy, ys); return true;
+                                        case 3: tile4_q8_0<3>(wb, ws, ab, as, nn, yy, ys); return true;
+                                        case 4: tile4_q8_0<4>(wb, ws, ab, as, nn, yy, ys); return true;
+                                    }
+                                    return false;
+                                });
+}
+
+}  // namespace
+
+void add_float_kernels_avx512(TypeKernels * table) {
+    auto set = [&](ElemType type, auto vec_dot, auto dot_tile) {
+        TypeKernels & k = table[static_cast<uint32_t>(type)];
+        k.vec_dot = vec_dot;
+        k.dot_tile = dot_tile;
+    };
+    set(ElemType::F32, vec_dot_float<LoadF32>, dot_tile_float<LoadF32>);
+    set(ElemType::F16, vec_dot_float<LoadF16>, dot_tile_float<LoadF16>);
+    set(ElemType::BF16, vec_dot_float<LoadBF16>, dot_tile_float<LoadBF16>);
+    TypeKernels & q8 = table[static_cast<uint32_t>(ElemType::Q8_0)];
+    q8.act_type = ElemType::Q8_0;
+    q8.vec_dot = vec_dot_q8_0;
+    q8.dot_tile = dot_tile_q8_0;
+    // quantize_act: the AVX2 quantiser (inherited from the Avx2 table) gives the same bytes and is cheap.
+}
+
+#else
+
+void add_float_kernels_avx512(TypeKernels * /*table*/) {}
+
+#endif
+
+}  // namespace offgrid::ops::cpu

@@ -1,0 +1,60 @@
+// OpenAI's request shapes: parsing and validation of /v1/completions and /v1/chat/completions bodies into the
+// scheduler's GenRequests, and the error object every failure answers with
+// ({"error": {"message", "type", "param", "code"}}). Every bad input is an ApiError with a 4xx status.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "runtime/tokenizer.h"
+#include "server/chat_template.h"
+#include "server/scheduler.h"
+
+namespace offgrid::server {
+
+using json = nlohmann::json;
+
+struct ApiError : std::runtime_error {
+    ApiError(int status, std::string message, std::string type = "invalid_request_error", std::string param = {},
+             std::string code = {})
+        : std::runtime_error(message), status(status), type(std::move(type)), param(std::move(param)), code(std::move(code)) {}
+    int status;
+    std::string type, param, code;
+};
+
+json error_body(const std::string & message, const std::string & type, const std::string & param = {},
+                const std::string & code = {});
+
+inline constexpr size_t kMaxStopStrings = 4;  // as OpenAI
+inline constexpr int32_t kMaxChoices = 16;
+inline constexpr int32_t kMaxTopLogprobs = 20;
+
+struct ParseLimits {
+    std::string model_id;     // the name /v1/models lists; requests must name it
+    uint32_t seq_capacity;    // most tokens one sequence holds (prompt + generated)
+    int32_t n_vocab;
+    ChatTemplate chat_template;
+};
+
+struct ParsedRequest {
+    bool chat = false;
+    bool stream = false;
+    bool include_usage = false;
+    bool logprobs = false;
+    int32_t n = 1;
+    std::vector<std::vector<int32_t>> prompts;  // one per prompt (the chat has one)
+    std::vector<GenRequest> choices;            // prompts x n, index = prompt * n + k
+};
+
+// Parses a body. Throws ApiError.
+json parse_body(const std::string & body);
+ParsedRequest parse_generation(const json & body, bool chat, const runtime::Tokenizer & tok, const ParseLimits & lim);
+// Checks the "model" field of a request (missing: 400; another model: 404).
+void check_model(const json & body, const std::string & model_id);
+
+}  // namespace offgrid::server

@@ -1,0 +1,431 @@
+#include "server/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <numeric>
+
+#include "common/error.h"
+#include "server/stop_text.h"
+
+namespace offgrid::server {
+
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+double seconds(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double>(b - a).count(); }
+
+ContextParams make_context_params(const Model & model, const SchedulerConfig & cfg) {
+    ContextParams cp;
+    const uint32_t per_slot = std::min<uint32_t>(model.n_ctx_train(), 4096);
+    cp.n_ctx = cfg.n_ctx != 0 ? cfg.n_ctx : per_slot * cfg.n_slots;
+    cp.n_seq_max = cfg.n_slots;
+    cp.unified = false;  // one stream per slot: a long request can never take another's cells
+    cp.n_batch = cfg.n_batch;
+    cp.n_ubatch = cfg.n_ubatch;
+    cp.n_threads = cfg.n_threads;
+    return cp;
+}
+
+// log-softmax of the raw logits: the sampled token's log-probability and the `top` best alternatives.
+TokenLogprob logprobs_of(const float * logits, int32_t n_vocab, int32_t chosen, int32_t top) {
+    float mx = -INFINITY;
+    for (int32_t i = 0; i < n_vocab; ++i) mx = std::max(mx, logits[i]);
+    double sum = 0;
+    for (int32_t i = 0; i < n_vocab; ++i) sum += std::exp(static_cast<double>(logits[i] - mx));
+    const float lse = mx + static_cast<float>(std::log(sum));
+    TokenLogprob out;
+    out.id = chosen;
+    out.logprob = logits[chosen] - lse;
+    if (top > 0) {
+        std::vector<int32_t> ids(static_cast<size_t>(n_vocab));
+        std::iota(ids.begin(), ids.end(), 0);
+        const size_t k = std::min<size_t>(static_cast<size_t>(top), ids.size());
+        std::partial_sort(ids.begin(), ids.begin() + static_cast<std::ptrdiff_t>(k), ids.end(),
+                          [&](int32_t a, int32_t b) { return logits[a] > logits[b] || (logits[a] == logits[b] && a < b); });
+        for (size_t i = 0; i < k; ++i) out.top.emplace_back(ids[i], logits[ids[i]] - lse);
+    }
+    return out;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- Channel
+
+void Channel::push(ChoiceEvent e) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        events_.push_back(std::move(e));
+    }
+    cv_.notify_all();
+}
+
+bool Channel::pop(ChoiceEvent & out, std::chrono::milliseconds timeout) {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout, [&] { return !events_.empty(); })) return false;
+    out = std::move(events_.front());
+    events_.pop_front();
+    return true;
+}
+
+// ---------------------------------------------------------------- Scheduler
+
+struct Scheduler::Job {
+    GenRequest req;
+    std::shared_ptr<Channel> ch;
+    std::string id;
+    Clock::time_point t_arrival, t_start, t_first;
+};
+
+struct Scheduler::Slot {
+    int32_t seq = 0;
+    std::unique_ptr<Job> job;   // null: free
+    size_t n_past = 0;          // tokens in the sequence
+    size_t n_cached = 0;        // prompt tokens restored from the cache
+    size_t branch = 0;          // a position to snapshot during prefill (where the prompt leaves cached paths)
+    bool prefilling = false;
+    bool logits_ready = false;  // the cache gave the prompt's last logits: sample without a decode
+    int32_t pending = -1;       // sampled, not yet decoded
+    std::vector<int32_t> generated;
+    std::unique_ptr<runtime::Sampler> sampler;
+    std::unique_ptr<StopText> stop;
+    std::vector<float> cached_logits;
+};
+
+Scheduler::Scheduler(std::shared_ptr<const Model> model, runtime::Tokenizer tok, const SchedulerConfig & cfg)
+    : model_(std::move(model)),
+      tok_(std::move(tok)),
+      cfg_(cfg),
+      ctx_(model_, make_context_params(*model_, cfg)),
+      capacity_(ctx_.seq_capacity()),
+      n_vocab_(model_->n_vocab()),
+      cache_(cfg.cache_bytes) {
+    slots_.resize(cfg_.n_slots);
+    for (uint32_t i = 0; i < cfg_.n_slots; ++i) slots_[i].seq = static_cast<int32_t>(i);
+    thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() { shutdown(std::chrono::milliseconds(0)); }
+
+SubmitStatus Scheduler::submit(std::vector<GenRequest> reqs, std::shared_ptr<Channel> ch, const std::string & id) {
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!accepting_) return SubmitStatus::ShuttingDown;
+        size_t free_slots = 0;
+        for (const auto & s : slots_) free_slots += s.job ? 0 : 1;
+        // Queue room counts beyond the free slots, so an idle server takes n choices even with a small queue.
+        if (waiting_.size() + reqs.size() > cfg_.max_queue + free_slots) return SubmitStatus::QueueFull;
+        const auto now = Clock::now();
+        for (auto & r : reqs) {
+            auto job = std::make_unique<Job>();
+            job->req = std::move(r);
+            job->ch = ch;
+            job->id = id;
+            job->t_arrival = now;
+            waiting_.push_back(std::move(job));
+        }
+        stats_.queue_length = waiting_.size();
+        stats_.requests += reqs.size();
+    }
+    cv_.notify_all();
+    return SubmitStatus::Ok;
+}
+
+void Scheduler::stop_accepting() {
+    std::lock_guard<std::mutex> lock(mu_);
+    accepting_ = false;
+}
+
+void Scheduler::shutdown(std::chrono::milliseconds grace) {
+    stop_accepting();
+    const auto deadline = Clock::now() + grace;
+    while (Clock::now() < deadline) {
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            if (waiting_.empty() && stats_.slots_busy == 0) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        stopping_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) thread_.join();
+}
+
+void Scheduler::run() {
+    for (;;) {
+        {
+            std::unique_lock<std::mutex> lock(mu_);
+            cv_.wait_for(lock, std::chrono::milliseconds(50), [&] {
+                if (stopping_ || !waiting_.empty()) return true;
+                for (const auto & s : slots_) {
+                    if (s.job) return true;
+                }
+                return false;
+            });
+            if (stopping_) break;
+        }
+        admit();
+        step();
+    }
+    // Stopping: everything left is cancelled with an error event.
+    std::deque<std::unique_ptr<Job>> left;
+    {
+        std::lock_guard<std::mutex> lock(mu_);
+        left.swap(waiting_);
+        stats_.queue_length = 0;
+    }
+    for (auto & j : left) {
+        ChoiceEvent e;
+        e.index = j->req.index;
+        e.done = true;
+        e.error = "the server is shutting down";
+        j->ch->push(std::move(e));
+    }
+    for (auto & s : slots_) {
+        if (s.job) finish(s, "", "the server is shutting down");
+    }
+}
+
+void Scheduler::admit() {
+    for (auto & s : slots_) {
+        if (s.job) continue;
+        std::unique_ptr<Job> job;
+        {
+            std::lock_guard<std::mutex> lock(mu_);
+            while (!waiting_.empty() && !job) {
+                job = std::move(waiting_.front());
+                waiting_.pop_front();
+                if (job->ch->cancelled()) {
+                    ++stats_.requests_cancelled;
+                    job.reset();
+                }
+            }
+            stats_.queue_length = waiting_.size();
+        }
+        if (!job) return;
+        start_job(s, std::move(job));
+    }
+}
+
+void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
+    s.job = std::move(job);
+    Job & j = *s.job;
+    j.t_start = Clock::now();
+    const auto & prompt = j.req.prompt;
+    s.n_past = 0;
+    s.n_cached = 0;
+    s.branch = 0;
+    s.pending = -1;
+    s.generated.clear();
+    s.cached_logits.clear();
+    s.logits_ready = false;
+    s.prefilling = true;
+    s.sampler = std::make_unique<runtime::Sampler>(j.req.sampling);
+    for (const int32_t t : prompt) s.sampler->accept(t);
+    s.stop = std::make_unique<StopText>(j.req.stop);
+    ++stats_.slots_busy;
+    stats_.prompt_tokens += prompt.size();
+
+    ctx_.seq_rm(s.seq, -1, -1);
+    if (cache_.enabled()) {
+        ++stats_.cache_lookups;
+        const PrefixCache::Hit hit = cache_.lookup(prompt, prompt.size());
+        if (hit.length > 0) {
+            try {
+                ctx_.state_set(hit.snap->state, s.seq);
+                s.n_past = hit.length;
+                s.n_cached = hit.length;
+                if (hit.length == prompt.size()) {
+                    s.cached_logits = hit.snap->logits;
+                    s.logits_ready = true;
+                    s.prefilling = false;
+                }
+                ++stats_.cache_hits;
+                stats_.cache_tokens_saved += hit.length;
+            } catch (const std::exception & e) {
+                std::fprintf(stderr, "serve: prefix cache restore failed (%s); prefilling from scratch\n", e.what());
+                ctx_.seq_rm(s.seq, -1, -1);
+                s.n_past = 0;
+            }
+        }
+        const size_t m = cache_.match_length(prompt);
+        if (m > s.n_past && m < prompt.size()) s.branch = m;
+    }
+}
+
+void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits) {
+    if (!cache_.enabled() || n_tokens == 0) return;
+    const Job & j = *s.job;
+    std::vector<int32_t> path;
+    path.reserve(n_tokens);
+    const size_t from_prompt = std::min(n_tokens, j.req.prompt.size());
+    path.assign(j.req.prompt.begin(), j.req.prompt.begin() + static_cast<std::ptrdiff_t>(from_prompt));
+    for (size_t i = from_prompt; i < n_tokens; ++i) path.push_back(s.generated[i - from_prompt]);
+    if (cache_.has(path, logits != nullptr)) return;
+    Snapshot snap;
+    snap.state = ctx_.state_get(s.seq);
+    if (logits) snap.logits.assign(logits, logits + n_vocab_);
+    cache_.insert(path, std::move(snap));
+    stats_.cache_bytes = cache_.bytes();
+    stats_.cache_entries = cache_.entries();
+}
+
+bool Scheduler::step() {
+    // Cancelled requests (client gone) free their slot first.
+    for (auto & s : slots_) {
+        if (s.job && s.job->ch->cancelled()) {
+            ++stats_.requests_cancelled;
+            finish(s, "", "cancelled");
+        }
+    }
+    // Prompts served wholly by the cache sample straight from the stored logits.
+    for (auto & s : slots_) {
+        if (s.job && s.logits_ready) {
+            s.logits_ready = false;
+            const std::vector<float> logits = std::move(s.cached_logits);
+            sample(s, logits.data());
+        }
+    }
+
+    std::vector<BatchToken> batch;
+    struct Part {
+        Slot * slot;
+        size_t n;         // tokens of this slot in the batch
+        bool output;
+    };
+    std::vector<Part> parts;
+    size_t budget = ctx_.params().n_batch;
+    for (auto & s : slots_) {
+        if (!s.job || s.prefilling || s.pending < 0 || budget == 0) continue;
+        batch.push_back(BatchToken{s.pending, static_cast<int32_t>(s.n_past), {s.seq}, true});
+        parts.push_back({&s, 1, true});
+        --budget;
+    }
+    bool has_prefill = false;
+    for (auto & s : slots_) {
+        if (!s.job || !s.prefilling || budget == 0) continue;
+        const auto & prompt = s.job->req.prompt;
+        size_t n = std::min(prompt.size() - s.n_past, budget);
+        if (s.branch > s.n_past && s.branch < s.n_past + n) n = s.branch - s.n_past;  // end the chunk there
+        const bool last = s.n_past + n == prompt.size();
+        for (size_t i = 0; i < n; ++i) {
+            const size_t p = s.n_past + i;
+            batch.push_back(BatchToken{prompt[p], static_cast<int32_t>(p), {s.seq}, last && i + 1 == n});
+        }
+        parts.push_back({&s, n, last});
+        budget -= n;
+        has_prefill = true;
+    }
+    if (batch.empty()) return false;
+
+    const auto t0 = Clock::now();
+    const DecodeResult r = ctx_.decode(batch);
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+    ++stats_.steps;
+    stats_.step_us += static_cast<uint64_t>(us);
+    if (has_prefill) stats_.prefill_step_us += static_cast<uint64_t>(us);
+    if (!r.ok()) {
+        std::fprintf(stderr, "serve: decode failed: %s\n", r.message.c_str());
+        for (auto & p : parts) finish(*p.slot, "", "decode failed: " + r.message);
+        return true;
+    }
+    int32_t row = 0;
+    for (auto & p : parts) {
+        Slot & s = *p.slot;
+        s.n_past += p.n;
+        if (s.prefilling) {
+            stats_.prompt_tokens_decoded += p.n;
+            if (!p.output) {
+                // A chunk boundary: later prompts sharing this prefix restore it.
+                if (s.n_past >= cfg_.min_snapshot || s.n_past == s.branch) snapshot(s, s.n_past, nullptr);
+                continue;
+            }
+            s.prefilling = false;
+            const float * logits = ctx_.logits(row++);
+            snapshot(s, s.n_past, logits);
+            sample(s, logits);
+        } else {
+            s.pending = -1;
+            sample(s, ctx_.logits(row++));
+        }
+    }
+    return true;
+}
+
+void Scheduler::sample(Slot & s, const float * logits) {
+    Job & j = *s.job;
+    const int32_t t = s.sampler->sample({logits, static_cast<size_t>(n_vocab_)});
+    s.sampler->accept(t);
+    s.generated.push_back(t);
+    ++stats_.generated_tokens;
+    if (s.generated.size() == 1) j.t_first = Clock::now();
+
+    ChoiceEvent e;
+    e.index = j.req.index;
+    if (j.req.top_logprobs >= 0) e.logprobs.push_back(logprobs_of(logits, n_vocab_, t, j.req.top_logprobs));
+    if (!j.req.ignore_eos && tok_.is_end_of_generation(t)) {
+        e.text = s.stop->flush();
+        j.ch->push(std::move(e));
+        finish(s, "stop");
+        return;
+    }
+    e.text = s.stop->push(tok_.token_to_piece(t, false));
+    if (s.stop->stopped()) {
+        j.ch->push(std::move(e));
+        finish(s, "stop");
+        return;
+    }
+    const bool full = s.n_past + 1 >= capacity_;
+    if (static_cast<int32_t>(s.generated.size()) >= j.req.max_tokens || full) {
+        e.text += s.stop->flush();
+        j.ch->push(std::move(e));
+        finish(s, "length");
+        return;
+    }
+    j.ch->push(std::move(e));
+    s.pending = t;
+}
+
+void Scheduler::finish(Slot & s, const std::string & reason, const std::string & error) {
+    Job & j = *s.job;
+    const auto now = Clock::now();
+    if (error.empty() && s.generated.size() >= 2) {
+        // The whole exchange (prompt and reply so far) serves a conversation's next turn.
+        snapshot(s, s.n_past, nullptr);
+    }
+    ChoiceEvent e;
+    e.index = j.req.index;
+    e.done = true;
+    e.finish_reason = reason;
+    e.error = error;
+    e.prompt_tokens = static_cast<int32_t>(j.req.prompt.size());
+    e.cached_tokens = static_cast<int32_t>(s.n_cached);
+    e.completion_tokens = static_cast<int32_t>(s.generated.size());
+    if (!error.empty() && error != "cancelled") ++stats_.requests_failed;
+    if (cfg_.log) {
+        const double ttft = s.generated.empty() ? 0.0 : seconds(j.t_arrival, j.t_first);
+        std::fprintf(stderr,
+                     "serve: %s choice %d: prompt %zu (cached %zu), generated %zu, queued %.3f s, ttft %.3f s, "
+                     "total %.3f s, %s\n",
+                     j.id.c_str(), j.req.index, j.req.prompt.size(), s.n_cached, s.generated.size(),
+                     seconds(j.t_arrival, j.t_start), ttft, seconds(j.t_arrival, now),
+                     error.empty() ? ("finish " + reason).c_str() : ("error: " + error).c_str());
+    }
+    // The slot is free before the client hears of the end, so /metrics never shows a finished request's slot busy.
+    ctx_.seq_rm(s.seq, -1, -1);
+    --stats_.slots_busy;
+    std::shared_ptr<Channel> ch = j.ch;
+    s.job.reset();
+    s.sampler.reset();
+    s.stop.reset();
+    s.prefilling = false;
+    s.logits_ready = false;
+    s.pending = -1;
+    ch->push(std::move(e));
+}
+
+}  // namespace offgrid::server
