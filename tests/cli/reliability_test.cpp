@@ -202,12 +202,12 @@ TEST_F(Reliability, Defect5_DefaultContextFitsTheMemory) {
     if (kSanitized) GTEST_SKIP() << "ulimit -v does not work with the sanitizers' shadow memory";
     // 2^24 cells of the tiny model's caches are several GB, allocated and zeroed up front with -c 0.
     const std::string path = variant("long.gguf", [](gguf::Writer & w) { w.set_u32("qwen4exp.context_length", 1u << 24); });
-    CmdResult r = run_limited(1500000, "run -m " + q(path) + " -t 1 -n 2 --temp 0 -p hi");
+    CmdResult r = run_limited(700000, "run -m " + q(path) + " -t 1 -n 2 --temp 0 -p hi");
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.err.find("context capped at"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("-c N"), std::string::npos) << r.err;
     // Asking for it explicitly is an error that says so, not a bare bad_alloc.
-    r = run_limited(1500000, "run -m " + q(path) + " -t 1 -n 2 -c 16777216 -p hi");
+    r = run_limited(700000, "run -m " + q(path) + " -t 1 -n 2 -c 16777216 -p hi");
     EXPECT_EQ(r.status, 1);
     expect_one_line_error(r, "not enough memory for a context of 16777216 cells");
 }
