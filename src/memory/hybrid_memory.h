@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -135,6 +136,11 @@ public:
     void apply_pending_shifts(const RotateFn & rotate);
 
     std::vector<BreakdownEntry> breakdown() const;
+
+    // --- state (format and failure rules: memory/state_io.h; code: state_io.cpp and each cache's *_state.cpp) ---
+    // REQUIRES: no call in progress; seq in [-1, n_seq_max) (-1: the whole memory). Else offgrid::Error.
+    std::vector<uint8_t> save_state(SeqId seq, uint32_t flags = 0) const;
+    void load_state(std::span<const uint8_t> data, SeqId seq, uint32_t flags = 0, const std::string & name = "state");
 
     // --- invariants (the list at the top of this file) ---
     // "" when all hold, else the number and what is broken. Always "" during a call (the books are mid-edit).
