@@ -26,8 +26,8 @@ std::string HybridMemory::invariant_violation() const {
             if (cs.seqs(i).none()) return "(2) stream " + std::to_string(st) + " cell " + std::to_string(i) + ": no sequence";
             // (3) positions
             if (cs.pos(i) > kPosInf - 2) return "(3) cell " + std::to_string(i) + ": position " + std::to_string(cs.pos(i));
-            for (SeqId s = 0; s < kMaxSeq; ++s) {
-                if (!cs.seqs(i).test(s)) continue;
+            const SeqSet & seqs = cs.seqs(i);
+            for (SeqId s = (SeqId)seqs._Find_first(); s < kMaxSeq; s = (SeqId)seqs._Find_next(s)) {
                 if ((uint32_t)s >= n_seq) return "(2) cell " + std::to_string(i) + " holds sequence " + std::to_string(s);
                 if (kv_.n_stream() > 1 && (uint32_t)s != st) return "(1) " + seq_name(s) + "a cell in stream " + std::to_string(st);
                 if (!cs.seq_cells(s).count({cs.pos(i), i})) return "(2) " + seq_name(s) + "cell " + std::to_string(i) + " not indexed";
