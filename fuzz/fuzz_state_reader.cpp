@@ -34,6 +34,8 @@ MemoryParams params() {
 }
 
 void fill(HybridMemory & mem) {
+    // A restored state may carry pending shifts (a field of every cell): apply them, as a context would.
+    if (mem.has_pending_shift()) mem.apply_pending_shifts([](uint32_t, Pos, Pos) {});
     Batch b;
     for (int i = 0; i < 6; ++i) {
         b.tokens.push_back(i);
