@@ -15,6 +15,7 @@
 #include "common/files.h"
 #include "ops/thread_pool.h"
 #include "offgrid/context.h"
+#include "ops/cpu/dispatch.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
 #include "runtime/depth_bench.h"
@@ -206,8 +207,10 @@ int bench_main(const std::vector<std::string> & args) {
         if (tty) std::fprintf(stderr, "\r%-60s\r", "");
 
         if (json) {
-            std::printf("{\n  \"model\": \"%s\",\n  \"description\": \"%s\",\n  \"threads\": %d,\n  \"results\": [\n",
-                        json_escape(model_path).c_str(), json_escape(model->describe()).c_str(), bp.n_threads);
+            std::printf("{\n  \"model\": \"%s\",\n  \"description\": \"%s\",\n  \"threads\": %d,\n"
+                        "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"results\": [\n",
+                        json_escape(model_path).c_str(), json_escape(model->describe()).c_str(), bp.n_threads,
+                        ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()));
             for (size_t i = 0; i < results.size(); ++i) {
                 const auto & r = results[i];
                 std::printf("    {\"mode\": \"%s\", \"depth\": %u, \"n_prompt\": %u, \"prompt_seconds\": %.6f, "
@@ -219,7 +222,8 @@ int bench_main(const std::vector<std::string> & args) {
             }
             std::printf("  ]\n}\n");
         } else {
-            std::printf("model: %s\nthreads: %d\n", model->describe().c_str(), bp.n_threads);
+            std::printf("model: %s\nthreads: %d\nisa: %s (detected %s)\n", model->describe().c_str(), bp.n_threads,
+                        ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()));
             std::printf("| %-6s | %8s | %14s | %14s | %10s |\n", "mode", "depth", ("pp" + std::to_string(n_prompt) + " t/s").c_str(),
                         ("tg" + std::to_string(n_gen) + " t/s").c_str(), "ms/token");
             std::printf("|--------|----------|----------------|----------------|------------|\n");

@@ -38,6 +38,7 @@ void KvCache::write_attention(const std::vector<StateStream> & streams, StateWri
         }
         for (uint32_t l = 0; l < n_layers(); ++l) {
             for (const StateCell & c : sd.cells) w.raw(k_[l].data() + (size_t)c.cell * k_row_bytes_, k_row_bytes_);
+            if (v_.empty()) continue;  // no V rows (v_width 0)
             for (const StateCell & c : sd.cells) w.raw(v_[l].data() + (size_t)c.cell * v_row_bytes_, v_row_bytes_);
         }
     }
@@ -101,7 +102,7 @@ void KvCache::restore_cells(const std::vector<StateStream> & streams) {
             cs.head = std::max(cs.head, local + 1);
             for (uint32_t l = 0; l < n_layers(); ++l) {
                 std::memcpy(k_row(l, c.cell), sd.k[l] + i * k_row_bytes_, k_row_bytes_);
-                std::memcpy(v_row(l, c.cell), sd.v[l] + i * v_row_bytes_, v_row_bytes_);
+                if (!v_.empty()) std::memcpy(v_row(l, c.cell), sd.v[l] + i * v_row_bytes_, v_row_bytes_);
                 if (!sd.idx.empty()) std::memcpy(idx_row(l, c.cell), sd.idx[l] + i * idx_row_bytes_, idx_row_bytes_);
             }
         }

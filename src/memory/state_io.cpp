@@ -4,6 +4,7 @@
 
 #include <cstring>
 #include <map>
+#include <stdexcept>
 
 #include "common/crc32c.h"
 #include "common/error.h"
@@ -19,7 +20,8 @@ std::vector<std::pair<const char *, uint32_t>> fingerprint(const HybridMemory & 
     return {
         {"n_stream", mem.kv().n_stream()},       {"cells_per_stream", mem.kv().kv_size()},
         {"n_seq_max", p.n_seq_max},              {"n_attn_layers", p.shape.n_attn_layers},
-        {"kv_width", p.shape.kv_width},          {"idx_width", p.shape.idx_width},
+        {"k_width", p.shape.k_width},            {"v_width", p.shape.v_width},
+        {"idx_width", p.shape.idx_width},        {"idx_parts", p.shape.idx_width > 0 ? p.shape.idx_parts : 0u},
         {"type_k", (uint32_t)p.shape.type_k},    {"type_v", (uint32_t)p.shape.type_v},
         {"n_recr_layers", p.shape.n_recr_layers}, {"conv_floats", p.shape.conv_floats},
         {"ssm_floats", p.shape.ssm_floats},      {"ple_floats", p.shape.ple_floats},
@@ -47,7 +49,8 @@ void read_header(StateReader & r, const HybridMemory & mem, SeqId seq, uint32_t 
 }
 
 constexpr const char * kSectionNames[3] = {"attention section", "recurrent section", "indexer section"};
-constexpr size_t kHeaderBytes = (5 + 15) * 4;  // magic, version, kind, flags, source seq id, the shape fields
+constexpr size_t kShapeFields = 17;  // fingerprint()'s entries
+constexpr size_t kHeaderBytes = (5 + kShapeFields) * 4;  // magic, version, kind, flags, source seq id, the shape
 
 struct Frame {
     std::span<const uint8_t> header;   // up to the header checksum
@@ -132,6 +135,7 @@ std::vector<uint8_t> HybridMemory::save_state(SeqId seq, uint32_t flags) const {
     w.u32(flags);
     w.i32(seq);
     for (auto & [name, v] : fingerprint(*this)) w.u32(v);
+    if (w.out.size() != kHeaderBytes) throw std::logic_error("state_save: the header has " + std::to_string(w.out.size()) + " bytes");
     w.u32(crc32c(w.out.data(), w.out.size()));
 
     const bool partial = (flags & kPartialOnly) != 0;

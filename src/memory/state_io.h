@@ -22,7 +22,7 @@
 namespace offgrid::memory {
 
 inline constexpr uint32_t kStateMagic = 0x534D474F;  // "OGMS"
-inline constexpr uint32_t kStateVersion = 2;  // 2: checksums; version 1 is refused
+inline constexpr uint32_t kStateVersion = 3;  // 2: separate K and V widths, indexer row parts; 3: checksums
 inline constexpr uint32_t kPartialOnly = 1;
 
 // seq = -1: the whole context.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "ops/cpu/vec.h"
 #include "ops/elementwise.h"
 #include "ops/half.h"
 
@@ -21,25 +22,52 @@ void check_cache_type(ElemType type) {
     }
 }
 
+const cpu::VecKernels & vk() { return cpu::vec_kernels(); }
+
 float dot_cache(const float * q, const void * row, ElemType type, size_t offset, size_t n) {
-    float s = 0.0f;
-    if (type == ElemType::F32) {
-        const float * r = static_cast<const float *>(row) + offset;
-        for (size_t i = 0; i < n; ++i) s += q[i] * r[i];
-    } else {
-        const uint16_t * r = static_cast<const uint16_t *>(row) + offset;
-        for (size_t i = 0; i < n; ++i) s += q[i] * half_to_float(r[i]);
-    }
-    return s;
+    if (type == ElemType::F32) return vk().dot_f32(q, static_cast<const float *>(row) + offset, n);
+    return vk().dot_f16(q, static_cast<const uint16_t *>(row) + offset, n);
 }
 
 void axpy_cache(float a, const void * row, ElemType type, size_t offset, size_t n, float * out) {
     if (type == ElemType::F32) {
-        const float * r = static_cast<const float *>(row) + offset;
-        for (size_t i = 0; i < n; ++i) out[i] += a * r[i];
+        vk().axpy_f32(a, static_cast<const float *>(row) + offset, out, n);
     } else {
-        const uint16_t * r = static_cast<const uint16_t *>(row) + offset;
-        for (size_t i = 0; i < n; ++i) out[i] += a * half_to_float(r[i]);
+        vk().axpy_f16(a, static_cast<const uint16_t *>(row) + offset, out, n);
+    }
+}
+
+// Online softmax over blocks of kKeyBlock rows: per block the scores, the running maximum (the accumulated sum
+// and output rescaled when it grows), then exp(score - max) weights and the weighted V rows, rows in order.
+// One query's state; attend_heads runs several over the same rows with the same arithmetic.
+constexpr size_t kKeyBlock = 32;
+constexpr size_t kQueryBlock = 16;
+
+struct OnlineSoftmax {
+    float max = -INFINITY;
+    float sum = 0.0f;
+};
+
+void attend_block(const float * q, size_t head_dim, const CacheRows & k, const CacheRows & v, size_t offset,
+                  float scale, size_t j0, size_t j1, OnlineSoftmax & st, float * acc) {
+    float s[kKeyBlock];
+    float block_max = -INFINITY;
+    for (size_t j = j0; j < j1; ++j) {
+        s[j - j0] = scale * dot_cache(q, k.rows[j], k.type, offset, head_dim);
+        block_max = std::max(block_max, s[j - j0]);
+    }
+    if (block_max > st.max) {
+        if (st.sum != 0.0f) {
+            const float f = std::exp(st.max - block_max);
+            st.sum *= f;
+            vk().scale(f, acc, head_dim);
+        }
+        st.max = block_max;
+    }
+    for (size_t j = j0; j < j1; ++j) {
+        const float w = std::exp(s[j - j0] - st.max);
+        st.sum += w;
+        axpy_cache(w, v.rows[j], v.type, offset, head_dim, acc);
     }
 }
 
@@ -68,42 +96,11 @@ void load_cache_row(const void * row, ElemType type, float * x, size_t n) {
 void score_pools(const float * q, size_t n_heads, size_t dim, std::span<const void * const> keys, ElemType type,
                  float * out) {
     check_cache_type(type);
-    // Four pools at a time: their sums are independent chains, so the core overlaps them, while each pool's own
-    // sum keeps the plain order. F16 keys are widened once into a small buffer per block.
-    constexpr size_t kBlock = 4;
-    std::vector<float> wide(kBlock * dim);
-    const size_t n = keys.size();
-    size_t p = 0;
-    for (; p + kBlock <= n; p += kBlock) {
-        const float * k[kBlock];
-        for (size_t b = 0; b < kBlock; ++b) {
-            if (type == ElemType::F32) {
-                k[b] = static_cast<const float *>(keys[p + b]);
-            } else {
-                const auto * h = static_cast<const uint16_t *>(keys[p + b]);
-                float * w = &wide[b * dim];
-                for (size_t i = 0; i < dim; ++i) w[i] = half_to_float(h[i]);
-                k[b] = w;
-            }
-        }
-        float s[kBlock] = {0.0f, 0.0f, 0.0f, 0.0f};
-        for (size_t hd = 0; hd < n_heads; ++hd) {
-            const float * qh = q + hd * dim;
-            float d0 = 0.0f, d1 = 0.0f, d2 = 0.0f, d3 = 0.0f;
-            for (size_t i = 0; i < dim; ++i) {
-                d0 += qh[i] * k[0][i];
-                d1 += qh[i] * k[1][i];
-                d2 += qh[i] * k[2][i];
-                d3 += qh[i] * k[3][i];
-            }
-            s[0] += relu(d0);
-            s[1] += relu(d1);
-            s[2] += relu(d2);
-            s[3] += relu(d3);
-        }
-        for (size_t b = 0; b < kBlock; ++b) out[p + b] = s[b];
+    for (size_t p = 0; p < keys.size(); ++p) {
+        float s = 0.0f;
+        for (size_t hd = 0; hd < n_heads; ++hd) s += relu(dot_cache(q + hd * dim, keys[p], type, 0, dim));
+        out[p] = s;
     }
-    if (p < n) score_pools_ref(q, n_heads, dim, keys.subspan(p), type, out + p);
 }
 
 void score_pools_ref(const float * q, size_t n_heads, size_t dim, std::span<const void * const> keys, ElemType type,
@@ -123,15 +120,29 @@ void score_pools_ref(const float * q, size_t n_heads, size_t dim, std::span<cons
 }
 
 void attend_head(const float * q, size_t head_dim, const CacheRows & k, const CacheRows & v, size_t offset,
-                 float scale, float * scratch, float * out) {
+                 float scale, float * /*scratch*/, float * out) {
+    attend_heads(q, 1, head_dim, head_dim, k, v, offset, scale, out, head_dim);
+}
+
+void attend_heads(const float * q, size_t n_queries, size_t q_stride, size_t head_dim, const CacheRows & k,
+                  const CacheRows & v, size_t offset, float scale, float * out, size_t out_stride) {
     check_cache_type(k.type);
     check_cache_type(v.type);
     const size_t n = k.rows.size();
-    std::fill(out, out + head_dim, 0.0f);
+    for (size_t i = 0; i < n_queries; ++i) std::fill(out + i * out_stride, out + i * out_stride + head_dim, 0.0f);
     if (n == 0) return;
-    for (size_t j = 0; j < n; ++j) scratch[j] = scale * dot_cache(q, k.rows[j], k.type, offset, head_dim);
-    softmax(scratch, n);
-    for (size_t j = 0; j < n; ++j) axpy_cache(scratch[j], v.rows[j], v.type, offset, head_dim, out);
+    for (size_t i0 = 0; i0 < n_queries; i0 += kQueryBlock) {
+        const size_t i1 = std::min(n_queries, i0 + kQueryBlock);
+        OnlineSoftmax st[kQueryBlock];
+        // Key blocks outer, queries inner: a block of K and V rows is read from memory once for all queries.
+        for (size_t j0 = 0; j0 < n; j0 += kKeyBlock) {
+            const size_t j1 = std::min(n, j0 + kKeyBlock);
+            for (size_t i = i0; i < i1; ++i) {
+                attend_block(q + i * q_stride, head_dim, k, v, offset, scale, j0, j1, st[i - i0], out + i * out_stride);
+            }
+        }
+        for (size_t i = i0; i < i1; ++i) vk().scale(1.0f / st[i - i0].sum, out + i * out_stride, head_dim);
+    }
 }
 
 void attend_head_ref(const float * q, size_t head_dim, const CacheRows & k, const CacheRows & v, size_t offset,

@@ -2,6 +2,8 @@
 
 #include <vector>
 
+#include "ops/cpu/vec.h"
+
 namespace offgrid::ops {
 
 void causal_conv_step(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,
@@ -43,21 +45,7 @@ void causal_conv_ref(const float * weights, size_t kernel, size_t dilation, size
 
 void gated_delta_step(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
                       float decay, float beta, float scale, float * out) {
-    for (size_t m = 0; m < dv; ++m) {
-        float * col = state + m * dk;  // S[., m] is contiguous
-        float kv = 0.0f;
-        for (size_t i = 0; i < dk; ++i) {
-            col[i] *= decay;
-            kv += col[i] * k[i];
-        }
-        const float delta = beta * (v[m] - kv);
-        float qs = 0.0f;
-        for (size_t i = 0; i < dk; ++i) {
-            col[i] += k[i] * delta;
-            qs += col[i] * q[i];
-        }
-        out[m] = scale * qs;
-    }
+    cpu::vec_kernels().gated_delta_step(state, dk, dv, q, k, v, decay, beta, scale, out);
 }
 
 void gated_delta_step_ref(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,

@@ -19,7 +19,8 @@ void causal_conv_step(const float * weights, size_t kernel, size_t dilation, siz
 void causal_conv_ref(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,
                      const float * x, size_t n_frames, float * out);
 
-// One token of the gated delta rule for one value head. state[i + dk * m] (i < dk key index, m < dv value
+// One token of the gated delta rule for one value head, with the SIMD kernel of the active ISA level
+// (ops/cpu/vec.h; one fixed order per level). state[i + dk * m] (i < dk key index, m < dv value
 // index). decay = exp(g) with g <= 0, beta in (0, 1); q and k are L2-normalised key-head vectors:
 //   S <- decay * S;  delta[m] = beta * (v[m] - sum_i S[i,m] k[i]);  S[i,m] += k[i] * delta[m]
 //   out[m] = scale * sum_i S[i,m] q[i]

@@ -9,7 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "ops/attention.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/vec.h"
+#include "ops/half.h"
 #include "tensor/quantize.h"
 #include "tensor/types.h"
 
@@ -205,6 +208,98 @@ TEST(Dispatch, Q8_0ActivationQuantiser) {
         std::vector<uint8_t> z(68, 0xff);
         k.quantize_act(zeros.data(), z.data(), 64);
         for (uint8_t byte : z) EXPECT_EQ(byte, 0);  // d = 0 and q = 0
+    }
+}
+
+std::vector<uint16_t> to_f16(const std::vector<float> & x) {
+    std::vector<uint16_t> h(x.size());
+    for (size_t i = 0; i < x.size(); ++i) h[i] = float_to_half(x[i]);
+    return h;
+}
+
+double abs_dot(const float * a, const float * b, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; ++i) s += std::fabs(double(a[i]) * b[i]);
+    return s;
+}
+
+TEST(VecKernels, EveryLevelMatchesScalarTwin) {
+    const VecKernels & ref = vec_kernels(Isa::Scalar);
+    for (Isa isa : available_isas()) {
+        const VecKernels & k = vec_kernels(isa);
+        for (size_t n : {1u, 5u, 8u, 15u, 16u, 31u, 32u, 33u, 100u, 128u}) {
+            const auto a = random_floats(n, 10 + n), b = random_floats(n, 20 + n);
+            const auto bh = to_f16(b);
+            std::vector<float> bw(n);
+            for (size_t i = 0; i < n; ++i) bw[i] = half_to_float(bh[i]);
+            EXPECT_NEAR(k.dot_f32(a.data(), b.data(), n), ref.dot_f32(a.data(), b.data(), n),
+                        1e-6 * abs_dot(a.data(), b.data(), n)) << isa_name(isa) << " n=" << n;
+            EXPECT_NEAR(k.dot_f16(a.data(), bh.data(), n), ref.dot_f16(a.data(), bh.data(), n),
+                        1e-6 * abs_dot(a.data(), bw.data(), n)) << isa_name(isa) << " n=" << n;
+            auto y1 = random_floats(n, 30 + n), y2 = y1, y3 = y1, y4 = y1;
+            k.axpy_f32(0.37f, a.data(), y1.data(), n);
+            ref.axpy_f32(0.37f, a.data(), y2.data(), n);
+            k.axpy_f16(-1.5f, bh.data(), y3.data(), n);
+            ref.axpy_f16(-1.5f, bh.data(), y4.data(), n);
+            for (size_t i = 0; i < n; ++i) {
+                // An FMA rounds once where the twin rounds twice: at most one rounding of the product apart.
+                EXPECT_NEAR(y1[i], y2[i], 1e-6 * (std::fabs(y2[i]) + std::fabs(0.37f * a[i]))) << isa_name(isa);
+                EXPECT_NEAR(y3[i], y4[i], 1e-6 * (std::fabs(y4[i]) + std::fabs(1.5f * bw[i]))) << isa_name(isa);
+            }
+            auto z1 = a, z2 = a;
+            k.scale(0.3f, z1.data(), n);
+            ref.scale(0.3f, z2.data(), n);
+            for (size_t i = 0; i < n; ++i) EXPECT_EQ(z1[i], z2[i]) << isa_name(isa);  // one rounding either way
+        }
+        for (size_t dk : {8u, 20u, 128u}) {
+            const size_t dv = 6;
+            auto s_a = random_floats(dk * dv, 7 + dk), s_b = s_a;
+            for (int t = 0; t < 4; ++t) {
+                auto q = random_floats(dk, 40 + t), kk = random_floats(dk, 50 + t);
+                for (auto * v : {&q, &kk}) {  // unit vectors, as the model feeds it
+                    double n2 = 0;
+                    for (float x : *v) n2 += double(x) * x;
+                    for (float & x : *v) x = float(x / std::sqrt(n2));
+                }
+                const auto v = random_floats(dv, 60 + t);
+                std::vector<float> oa(dv), ob(dv);
+                k.gated_delta_step(s_a.data(), dk, dv, q.data(), kk.data(), v.data(), 0.9f, 0.3f, 0.25f, oa.data());
+                ref.gated_delta_step(s_b.data(), dk, dv, q.data(), kk.data(), v.data(), 0.9f, 0.3f, 0.25f, ob.data());
+                for (size_t m = 0; m < dv; ++m) EXPECT_NEAR(oa[m], ob[m], 1e-5) << isa_name(isa) << " dk=" << dk;
+            }
+            for (size_t i = 0; i < s_a.size(); ++i) EXPECT_NEAR(s_a[i], s_b[i], 1e-5) << isa_name(isa);
+        }
+    }
+}
+
+// attend_heads gives each query attend_head's bits; both follow the plain twin within float rounding, over
+// more rows than one key block and with F16 rows.
+TEST(VecKernels, BlockOfQueriesEqualsOneQueryAtATime) {
+    const size_t d = 128, width = 2 * d, n = 77, n_q = 5;
+    const auto q = random_floats(n_q * d, 80);
+    for (ElemType type : {ElemType::F32, ElemType::F16}) {
+        std::vector<std::vector<uint8_t>> kr(n, std::vector<uint8_t>(width * 4)), vr(n, std::vector<uint8_t>(width * 4));
+        std::vector<const void *> kp, vp;
+        for (size_t j = 0; j < n; ++j) {
+            auto kf = random_floats(width, 90 + j);
+            for (float & x : kf) x *= 0.3f;
+            const auto vf = random_floats(width, 300 + j);
+            store_cache_row(kr[j].data(), type, kf.data(), width);
+            store_cache_row(vr[j].data(), type, vf.data(), width);
+            kp.push_back(kr[j].data());
+            vp.push_back(vr[j].data());
+        }
+        const CacheRows k{kp, type}, v{vp, type};
+        std::vector<float> block(n_q * d), one(d), ref(d);
+        attend_heads(q.data(), n_q, d, d, k, v, d, 0.125f, block.data(), d);
+        for (size_t i = 0; i < n_q; ++i) {
+            attend_head(q.data() + i * d, d, k, v, d, 0.125f, nullptr, one.data());
+            attend_head_ref(q.data() + i * d, d, k, v, d, 0.125f, ref.data());
+            for (size_t e = 0; e < d; ++e) {
+                ASSERT_EQ(std::memcmp(&block[i * d + e], &one[e], 4), 0) << "query " << i << " element " << e;
+                EXPECT_NEAR(one[e], ref[e], 2e-6) << "query " << i << " element " << e;
+            }
+        }
     }
 }
 

@@ -1,0 +1,33 @@
+// Vector primitives of the attention and recurrence kernels (f32 activations, F32 or F16 cache rows), one set
+// per ISA level, chosen like the matmul kernels (ops/cpu/dispatch.h). Each level has a fixed reduction order
+// that depends only on n, so a result depends on the level, never on threads or batches. The Scalar set is the
+// plain twin the tests compare the others with.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "ops/cpu/dispatch.h"
+
+namespace offgrid::ops::cpu {
+
+struct VecKernels {
+    float (*dot_f32)(const float * a, const float * b, size_t n) = nullptr;
+    float (*dot_f16)(const float * a, const uint16_t * b, size_t n) = nullptr;  // b widened exactly
+    void (*axpy_f32)(float a, const float * x, float * y, size_t n) = nullptr;  // y += a x
+    void (*axpy_f16)(float a, const uint16_t * x, float * y, size_t n) = nullptr;
+    void (*scale)(float a, float * y, size_t n) = nullptr;                      // y *= a
+    // One token of the gated delta rule for one value head (see ops/sequence.h for the maths).
+    void (*gated_delta_step)(float * state, size_t dk, size_t dv, const float * q, const float * k,
+                             const float * v, float decay, float beta, float scale, float * out) = nullptr;
+};
+
+const VecKernels & vec_kernels(Isa isa);
+const VecKernels & vec_kernels();  // at active_isa()
+
+// Level sets (ISA files; an empty function leaves the lower level's entries in place).
+void add_vec_kernels_scalar(VecKernels & k);
+void add_vec_kernels_avx2(VecKernels & k);
+void add_vec_kernels_avx512(VecKernels & k);
+
+}  // namespace offgrid::ops::cpu

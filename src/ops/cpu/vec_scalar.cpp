@@ -1,0 +1,88 @@
+// Scalar twins of the vector primitives: plain loops in index order.
+#include "ops/cpu/vec.h"
+#include "ops/half.h"
+
+namespace offgrid::ops::cpu {
+
+namespace {
+
+float dot_f32(const float * a, const float * b, size_t n) {
+    float s = 0.0f;
+    for (size_t i = 0; i < n; ++i) s += a[i] * b[i];
+    return s;
+}
+
+float dot_f16(const float * a, const uint16_t * b, size_t n) {
+    float s = 0.0f;
+    for (size_t i = 0; i < n; ++i) s += a[i] * half_to_float(b[i]);
+    return s;
+}
+
+void axpy_f32(float a, const float * x, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void axpy_f16(float a, const uint16_t * x, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] += a * half_to_float(x[i]);
+}
+
+void scale(float a, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] *= a;
+}
+
+void gated_delta_step(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
+                      float decay, float beta, float scale, float * out) {
+    for (size_t m = 0; m < dv; ++m) {
+        float * col = state + m * dk;  // S[., m] is contiguous
+        float kv = 0.0f;
+        for (size_t i = 0; i < dk; ++i) {
+            col[i] *= decay;
+            kv += col[i] * k[i];
+        }
+        const float delta = beta * (v[m] - kv);
+        float qs = 0.0f;
+        for (size_t i = 0; i < dk; ++i) {
+            col[i] += k[i] * delta;
+            qs += col[i] * q[i];
+        }
+        out[m] = scale * qs;
+    }
+}
+
+}  // namespace
+
+void add_vec_kernels_scalar(VecKernels & k) {
+    k.dot_f32 = dot_f32;
+    k.dot_f16 = dot_f16;
+    k.axpy_f32 = axpy_f32;
+    k.axpy_f16 = axpy_f16;
+    k.scale = scale;
+    k.gated_delta_step = gated_delta_step;
+}
+
+namespace {
+struct VecTables {
+    VecKernels by_isa[3];
+    VecTables() {
+        VecKernels k;
+        add_vec_kernels_scalar(k);
+        by_isa[0] = k;
+        add_vec_kernels_avx2(k);
+        by_isa[1] = k;
+        add_vec_kernels_avx512(k);
+        by_isa[2] = k;
+    }
+};
+}  // namespace
+
+const VecKernels & vec_kernels(Isa isa) {
+    static const VecTables t;
+    return t.by_isa[static_cast<int>(isa)];
+}
+
+const VecKernels & vec_kernels() {
+    static const VecKernels & k = vec_kernels(active_isa());
+    return k;
+}
+
+}  // namespace offgrid::ops::cpu
