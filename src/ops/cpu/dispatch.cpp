@@ -6,6 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "ops/cpu/kernels_float.h"
 #include "ops/cpu/kernels_quant.h"
 
@@ -17,12 +21,22 @@ using tensor::ElemType;
 
 constexpr int kIsaCount = 3;
 
+// clang 14 does not know "f16c" in __builtin_cpu_supports (the fuzz build uses clang): CPUID leaf 1, ECX bit 29.
+// The OS support of the wide registers F16C needs is the AVX2 check's.
+bool cpu_has_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+    return false;
+#endif
+}
+
 Isa detect() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     // __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0), not just CPUID.
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                         __builtin_cpu_supports("avx512vnni");
