@@ -4,7 +4,8 @@
 // Reduction order (the same in vec_dot and dot_tile, which makes the tile bit-identical):
 //  - F32 / F16 / BF16: one 8-lane accumulator, lane j sums the elements i = j (mod 8) in index order (the last
 //    partial vector zero-padded), then a fixed horizontal sum.
-//  - Q8_0: per block the exact integer dot as 8 int32 lanes (maddubs + madd), converted to float and
+//  - Q8_0 against f32 activations: like the float types, each weight widened to d * q in registers.
+//  - Q8_0 against Q8_0 activations (the int8 variant): per block the exact integer dot as 8 int32 lanes (maddubs + madd), converted to float and
 //    multiplied-added with d_w * d_x into one 8-lane accumulator, then the same horizontal sum.
 #include <cstring>
 
@@ -62,6 +63,28 @@ struct LoadBF16 {
         uint16_t buf[kLanes] = {};
         std::memcpy(buf, static_cast<const uint16_t *>(w) + i, 2 * count);
         return full(buf, 0);
+    }
+};
+
+// Q8_0 weights widened in registers: 8 quants of one block, converted and multiplied by the block's d (the
+// same float product as dequantize_row). Rows are whole blocks, so a tail never occurs; it is handled anyway.
+inline float q8_scale_of(const uint8_t * block) {
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    return _cvtsh_ss(bits);
+}
+struct LoadQ8 {
+    static __m256 full(const void * w, int64_t i) {
+        const uint8_t * blk = static_cast<const uint8_t *>(w) + (i / kQ8Block) * kQ8BlockBytes;
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(blk + 2 + i % kQ8Block));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(q8_scale_of(blk)));
+    }
+    static __m256 tail(const void * w, int64_t i, int count) {
+        const uint8_t * blk = static_cast<const uint8_t *>(w) + (i / kQ8Block) * kQ8BlockBytes;
+        int8_t buf[16] = {};
+        std::memcpy(buf, blk + 2 + i % kQ8Block, count);
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(buf));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(q8_scale_of(blk)));
     }
 };
 
@@ -201,7 +224,7 @@ void quantize_row_q8_0_avx2(const float * x, void * dst, int64_t n) {
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         const float amax = _mm_cvtss_f32(m4);
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const uint16_t d_bits = float_to_half(d);
         std::memcpy(out, &d_bits, 2);
         const __m256 idv = _mm256_set1_ps(id);
@@ -230,16 +253,21 @@ void add_float_kernels_avx2(TypeKernels * table) {
         dot_tile<vec_dot_float<LoadF16>, tile4_float<LoadF16, 1>, tile4_float<LoadF16, 2>>);
     set(ElemType::BF16, vec_dot_float<LoadBF16>,
         dot_tile<vec_dot_float<LoadBF16>, tile4_float<LoadBF16, 1>, tile4_float<LoadBF16, 2>>);
-    TypeKernels & q8 = table[static_cast<uint32_t>(ElemType::Q8_0)];
-    q8.act_type = ElemType::Q8_0;
-    q8.quantize_act = quantize_row_q8_0_avx2;
-    q8.vec_dot = vec_dot_q8_0;
-    q8.dot_tile = dot_tile<vec_dot_q8_0, tile4_q8_0<1>, tile4_q8_0<2>>;
+    set(ElemType::Q8_0, vec_dot_float<LoadQ8>,
+        dot_tile<vec_dot_float<LoadQ8>, tile4_float<LoadQ8, 1>, tile4_float<LoadQ8, 2>>);
+}
+
+void add_q8_0_int8_kernels_avx2(TypeKernels & k) {
+    k.act_type = ElemType::Q8_0;
+    k.quantize_act = quantize_row_q8_0_avx2;
+    k.vec_dot = vec_dot_q8_0;
+    k.dot_tile = dot_tile<vec_dot_q8_0, tile4_q8_0<1>, tile4_q8_0<2>>;
 }
 
 #else
 
 void add_float_kernels_avx2(TypeKernels * /*table*/) {}
+void add_q8_0_int8_kernels_avx2(TypeKernels & /*k*/) {}
 
 #endif
 

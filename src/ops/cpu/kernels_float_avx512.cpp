@@ -4,7 +4,8 @@
 // Reduction order (the same in vec_dot and dot_tile, which makes the tile bit-identical):
 //  - F32 / F16 / BF16: one 16-lane accumulator, lane j sums the elements i = j (mod 16) in index order (the
 //    last partial vector zero-padded), then a fixed horizontal sum.
-//  - Q8_0: blocks in pairs, the pair's exact integer dots (vpdpbusd) converted to float and multiplied-added
+//  - Q8_0 against f32 activations: like the float types, each weight widened to d * q in registers.
+//  - Q8_0 against Q8_0 activations (the int8 variant): blocks in pairs, the pair's exact integer dots (vpdpbusd) converted to float and multiplied-added
 //    with d_w * d_x into one 16-lane accumulator (lanes 0-7 even blocks, 8-15 odd blocks), then reduced.
 #include <cstring>
 
@@ -66,6 +67,23 @@ inline float hsum(__m512 v) {
     const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
+
+// Q8_0 weights widened in registers: 16 quants of one block, converted and multiplied by the block's d (the
+// same float product as dequantize_row). Rows are whole blocks, so a tail never occurs; it is handled anyway.
+inline float q8_scale_of(const uint8_t * block) {
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    return _cvtsh_ss(bits);
+}
+struct LoadQ8 {
+    static __m512 at(const void * w, int64_t i, __mmask16 m) {
+        const uint8_t * blk = static_cast<const uint8_t *>(w) + (i / kQ8Block) * kQ8BlockBytes;
+        const __m128i q = _mm_maskz_loadu_epi8(m, blk + 2 + i % kQ8Block);
+        return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)), _mm512_set1_ps(q8_scale_of(blk)));
+    }
+    static __m512 full(const void * w, int64_t i) { return at(w, i, 0xffff); }
+    static __m512 tail(const void * w, int64_t i, int count) { return at(w, i, static_cast<__mmask16>((1u << count) - 1)); }
+};
 
 inline __m512 load_x(const float * x, int64_t i) { return _mm512_loadu_ps(x + i); }
 inline __m512 load_x_tail(const float * x, int64_t i, int count) {
@@ -243,16 +261,20 @@ void add_float_kernels_avx512(TypeKernels * table) {
     set(ElemType::F32, vec_dot_float<LoadF32>, dot_tile_float<LoadF32>);
     set(ElemType::F16, vec_dot_float<LoadF16>, dot_tile_float<LoadF16>);
     set(ElemType::BF16, vec_dot_float<LoadBF16>, dot_tile_float<LoadBF16>);
-    TypeKernels & q8 = table[static_cast<uint32_t>(ElemType::Q8_0)];
-    q8.act_type = ElemType::Q8_0;
-    q8.vec_dot = vec_dot_q8_0;
-    q8.dot_tile = dot_tile_q8_0;
-    // quantize_act: the AVX2 quantiser (inherited from the Avx2 table) gives the same bytes and is cheap.
+    set(ElemType::Q8_0, vec_dot_float<LoadQ8>, dot_tile_float<LoadQ8>);
+}
+
+void add_q8_0_int8_kernels_avx512(TypeKernels & k) {
+    // quantize_act: the AVX2 quantiser (from the Avx2 level) gives the same bytes and is cheap.
+    k.act_type = ElemType::Q8_0;
+    k.vec_dot = vec_dot_q8_0;
+    k.dot_tile = dot_tile_q8_0;
 }
 
 #else
 
 void add_float_kernels_avx512(TypeKernels * /*table*/) {}
+void add_q8_0_int8_kernels_avx512(TypeKernels & /*k*/) {}
 
 #endif
 
