@@ -13,14 +13,15 @@ namespace offgrid::cli {
 namespace {
 
 constexpr const char * kUsage =
-    "usage: offgrid gen-model -o FILE [--preset tiny|small|bench] [--seed N] [--type f32|f16|bf16|q8_0]\n"
+    "usage: offgrid gen-model -o FILE [--preset tiny|small|bench|bench-small] [--seed N] [--type f32|f16|bf16|q8_0]\n"
     "                         [overrides...]\n"
     "\n"
     "Writes a qwen4exp GGUF file with deterministic random weights and the embedded byte-level vocabulary.\n"
     "The same arguments always give the same bytes.\n"
     "\n"
     "  -o, --output FILE     file to write (through a temporary file renamed into place)\n"
-    "  --preset NAME         tiny (default; the built-in model of `offgrid run`), small, bench (64k context)\n"
+    "  --preset NAME         tiny (default; the built-in model of `offgrid run`), small, bench (the speed-figure\n"
+    "                        shape, 128k context), bench-small (the former bench, 64k context)\n"
     "  --seed N              weight seed (default 1)\n"
     "  --type T              type of the large matrices: f32 (default), f16, bf16, q8_0; norms, small vectors,\n"
     "                        the router and conv kernels stay f32\n"
