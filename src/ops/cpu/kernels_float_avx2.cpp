@@ -4,7 +4,8 @@
 // Reduction order (the same in vec_dot and dot_tile, which makes the tile bit-identical):
 //  - F32 / F16 / BF16: one 8-lane accumulator, lane j sums the elements i = j (mod 8) in index order (the last
 //    partial vector zero-padded), then a fixed horizontal sum.
-//  - Q8_0 against f32 activations: like the float types, each weight widened to d * q in registers.
+//  - Q8_0 against f32 activations: like the float types (lane j sums elements j mod 8), each weight widened to
+//    d * q in registers (the same float product as dequantize_row), walked block by block.
 //  - Q8_0 against Q8_0 activations (the int8 variant): per block the exact integer dot as 8 int32 lanes (maddubs + madd), converted to float and
 //    multiplied-added with d_w * d_x into one 8-lane accumulator, then the same horizontal sum.
 #include <cstring>
@@ -66,27 +67,12 @@ struct LoadBF16 {
     }
 };
 
-// Q8_0 weights widened in registers: 8 quants of one block, converted and multiplied by the block's d (the
-// same float product as dequantize_row). Rows are whole blocks, so a tail never occurs; it is handled anyway.
+// A Q8_0 block's scale d (f16) as a float.
 inline float q8_scale_of(const uint8_t * block) {
     uint16_t bits;
     std::memcpy(&bits, block, 2);
     return _cvtsh_ss(bits);
 }
-struct LoadQ8 {
-    static __m256 full(const void * w, int64_t i) {
-        const uint8_t * blk = static_cast<const uint8_t *>(w) + (i / kQ8Block) * kQ8BlockBytes;
-        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(blk + 2 + i % kQ8Block));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(q8_scale_of(blk)));
-    }
-    static __m256 tail(const void * w, int64_t i, int count) {
-        const uint8_t * blk = static_cast<const uint8_t *>(w) + (i / kQ8Block) * kQ8BlockBytes;
-        int8_t buf[16] = {};
-        std::memcpy(buf, blk + 2 + i % kQ8Block, count);
-        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(buf));
-        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), _mm256_set1_ps(q8_scale_of(blk)));
-    }
-};
 
 template <typename L>
 float vec_dot_float(const void * w, const void * xv, int64_t n) {
@@ -147,6 +133,53 @@ void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stri
     }
     for (int t = 0; t < n_tok; ++t)
         for (int r = 0; r < n_rows; ++r) y[t * y_stride + r] = Dot(wb + r * w_stride, ab + t * act_stride, n);
+}
+
+// ---- Q8_0 x f32, block by block ----
+// The order of the float types (lane j sums elements i = j mod 8 in index order), walked one block at a time
+// so each row's scale is converted once per block.
+
+inline void q8_widen(const uint8_t * blk, __m256 (&wv)[4]) {
+    const __m256 d = _mm256_set1_ps(q8_scale_of(blk));
+    for (int k = 0; k < 4; ++k) {
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(blk + 2 + 8 * k));
+        wv[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    }
+}
+
+float vec_dot_q8_0_f32(const void * w, const void * xv, int64_t n) {
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * x = static_cast<const float *>(xv);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQ8Block; ++b) {
+        __m256 wv[4];
+        q8_widen(wb + b * kQ8BlockBytes, wv);
+        for (int k = 0; k < 4; ++k) acc = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(x + b * kQ8Block + 8 * k), acc);
+    }
+    return hsum(acc);
+}
+
+template <int NT>
+void tile4_q8_0_f32(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                    size_t y_stride) {
+    __m256 acc[4][NT];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    for (int64_t b = 0; b < n / kQ8Block; ++b) {
+        for (int r = 0; r < 4; ++r) {
+            __m256 wv[4];
+            q8_widen(w + r * w_stride + b * kQ8BlockBytes, wv);
+            for (int k = 0; k < 4; ++k) {
+                for (int t = 0; t < NT; ++t) {
+                    acc[r][t] = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(x[t] + b * kQ8Block + 8 * k), acc[r][t]);
+                }
+            }
+        }
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
 }
 
 // ---- Q8_0 x Q8_0 ----
@@ -253,8 +286,7 @@ void add_float_kernels_avx2(TypeKernels * table) {
         dot_tile<vec_dot_float<LoadF16>, tile4_float<LoadF16, 1>, tile4_float<LoadF16, 2>>);
     set(ElemType::BF16, vec_dot_float<LoadBF16>,
         dot_tile<vec_dot_float<LoadBF16>, tile4_float<LoadBF16, 1>, tile4_float<LoadBF16, 2>>);
-    set(ElemType::Q8_0, vec_dot_float<LoadQ8>,
-        dot_tile<vec_dot_float<LoadQ8>, tile4_float<LoadQ8, 1>, tile4_float<LoadQ8, 2>>);
+    set(ElemType::Q8_0, vec_dot_q8_0_f32, dot_tile<vec_dot_q8_0_f32, tile4_q8_0_f32<1>, tile4_q8_0_f32<2>>);
 }
 
 void add_q8_0_int8_kernels_avx2(TypeKernels & k) {
