@@ -12,13 +12,13 @@ namespace offgrid::runtime {
 
 // Attaches the embedded byte-level vocabulary: the PLE end-of-sequence token follows it, and n_vocab becomes its
 // size unless the config asks for more rows (then the vocabulary is padded with Unused tokens).
-model::GenConfig with_byte_vocab(model::GenConfig config);
+model::qwen4exp::GenConfig with_byte_vocab(model::qwen4exp::GenConfig config);
 // The tokenizer.ggml.* key/values of the embedded vocabulary, padded with Unused tokens up to n_vocab.
 std::vector<gguf::KeyValue> byte_vocab_metadata(uint32_t n_vocab = 0);
 
 // Generates a model with the embedded vocabulary and writes it to `path` through a temporary file in the same
 // directory that is renamed into place, so `path` is either absent or complete. Throws offgrid::Error.
-void write_model_file(const model::GenConfig & config, const std::string & path);
+void write_model_file(const model::qwen4exp::GenConfig & config, const std::string & path);
 
 // $OFFGRID_CACHE, else $XDG_CACHE_HOME/offgrid, else $HOME/.cache/offgrid. Throws when none can be formed.
 std::string cache_dir();

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -87,22 +88,32 @@ TEST_P(QuantGolden, NoFurtherFromExactThanLlamaCpp) {
     ASSERT_EQ(d.size(), exact.rows.size());
     ASSERT_EQ(dl.size(), exact.rows.size());
 
+    // Argmax: on the f32-activation path, wherever llama.cpp's quantised run keeps the exact argmax we keep
+    // it too. With 8-bit activations the two engines round differently, so near-ties flip in different rows;
+    // there a row must keep its argmax when the exact top-2 gap is at least llama.cpp's max_abs (an error
+    // within the bar could flip only a gap below 2 x bar, so this is stricter than the max_abs check).
+    const bool act8 = quantises_activations(model_path);
     double worst = 0;
-    size_t within_1e4 = 0, argmax_checked = 0;
+    size_t within_1e4 = 0, argmax_checked = 0, flips = 0, llama_flips = 0;
     for (size_t r = 0; r < d.size(); ++r) {
         worst = std::max(worst, d[r].max_abs);
         within_1e4 += d[r].max_abs <= 1e-4;
-        if (dl[r].argmax_got == dl[r].argmax_want) {
+        flips += d[r].argmax_got != d[r].argmax_want;
+        llama_flips += dl[r].argmax_got != dl[r].argmax_want;
+        std::vector<float> top = exact.rows[r].logits;
+        std::partial_sort(top.begin(), top.begin() + 2, top.end(), std::greater<float>());
+        const bool check = act8 ? top[0] - top[1] >= bar : dl[r].argmax_got == dl[r].argmax_want;
+        if (check) {
             ++argmax_checked;
             EXPECT_EQ(d[r].argmax_got, d[r].argmax_want)
                 << "row " << r << " (seq " << exact.rows[r].seq << ", pos " << exact.rows[r].pos
-                << "): llama.cpp keeps the exact argmax, we do not";
+                << "): argmax flipped (exact top-2 gap " << top[0] - top[1] << ")";
         }
     }
     EXPECT_LE(worst, bar) << "further from the exact record than llama.cpp's quantised kernels";
     std::printf("[quant golden] %s (%s activations): %zu rows, max |diff| %.3g (llama.cpp %.3g), %zu rows within "
-                "1e-4, argmax checked on %zu\n",
-                pair.c_str(), quantises_activations(model_path) ? "8-bit" : "f32", d.size(), worst, bar, within_1e4,
+                "1e-4, argmax flips %zu (llama.cpp %zu), argmax checked on %zu\n",
+                pair.c_str(), act8 ? "8-bit" : "f32", d.size(), worst, bar, within_1e4, flips, llama_flips,
                 argmax_checked);
 }
 

@@ -1,0 +1,96 @@
+// Shared by every ISA level of the quantised dot kernels (kernels_quant_*.cpp).
+//
+// The integer kernels (8-bit activations): a kernel splits its dot product into integer sums per block
+// (exact, so any SIMD order gives the same integers) and folds them into the f32 result with the functions
+// below, one block after the other, in index order. Only the integer part is vectorised; the float part is
+// these scalar expressions, compiled without contraction (ISO C++ mode for GCC, the pragma for clang), so a
+// row's result would be the same at every level and tile shape.
+#pragma once
+
+#include <cstdint>
+
+#include "ops/cpu/dispatch.h"
+#include "tensor/blocks.h"
+#include "tensor/half.h"
+
+#if defined(__clang__)
+#pragma clang fp contract(off)
+#endif
+
+namespace offgrid::ops::cpu::quant {
+
+using tensor::f16_to_f32;
+
+// Block of 32 against a q8_0 activation block: q4_0, q5_0, iq4_nl (isum = sum of signed weight value * a).
+inline float fold_q8_0(float acc, uint16_t w_d, uint16_t a_d, int32_t isum) {
+    const float d = f16_to_f32(w_d) * f16_to_f32(a_d);
+    return acc + d * static_cast<float>(isum);
+}
+
+// Block of 32 with a minimum against a q8_1 activation block: q4_1, q5_1 (isum = sum of unsigned quant * a).
+inline float fold_q8_1(float acc, uint16_t w_d, uint16_t w_m, uint16_t a_d, uint16_t a_s, int32_t isum) {
+    const float d = f16_to_f32(w_d) * f16_to_f32(a_d);
+    const float m = f16_to_f32(w_m) * f16_to_f32(a_s);
+    return acc + (d * static_cast<float>(isum) + m);
+}
+
+// Super-block with scales only against q8_K: q3_K, q6_K, iq4_xs (isum = sum of scale * value * a).
+inline float fold_q8_k(float acc, uint16_t w_d, float a_d, int32_t isum) {
+    const float d = a_d * f16_to_f32(w_d);
+    return acc + d * static_cast<float>(isum);
+}
+
+// Super-block with scales and mins against q8_K: q2_K, q4_K, q5_K (isum = sum of scale * quant * a,
+// imin = sum of min * block sum of a).
+inline float fold_q8_k_min(float acc, uint16_t w_d, uint16_t w_dmin, float a_d, int32_t isum, int32_t imin) {
+    const float d = a_d * f16_to_f32(w_d);
+    const float dmin = a_d * f16_to_f32(w_dmin);
+    return acc + (d * static_cast<float>(isum) - dmin * static_cast<float>(imin));
+}
+
+// The 8 six-bit scales and mins of a q4_K / q5_K super-block.
+inline void k4_scales_mins(const uint8_t * packed, uint8_t scales[8], uint8_t mins[8]) {
+    for (int j = 0; j < 8; ++j) tensor::k4_scale_min(j, packed, scales[j], mins[j]);
+}
+
+// sum_j mins[j] * (bsums[2j] + bsums[2j + 1]) for q4_K / q5_K against q8_K.
+inline int32_t k4_min_sum(const uint8_t mins[8], const int16_t * bsums) {
+    int32_t s = 0;
+    for (int j = 0; j < 8; ++j) s += static_cast<int32_t>(mins[j]) * (bsums[2 * j] + bsums[2 * j + 1]);
+    return s;
+}
+
+// Activation quantisers of this side (per row, scalar at every level so a token's bytes never depend on the
+// ISA): q8_1 for q4_1 / q5_1, q8_K for the K-quants and iq4_xs. n is a whole number of blocks.
+void quantize_row_q8_1(const float * x, void * dst, int64_t n);
+void quantize_row_q8_K(const float * x, void * dst, int64_t n);
+// q8_0 activations: the kernels side's quantiser from the table when it has one, else this reference.
+void quantize_row_q8_0_ref(const float * x, void * dst, int64_t n);
+
+// --- the default path: exact dequantisation fused with the f32 dot ------------------------------------------
+//
+// Each type's entry multiplies with f32 activations: vec_dot dequantises the weight row (bit for bit as
+// tensor::dequantize_row, with the level's SIMD dequantiser where there is one) into per-thread scratch and
+// takes the level's F32 vec_dot of it, so the result equals the generic path's exactly and the model keeps
+// the exact computation of its quantised weights (docs/weights.md says why this is the default). dot_tile
+// dequantises each row once for up to kTileMax tokens, with the same calls, so it is bit-identical.
+
+using RowDequant = void (*)(const void * src, float * dst, int64_t n);
+
+// Row dequantisers at a level (the reference ones forward to tensor::dequantize_row). Each is bit-identical
+// to the reference: same f32 operations per element, only several elements per instruction.
+RowDequant dequantizer(tensor::ElemType type, Isa isa);  // null when the level has none for the type
+
+// The fused entries of the types this side serves, at a level, using that level's F32 vec_dot (taken from
+// table[F32], which the float kernels fill first).
+void add_dequant_entries(Isa isa, TypeKernels * table);
+
+// --- the 8-bit-activation path (OFFGRID_QUANT_ACT=int8) --------------------------------------------------
+//
+// ggml's design: activations quantised per row to q8_0 / q8_1 / q8_K, integer block dots. Kept as scalar
+// kernels for measurement; not the default because its error against the exact computation is the same
+// order as llama.cpp's and exceeds it on some golden pairs (docs/weights.md).
+void add_integer_entries(TypeKernels * table);
+bool integer_activations_requested();  // OFFGRID_QUANT_ACT=int8
+
+}  // namespace offgrid::ops::cpu::quant

@@ -1,0 +1,128 @@
+// The fused exact entries: dequantise the weight row (the level's dequantiser, bit-exact), then the level's
+// F32 dot. Baseline code: the SIMD is inside the two function pointers.
+#include <vector>
+
+#include "ops/cpu/kernels_quant_common.h"
+#include "tensor/types.h"
+
+namespace offgrid::ops::cpu::quant {
+
+// Defined in the ISA files (the reference dequantiser when the compiler cannot target the level).
+void dequant_q4_k_avx2(const void * src, float * dst, int64_t n);
+void dequant_q5_k_avx2(const void * src, float * dst, int64_t n);
+void dequant_q6_k_avx2(const void * src, float * dst, int64_t n);
+void dequant_q4_k_avx512(const void * src, float * dst, int64_t n);
+void dequant_q5_k_avx512(const void * src, float * dst, int64_t n);
+void dequant_q6_k_avx512(const void * src, float * dst, int64_t n);
+bool avx2_compiled();
+bool avx512_compiled();
+
+namespace {
+
+using tensor::ElemType;
+using F32Dot = float (*)(const void *, const void *, int64_t);
+
+constexpr int kLevels = 3;
+F32Dot g_f32_dot[kLevels] = {nullptr, nullptr, nullptr};  // set once while the dispatch builds its tables
+
+// Per-thread scratch that only grows, so the per-token path does not allocate after its first calls.
+float * scratch(size_t n) {
+    thread_local std::vector<float> buf;
+    if (buf.size() < n) buf.resize(n);
+    return buf.data();
+}
+
+template <ElemType T>
+void dequant_ref(const void * src, float * dst, int64_t n) {
+    tensor::dequantize_row(T, src, dst, static_cast<size_t>(n));
+}
+
+template <RowDequant DQ, int L>
+float fused_dot(const void * w, const void * x, int64_t n) {
+    float * row = scratch(static_cast<size_t>(n));
+    DQ(w, row, n);
+    return g_f32_dot[L](row, x, n);
+}
+
+template <RowDequant DQ, int L>
+void fused_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                int n_tok, float * y, size_t y_stride) {
+    float * rows = scratch(static_cast<size_t>(n) * kTileMax);
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * ab = static_cast<const uint8_t *>(act);
+    for (int r = 0; r < n_rows; ++r) DQ(wb + r * w_stride, rows + r * n, n);
+    for (int t = 0; t < n_tok; ++t) {
+        for (int r = 0; r < n_rows; ++r) y[t * y_stride + r] = g_f32_dot[L](rows + r * n, ab + t * act_stride, n);
+    }
+}
+
+template <RowDequant DQ, int L>
+void set_fused(TypeKernels * table, ElemType type) {
+    TypeKernels & k = table[static_cast<uint32_t>(type)];
+    k.act_type = ElemType::F32;
+    k.quantize_act = nullptr;
+    k.vec_dot = fused_dot<DQ, L>;
+    k.dot_tile = fused_tile<DQ, L>;
+}
+
+// Every type this side serves, with the reference dequantiser, at level L.
+template <int L>
+void set_reference_entries(TypeKernels * table) {
+    set_fused<dequant_ref<ElemType::Q4_0>, L>(table, ElemType::Q4_0);
+    set_fused<dequant_ref<ElemType::Q4_1>, L>(table, ElemType::Q4_1);
+    set_fused<dequant_ref<ElemType::Q5_0>, L>(table, ElemType::Q5_0);
+    set_fused<dequant_ref<ElemType::Q5_1>, L>(table, ElemType::Q5_1);
+    set_fused<dequant_ref<ElemType::Q2_K>, L>(table, ElemType::Q2_K);
+    set_fused<dequant_ref<ElemType::Q3_K>, L>(table, ElemType::Q3_K);
+    set_fused<dequant_ref<ElemType::Q4_K>, L>(table, ElemType::Q4_K);
+    set_fused<dequant_ref<ElemType::Q5_K>, L>(table, ElemType::Q5_K);
+    set_fused<dequant_ref<ElemType::Q6_K>, L>(table, ElemType::Q6_K);
+    set_fused<dequant_ref<ElemType::IQ4_NL>, L>(table, ElemType::IQ4_NL);
+    set_fused<dequant_ref<ElemType::IQ4_XS>, L>(table, ElemType::IQ4_XS);
+}
+
+}  // namespace
+
+RowDequant dequantizer(ElemType type, Isa isa) {
+    if (isa == Isa::Avx2 && avx2_compiled()) {
+        switch (type) {
+            case ElemType::Q4_K: return dequant_q4_k_avx2;
+            case ElemType::Q5_K: return dequant_q5_k_avx2;
+            case ElemType::Q6_K: return dequant_q6_k_avx2;
+            default: return nullptr;
+        }
+    }
+    if (isa == Isa::Avx512 && avx512_compiled()) {
+        switch (type) {
+            case ElemType::Q4_K: return dequant_q4_k_avx512;
+            case ElemType::Q5_K: return dequant_q5_k_avx512;
+            case ElemType::Q6_K: return dequant_q6_k_avx512;
+            default: return nullptr;
+        }
+    }
+    return nullptr;
+}
+
+void add_dequant_entries(Isa isa, TypeKernels * table) {
+    const int level = static_cast<int>(isa);
+    g_f32_dot[level] = table[static_cast<uint32_t>(ElemType::F32)].vec_dot;
+    switch (isa) {
+        case Isa::Scalar: set_reference_entries<0>(table); return;
+        case Isa::Avx2:
+            set_reference_entries<1>(table);
+            if (!avx2_compiled()) return;
+            set_fused<dequant_q4_k_avx2, 1>(table, ElemType::Q4_K);
+            set_fused<dequant_q5_k_avx2, 1>(table, ElemType::Q5_K);
+            set_fused<dequant_q6_k_avx2, 1>(table, ElemType::Q6_K);
+            return;
+        case Isa::Avx512:
+            set_reference_entries<2>(table);
+            if (!avx512_compiled()) return;
+            set_fused<dequant_q4_k_avx512, 2>(table, ElemType::Q4_K);
+            set_fused<dequant_q5_k_avx512, 2>(table, ElemType::Q5_K);
+            set_fused<dequant_q6_k_avx512, 2>(table, ElemType::Q6_K);
+            return;
+    }
+}
+
+}  // namespace offgrid::ops::cpu::quant
