@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "model/gen_model.h"
+#include "model/qwen4exp/gen_model.h"
 #include "offgrid/context.h"
 #include "tensor/types.h"
 
