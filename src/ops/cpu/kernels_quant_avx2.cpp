@@ -9,6 +9,12 @@
 // two are bit-identical whatever the tile shape.
 #include "ops/cpu/kernels_quant_common.h"
 
+// GCC contracts a * b - c into an fma even in ISO C++ mode, also for intrinsics (they are plain vector
+// arithmetic to it): the dequantised values must be the reference's two roundings, so not here.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 #endif

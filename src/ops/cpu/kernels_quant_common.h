@@ -3,7 +3,7 @@
 // The integer kernels (8-bit activations): a kernel splits its dot product into integer sums per block
 // (exact, so any SIMD order gives the same integers) and folds them into the f32 result with the functions
 // below, one block after the other, in index order. Only the integer part is vectorised; the float part is
-// these scalar expressions, compiled without contraction (ISO C++ mode for GCC, the pragma for clang), so a
+// these scalar expressions, compiled without contraction (the pragmas below), so a
 // row's result would be the same at every level and tile shape.
 #pragma once
 
@@ -15,6 +15,8 @@
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")  // GCC contracts in ISO C++ mode too, intrinsics included
 #endif
 
 namespace offgrid::ops::cpu::quant {
