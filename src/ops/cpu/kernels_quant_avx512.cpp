@@ -1,6 +1,6 @@
-// avx512 kernels of q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q4_K q5_K q6_K (compiled with the avx512 flags;
-// reached only through the dispatch when active_isa() allows it): row dequantisers, and vec_dot / dot_tile
-// that dequantise in registers and multiply with the f32 activations at once.
+// avx512 kernels of q4_0 q4_1 q5_0 q5_1 iq4_nl iq4_xs q2_K q3_K q4_K q5_K q6_K (compiled with the avx512 flags; reached
+// only through the dispatch when active_isa() allows it): row dequantisers, and vec_dot / dot_tile that dequantise in
+// registers and multiply with the f32 activations at once.
 //
 // The dequantised values are bit-identical to tensor::dequantize_row (the same f32 multiply and subtract per
 // element as the reference, 16 elements per instruction, no fused multiply-add there). The dots accumulate them
@@ -224,6 +224,63 @@ struct IQ4XS {
     }
 };
 
+// q2_K and q3_K: per 128 elements, 32 bytes of 2-bit planes; group g (32 elements) takes bits 2g..2g+1, its
+// first 16 elements (bytes 0..15) and last 16 (bytes 16..31) are two sub-blocks with their own scales.
+struct Q2K {
+    using Block = BlockQ2_K;
+    static constexpr int kElems = kQK_K;
+    template <class F>
+    static void visit(const Block & b, F && f) {
+        const __m512i three = _mm512_set1_epi32(3);
+        const float d = f16_to_f32(b.d), dmin = f16_to_f32(b.dmin);
+        for (int half = 0; half < 2; ++half) {
+            const uint8_t * q = b.qs + 32 * half;
+            for (int g = 0; g < 4; ++g) {
+                const int j = 8 * half + 2 * g;
+                const __m512 d1 = _mm512_set1_ps(d * static_cast<float>(b.scales[j] & 0x0f));
+                const __m512 m1 = _mm512_set1_ps(dmin * static_cast<float>(b.scales[j] >> 4));
+                const __m512 d2 = _mm512_set1_ps(d * static_cast<float>(b.scales[j + 1] & 0x0f));
+                const __m512 m2 = _mm512_set1_ps(dmin * static_cast<float>(b.scales[j + 1] >> 4));
+                for (int l = 0; l < 16; l += 16) {
+                    const __m512i va = _mm512_and_si512(_mm512_srli_epi32(bytes_u32(q + l), 2 * g), three);
+                    const __m512i vb = _mm512_and_si512(_mm512_srli_epi32(bytes_u32(q + 16 + l), 2 * g), three);
+                    const int o = 128 * half + 32 * g + l;
+                    f(o, scale_min(d1, va, m1), o + 16, scale_min(d2, vb, m2));
+                }
+            }
+        }
+    }
+};
+struct Q3K {
+    using Block = BlockQ3_K;
+    static constexpr int kElems = kQK_K;
+    template <class F>
+    static void visit(const Block & b, F && f) {
+        const __m512i three = _mm512_set1_epi32(3), one = _mm512_set1_epi32(1), four = _mm512_set1_epi32(4);
+        const float d = f16_to_f32(b.d);
+        int8_t sc[16];
+        unpack_q3_k_scales(b.scales, sc);
+        for (int half = 0; half < 2; ++half) {
+            const uint8_t * q = b.qs + 32 * half;
+            for (int g = 0; g < 4; ++g) {
+                const int j = 8 * half + 2 * g, hshift = 4 * half + g;
+                const __m512 d1 = _mm512_set1_ps(d * static_cast<float>(sc[j]));
+                const __m512 d2 = _mm512_set1_ps(d * static_cast<float>(sc[j + 1]));
+                auto value = [&](int l) {
+                    const __m512i low = _mm512_and_si512(_mm512_srli_epi32(bytes_u32(q + l), 2 * g), three);
+                    const __m512i high = _mm512_and_si512(_mm512_srli_epi32(bytes_u32(b.hmask + l), hshift), one);
+                    return _mm512_add_epi32(_mm512_sub_epi32(low, four),
+                                            _mm512_slli_epi32(high, 2));  // low - 4 * !high
+                };
+                for (int l = 0; l < 16; l += 16) {
+                    const int o = 128 * half + 32 * g + l;
+                    f(o, _mm512_mul_ps(d1, to_f32(value(l))), o + 16, _mm512_mul_ps(d2, to_f32(value(16 + l))));
+                }
+            }
+        }
+    }
+};
+
 struct Q4K {
     using Block = BlockQ4_K;
     static constexpr int kElems = kQK_K;
@@ -334,6 +391,10 @@ RowDequant dequantizer_avx512(ElemType type) {
             return dequant_row<Q5K>;
         case ElemType::Q6_K:
             return dequant_row<Q6K>;
+        case ElemType::Q2_K:
+            return dequant_row<Q2K>;
+        case ElemType::Q3_K:
+            return dequant_row<Q3K>;
         case ElemType::Q4_0:
             return dequant_row<Q40>;
         case ElemType::Q4_1:
@@ -355,6 +416,8 @@ void add_fused_avx512(TypeKernels * table) {
     set(table, ElemType::Q4_K, vec_dot<Q4K>, dot_tile<Q4K>);
     set(table, ElemType::Q5_K, vec_dot<Q5K>, dot_tile<Q5K>);
     set(table, ElemType::Q6_K, vec_dot<Q6K>, dot_tile<Q6K>);
+    set(table, ElemType::Q2_K, vec_dot<Q2K>, dot_tile<Q2K>);
+    set(table, ElemType::Q3_K, vec_dot<Q3K>, dot_tile<Q3K>);
     set(table, ElemType::Q4_0, vec_dot<Q40>, dot_tile<Q40>);
     set(table, ElemType::Q4_1, vec_dot<Q41>, dot_tile<Q41>);
     set(table, ElemType::Q5_0, vec_dot<Q50>, dot_tile<Q50>);

@@ -74,8 +74,7 @@ void quantize_row_q8_0_ref(const float * x, void * dst, int64_t n);
 // Each type's entry multiplies with f32 activations, so the model keeps the exact computation of its
 // quantised weights (docs/weights.md says why this is the default). The Scalar entries (the twins) dequantise
 // the row with tensor::dequantize_row into per-thread scratch and take the level's F32 vec_dot; the avx2 /
-// avx512 entries of every type but q2_K and q3_K dequantise in registers (bit-identical values) and
-// multiply-add at once.
+// avx512 entries of every type dequantise in registers (bit-identical values) and multiply-add at once.
 // Each dot_tile computes every (row, token) with the operations of its vec_dot, so it is bit-identical.
 
 using RowDequant = void (*)(const void * src, float * dst, int64_t n);

@@ -1,6 +1,6 @@
-// The exact entries: for the types without SIMD kernels at a level, dequantise the weight row (the reference
-// dequantiser) and take the level's F32 dot; the ISA files overwrite every type but q2_K and q3_K with kernels
-// that dequantise in registers. Baseline code: the SIMD is inside the function pointers.
+// The exact entries: at the Scalar level (the twins), and at a level whose ISA file the compiler could not build,
+// dequantise the weight row (the reference dequantiser) and take the level's F32 dot; the avx2 / avx512 files
+// overwrite every type with kernels that dequantise in registers. Baseline code: the SIMD is behind pointers.
 #include <vector>
 
 #include "ops/cpu/kernels_quant_common.h"
@@ -96,7 +96,7 @@ void add_dequant_entries(Isa isa, TypeKernels * table) {
         case Isa::Scalar: set_reference_entries<0>(table); return;
         case Isa::Avx2:
             set_reference_entries<1>(table);
-            add_fused_avx2(table);  // all but q2_K q3_K
+            add_fused_avx2(table);
             return;
         case Isa::Avx512:
             set_reference_entries<2>(table);
