@@ -49,7 +49,7 @@ int main(int argc, char ** argv) {
             tmp = std::filesystem::temp_directory_path() / ("offgrid_decode_depth_" + std::to_string(::getpid()));
             std::filesystem::create_directories(tmp);
             model_path = (tmp / "bench.gguf").string();
-            runtime::write_model_file(model::gen_preset("bench"), model_path);
+            runtime::write_model_file(model::qwen4exp::gen_preset("bench"), model_path);
         }
         const auto model = Model::load(model_path);
         std::printf("model: %s\nthreads: %d, %u timed one-token decodes per depth and mode\n", model->describe().c_str(),

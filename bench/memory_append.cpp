@@ -19,7 +19,8 @@ constexpr int64_t kIterations = 20000;
 std::unique_ptr<HybridMemory> filled(uint32_t n_used) {
     MemoryParams p;
     p.shape.n_attn_layers = 2;
-    p.shape.kv_width = 8;
+    p.shape.k_width = 8;
+    p.shape.v_width = 8;
     p.shape.idx_width = 4;
     p.shape.n_recr_layers = 2;
     p.shape.conv_floats = 8;

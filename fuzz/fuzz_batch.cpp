@@ -21,7 +21,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size < 4) return 0;
     MemoryParams p;
     p.shape.n_attn_layers = 1;
-    p.shape.kv_width = 2;
+    p.shape.k_width = 2;
+    p.shape.v_width = 2;
     p.shape.idx_width = 2;
     p.shape.n_recr_layers = 1;
     p.shape.conv_floats = 2;

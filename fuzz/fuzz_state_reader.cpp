@@ -15,7 +15,8 @@ using namespace offgrid::memory;
 MemoryParams params() {
     MemoryParams p;
     p.shape.n_attn_layers = 1;
-    p.shape.kv_width = 2;
+    p.shape.k_width = 2;
+    p.shape.v_width = 2;
     p.shape.idx_width = 2;
     p.shape.n_recr_layers = 1;
     p.shape.conv_floats = 2;

@@ -10,7 +10,7 @@
 
 namespace offgrid {
 
-namespace model { class Model; }
+namespace model { class Architecture; }
 namespace runtime { class ContextImpl; }
 
 // A loaded model (weights memory-mapped). Shared by any number of contexts.
@@ -21,18 +21,19 @@ public:
 
     int32_t n_vocab() const;
     uint32_t n_ctx_train() const;
-    std::string describe() const;   // one line: architecture, sizes, QSA settings
+    std::string describe() const;   // one line: architecture, sizes, sparse-attention settings
+    const std::string & architecture() const;  // general.architecture
     const std::string & path() const;
     uint64_t fingerprint() const;   // identifies the weights and shapes (state files refuse another model)
     // A string metadata value of the GGUF file (e.g. "tokenizer.chat_template"); empty when absent or not a string.
     std::string metadata_string(const std::string & key) const;
 
-    const model::Model & impl() const { return *impl_; }
+    const model::Architecture & impl() const { return *impl_; }
 
-    explicit Model(std::shared_ptr<const model::Model> impl, std::string path);
+    explicit Model(std::shared_ptr<const model::Architecture> impl, std::string path);
 
 private:
-    std::shared_ptr<const model::Model> impl_;
+    std::shared_ptr<const model::Architecture> impl_;
     std::string path_;
 };
 
@@ -46,7 +47,7 @@ struct ContextParams {
     std::string type_k = "f16";  // "f32" or "f16": K and indexer rows
     std::string type_v = "f16";  // "f32" or "f16"
     int n_threads = 1;
-    bool qsa_dense = false;    // force dense attention on QSA layers (for comparisons)
+    bool qsa_dense = false;    // force dense attention on sparse-attention layers (for comparisons)
 };
 
 // One token of a decode call. pos < 0 means "next position of its first sequence".

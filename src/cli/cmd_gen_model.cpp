@@ -48,9 +48,9 @@ int gen_model_main(const std::vector<std::string> & args) {
         for (size_t i = 0; i + 1 < args.size(); ++i) {
             if (args[i] == "--preset") preset = args[i + 1];
         }
-        model::GenConfig c;
+        model::qwen4exp::GenConfig c;
         try {
-            c = model::gen_preset(preset);
+            c = model::qwen4exp::gen_preset(preset);
         } catch (const Error & e) {
             throw runtime::UsageError(std::string("--preset: ") + e.what());
         }
@@ -109,12 +109,12 @@ int gen_model_main(const std::vector<std::string> & args) {
         if (no_ple) c.ple = false;
         c = runtime::with_byte_vocab(c);
         try {
-            model::validate(c);
+            model::qwen4exp::validate(c);
         } catch (const Error & e) {
             throw runtime::UsageError(e.what());
         }
         runtime::write_model_file(c, output);
-        std::printf("wrote %s: %s\n", output.c_str(), model::describe(c).c_str());
+        std::printf("wrote %s: %s\n", output.c_str(), model::qwen4exp::describe(c).c_str());
         return 0;
     });
 }

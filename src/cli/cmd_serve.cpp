@@ -45,7 +45,7 @@ constexpr const char * kUsage =
     "  --max-body BYTES         largest request body (default 4194304)\n"
     "  --timeout SEC            socket read and write timeouts (default 30)\n"
     "  --grace SEC              at shutdown, how long running requests may go on (default 10)\n"
-    "  --slot-save-path DIR     accepted for llama-server compatibility; slot files are not written yet\n"
+    "  --slot-save-path DIR     keep the prefix cache across restarts: saved to DIR at shutdown, loaded at start\n"
     "  --quiet                  no per-request log lines\n";
 
 int serve_main(const std::vector<std::string> & args) {
@@ -110,6 +110,7 @@ int serve_main(const std::vector<std::string> & args) {
         sc.cache_bytes = static_cast<size_t>(cache_mib) << 20;
         sc.max_queue = static_cast<uint32_t>(queue);
         sc.log = !quiet;
+        sc.cache_dir = slot_save_path;
         if (n_ctx > 0 && static_cast<uint64_t>(n_ctx) / static_cast<uint64_t>(slots) > model->n_ctx_train()) {
             throw Error("-c " + std::to_string(n_ctx) + " gives each of the " + std::to_string(slots) +
                         " slots more than the model's context length " + std::to_string(model->n_ctx_train()));

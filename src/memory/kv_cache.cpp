@@ -35,12 +35,13 @@ KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, 
     if (kv_size == 0) throw Error("kv_size: a cache needs at least one cell per stream");
     if (n_stream == 0 || n_stream > (uint32_t)kMaxSeq) throw Error("n_stream: must be in [1, 256]");
     streams_.assign(n_stream, CellStream(kv_size));
-    k_row_bytes_ = shape.kv_width * cache_elem_bytes(shape.type_k, "type_k");
-    v_row_bytes_ = shape.kv_width * cache_elem_bytes(shape.type_v, "type_v");
-    idx_row_bytes_ = 2 * shape.idx_width * cache_elem_bytes(shape.type_k, "type_k");
+    if (shape.idx_width > 0 && shape.idx_parts < 2) throw Error("idx_parts: an indexer row needs a key and a pooled part");
+    k_row_bytes_ = shape.k_width * cache_elem_bytes(shape.type_k, "type_k");
+    v_row_bytes_ = shape.v_width * cache_elem_bytes(shape.type_v, "type_v");
+    idx_row_bytes_ = shape.idx_parts * shape.idx_width * cache_elem_bytes(shape.type_k, "type_k");
     const size_t cells = (size_t)kv_size * n_stream;
     k_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * k_row_bytes_));
-    v_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * v_row_bytes_));
+    if (v_row_bytes_ > 0) v_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * v_row_bytes_));
     if (shape.idx_width > 0) idx_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * idx_row_bytes_));
 }
 
@@ -112,7 +113,7 @@ void KvCache::record(uint32_t cell, bool save_rows) {
         c.has_rows = true;
         for (uint32_t l = 0; l < n_layers(); ++l) {
             journal_rows_.insert(journal_rows_.end(), k_row(l, cell), k_row(l, cell) + k_row_bytes_);
-            journal_rows_.insert(journal_rows_.end(), v_row(l, cell), v_row(l, cell) + v_row_bytes_);
+            if (!v_.empty()) journal_rows_.insert(journal_rows_.end(), v_row(l, cell), v_row(l, cell) + v_row_bytes_);
             if (!idx_.empty()) journal_rows_.insert(journal_rows_.end(), idx_row(l, cell), idx_row(l, cell) + idx_row_bytes_);
         }
     }
@@ -192,8 +193,10 @@ void KvCache::rollback(size_t mark, const std::vector<uint32_t> & heads) {
             for (uint32_t l = 0; l < n_layers(); ++l) {
                 std::memcpy(k_row(l, c.cell), r, k_row_bytes_);
                 r += k_row_bytes_;
-                std::memcpy(v_row(l, c.cell), r, v_row_bytes_);
-                r += v_row_bytes_;
+                if (!v_.empty()) {
+                    std::memcpy(v_row(l, c.cell), r, v_row_bytes_);
+                    r += v_row_bytes_;
+                }
                 if (!idx_.empty()) {
                     std::memcpy(idx_row(l, c.cell), r, idx_row_bytes_);
                     r += idx_row_bytes_;
@@ -239,7 +242,7 @@ SeqSet KvCache::seq_rm(SeqId s, Pos p0, Pos p1) {
 void KvCache::copy_rows(uint32_t dst, uint32_t src) {
     for (uint32_t l = 0; l < n_layers(); ++l) {
         std::memcpy(k_row(l, dst), k_row(l, src), k_row_bytes_);
-        std::memcpy(v_row(l, dst), v_row(l, src), v_row_bytes_);
+        if (!v_.empty()) std::memcpy(v_row(l, dst), v_row(l, src), v_row_bytes_);
         if (!idx_.empty()) std::memcpy(idx_row(l, dst), idx_row(l, src), idx_row_bytes_);
     }
 }

@@ -88,10 +88,14 @@ public:
     uint32_t idx_row_bytes() const { return idx_row_bytes_; }
     uint32_t n_layers() const { return (uint32_t)k_.size(); }
     uint8_t * k_row(uint32_t layer, uint32_t cell) { return k_[layer].data() + (size_t)cell * k_row_bytes_; }
-    uint8_t * v_row(uint32_t layer, uint32_t cell) { return v_[layer].data() + (size_t)cell * v_row_bytes_; }
+    // Null when the model stores no V rows (v_width 0: MLA reads values from the K row).
+    uint8_t * v_row(uint32_t layer, uint32_t cell) {
+        return v_.empty() ? nullptr : v_[layer].data() + (size_t)cell * v_row_bytes_;
+    }
     uint8_t * idx_row(uint32_t layer, uint32_t cell) { return idx_[layer].data() + (size_t)cell * idx_row_bytes_; }
     uint64_t k_bytes() const { return (uint64_t)k_row_bytes_ * n_cells() * k_.size(); }
     uint64_t v_bytes() const { return (uint64_t)v_row_bytes_ * n_cells() * v_.size(); }
+    bool has_v() const { return !v_.empty(); }
     uint64_t idx_bytes() const { return (uint64_t)idx_row_bytes_ * n_cells() * idx_.size(); }
 
 private:

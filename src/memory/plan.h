@@ -88,8 +88,11 @@ struct Plan {
 // cell for each full-attention layer; recurrent rows per recurrent row index for each recurrent (GDN) layer.
 struct CacheShape {
     uint32_t n_attn_layers = 0;   // full-attention layers, numbered 0.. in model order
-    uint32_t kv_width = 0;        // elements of one K (and one V) row: head size * KV heads
-    uint32_t idx_width = 0;       // Di; an indexer row is [raw key (Di) | pooled key (Di)]; 0 = no indexer
+    uint32_t k_width = 0;         // elements of one K row (head size * KV heads, or an MLA latent)
+    uint32_t v_width = 0;         // elements of one V row; 0 = no V rows (MLA: values are read from the K row)
+    uint32_t idx_width = 0;       // Di, the width of one part of an indexer row; 0 = no indexer
+    uint32_t idx_parts = 2;       // parts of an indexer row, each Di wide, the pooled key last: qwen4exp
+                                  // [raw key | pooled], glm5-next [key | gate | pooled]
     uint32_t n_recr_layers = 0;   // recurrent layers, numbered 0.. in model order
     uint32_t conv_floats = 0;     // per recurrent layer and row: conv history
     uint32_t ssm_floats = 0;      // per recurrent layer and row: delta-rule state
@@ -101,8 +104,8 @@ struct CacheShape {
 // Row access to the memory's storage, for the model. Rows have the element types of the CacheShape.
 struct Storage {
     virtual void * k_row(uint32_t attn_layer, uint32_t cell) = 0;
-    virtual void * v_row(uint32_t attn_layer, uint32_t cell) = 0;
-    virtual void * idx_row(uint32_t attn_layer, uint32_t cell) = 0;   // 2 * idx_width elements
+    virtual void * v_row(uint32_t attn_layer, uint32_t cell) = 0;     // null when v_width is 0
+    virtual void * idx_row(uint32_t attn_layer, uint32_t cell) = 0;   // idx_parts * idx_width elements
     virtual float * conv_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ssm_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ple_state(uint32_t row) = 0;

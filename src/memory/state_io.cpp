@@ -68,7 +68,8 @@ std::vector<std::pair<const char *, uint32_t>> fingerprint(const HybridMemory & 
     return {
         {"n_stream", mem.kv().n_stream()},       {"cells_per_stream", mem.kv().kv_size()},
         {"n_seq_max", p.n_seq_max},              {"n_attn_layers", p.shape.n_attn_layers},
-        {"kv_width", p.shape.kv_width},          {"idx_width", p.shape.idx_width},
+        {"k_width", p.shape.k_width},            {"v_width", p.shape.v_width},
+        {"idx_width", p.shape.idx_width},        {"idx_parts", p.shape.idx_width > 0 ? p.shape.idx_parts : 0u},
         {"type_k", (uint32_t)p.shape.type_k},    {"type_v", (uint32_t)p.shape.type_v},
         {"n_recr_layers", p.shape.n_recr_layers}, {"conv_floats", p.shape.conv_floats},
         {"ssm_floats", p.shape.ssm_floats},      {"ple_floats", p.shape.ple_floats},
@@ -347,7 +348,7 @@ void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, ui
                 cs.head = std::max(cs.head, local + 1);
                 for (uint32_t l = 0; l < kv.n_layers(); ++l) {
                     std::memcpy(kv.k_row(l, c.cell), sd.k[l] + i * kv.k_row_bytes(), kv.k_row_bytes());
-                    std::memcpy(kv.v_row(l, c.cell), sd.v[l] + i * kv.v_row_bytes(), kv.v_row_bytes());
+                    if (kv.has_v()) std::memcpy(kv.v_row(l, c.cell), sd.v[l] + i * kv.v_row_bytes(), kv.v_row_bytes());
                     if (!sd.idx.empty())
                         std::memcpy(kv.idx_row(l, c.cell), sd.idx[l] + i * kv.idx_row_bytes(), kv.idx_row_bytes());
                 }

@@ -20,7 +20,7 @@
 namespace offgrid::memory {
 
 inline constexpr uint32_t kStateMagic = 0x534D474F;  // "OGMS"
-inline constexpr uint32_t kStateVersion = 1;
+inline constexpr uint32_t kStateVersion = 2;  // 2: separate K and V widths, indexer row parts
 inline constexpr uint32_t kPartialOnly = 1;
 
 // seq = -1: the whole context.

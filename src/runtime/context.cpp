@@ -10,36 +10,27 @@
 #include "common/error.h"
 #include "memory/hybrid_memory.h"
 #include "memory/state_io.h"
-#include "model/qwen4exp/forward.h"
-#include "model/qwen4exp/model.h"
-#include "model/qwen4exp/shift.h"
+#include "model/architecture.h"
+#include "model/registry.h"
 #include "ops/thread_pool.h"
 
 namespace offgrid {
 
 // ---------------------------------------------------------------- Model
 
-Model::Model(std::shared_ptr<const model::Model> impl, std::string path) : impl_(std::move(impl)), path_(std::move(path)) {}
+Model::Model(std::shared_ptr<const model::Architecture> impl, std::string path)
+    : impl_(std::move(impl)), path_(std::move(path)) {}
 
 std::shared_ptr<const Model> Model::load(const std::string & path) {
-    auto m = std::make_shared<const model::Model>(model::Model::load(path));
+    std::shared_ptr<const model::Architecture> m = model::load_model(path);
     return std::make_shared<const Model>(std::move(m), path);
 }
 
-int32_t Model::n_vocab() const { return static_cast<int32_t>(impl_->hparams().n_vocab); }
-uint32_t Model::n_ctx_train() const { return impl_->hparams().n_ctx_train; }
+int32_t Model::n_vocab() const { return static_cast<int32_t>(impl_->n_vocab()); }
+uint32_t Model::n_ctx_train() const { return impl_->n_ctx_train(); }
 const std::string & Model::path() const { return path_; }
-
-std::string Model::describe() const {
-    const auto & hp = impl_->hparams();
-    char buf[512];
-    std::snprintf(buf, sizeof(buf),
-                  "qwen4exp n_vocab=%u n_embd=%u n_layer=%u (attention %u, recurrent %u) n_ctx_train=%u "
-                  "qsa_ratio=%u top_k=%u ple=%s",
-                  hp.n_vocab, hp.n_embd, hp.n_layer, hp.n_attn_layers(), hp.n_recr_layers(), hp.n_ctx_train,
-                  hp.kpool, hp.idx_top_k, hp.has_ple ? "yes" : "no");
-    return buf;
-}
+const std::string & Model::architecture() const { return impl_->name(); }
+std::string Model::describe() const { return impl_->describe(); }
 
 uint64_t Model::fingerprint() const {
     // FNV-1a over the tensor table and a sample of each tensor's bytes: cheap for large files, and any other
@@ -97,12 +88,11 @@ class ContextImpl {
 public:
     ContextImpl(std::shared_ptr<const Model> model, const ContextParams & in)
         : model_(std::move(model)), params_(in), pool_(in.n_threads > 0 ? in.n_threads : 1) {
-        const model::Model & m = model_->impl();
-        const auto & hp = m.hparams();
+        const model::Architecture & m = model_->impl();
         if (params_.n_seq_max == 0 || params_.n_seq_max > static_cast<uint32_t>(memory::kMaxSeq)) {
             throw Error("n_seq_max must be in 1.." + std::to_string(memory::kMaxSeq));
         }
-        const uint32_t n_ctx = params_.n_ctx == 0 ? hp.n_ctx_train : params_.n_ctx;
+        const uint32_t n_ctx = params_.n_ctx == 0 ? m.n_ctx_train() : params_.n_ctx;
         const uint32_t per_stream = memory::cells_per_stream(n_ctx, params_.n_seq_max, params_.unified);
         params_.n_ctx = params_.unified ? per_stream : per_stream * params_.n_seq_max;
         params_.n_batch = params_.n_batch == 0 ? params_.n_ctx : std::min(params_.n_batch, params_.n_ctx);
@@ -117,9 +107,11 @@ public:
         mp.unified = params_.unified;
         mp.n_rs_seq = params_.n_rs_seq;
         mp.n_ubatch = params_.n_ubatch;
-        mp.kpool = hp.kpool;
-        mp.by_order = true;
-        mp.n_vocab = hp.n_vocab;
+        const model::MemoryTraits traits = m.memory_traits();
+        mp.kpool = traits.kpool;
+        mp.by_order = traits.kpool_by_order;
+        mp.window = traits.window;
+        mp.n_vocab = m.n_vocab();
         mem_ = std::make_unique<memory::HybridMemory>(mp);
     }
 
@@ -141,12 +133,8 @@ public:
                 return {DecodeStatus::InvalidBatch,
                         "batch: token " + std::to_string(i) + ": positions must be all given or all automatic"};
             }
-            if (t.seqs.size() > 1 && model_->impl().hparams().has_ple) {
-                // A token's PLE n-gram is made of its sequence's predecessors; one row cannot serve several.
-                return {DecodeStatus::InvalidBatch, "batch: token " + std::to_string(i) +
-                                                        ": a token shared by several sequences is not supported by a "
-                                                        "model with PLE n-gram embeddings"};
-            }
+            const std::string why = model_->impl().check_token_seqs(t.seqs);
+            if (!why.empty()) return {DecodeStatus::InvalidBatch, "batch: token " + std::to_string(i) + ": " + why};
             b.tokens.push_back(t.token);
             if (!auto_pos) b.pos.push_back(t.pos);
             b.seqs.push_back(t.seqs);
@@ -176,8 +164,8 @@ public:
                 }
                 const memory::Plan & plan = mem_->apply();
                 model::ForwardOptions fo;
-                fo.qsa_dense = params_.qsa_dense;
-                const std::vector<float> out = model::forward(model_->impl(), shape_, plan, *mem_, &pool_, fo);
+                fo.dense = params_.qsa_dense;
+                const std::vector<float> out = model_->impl().forward(shape_, plan, *mem_, &pool_, fo).logits;
                 size_t k = 0;
                 for (const auto & t : plan.tokens) {
                     if (!t.output) continue;
@@ -199,7 +187,7 @@ public:
     void apply_shifts() {
         if (!mem_->has_pending_shift()) return;
         mem_->apply_pending_shifts([&](uint32_t cell, memory::Pos old_pos, memory::Pos new_pos) {
-            model::rerotate_keys(model_->impl(), shape_, *mem_, cell, old_pos, new_pos);
+            model_->impl().rerotate_keys(shape_, *mem_, cell, old_pos, new_pos);
         });
     }
 

@@ -27,7 +27,7 @@ std::string env(const char * name) {
 
 }  // namespace
 
-model::GenConfig with_byte_vocab(model::GenConfig config) {
+model::qwen4exp::GenConfig with_byte_vocab(model::qwen4exp::GenConfig config) {
     const TokenizerSpec & spec = byte_vocab_spec();
     config.n_vocab = static_cast<uint32_t>(spec.tokens.size());
     config.eos_token = static_cast<uint32_t>(spec.eos.value_or(0));
@@ -36,8 +36,8 @@ model::GenConfig with_byte_vocab(model::GenConfig config) {
 
 std::vector<gguf::KeyValue> byte_vocab_metadata() { return tokenizer_metadata(byte_vocab_spec()); }
 
-void write_model_file(const model::GenConfig & config, const std::string & path) {
-    const gguf::Writer w = model::generate_model(with_byte_vocab(config), byte_vocab_metadata());
+void write_model_file(const model::qwen4exp::GenConfig & config, const std::string & path) {
+    const gguf::Writer w = model::qwen4exp::generate_model(with_byte_vocab(config), byte_vocab_metadata());
     const std::vector<uint8_t> bytes = w.to_bytes();
     // A name of our own beside the target (same file system, so the rename is atomic), unique per process.
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -70,7 +70,7 @@ std::string default_model_path() {
     if (std::filesystem::is_regular_file(path, ec)) return path;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw Error(dir + ": cannot create the cache directory: " + ec.message());
-    write_model_file(model::gen_preset("tiny"), path);
+    write_model_file(model::qwen4exp::gen_preset("tiny"), path);
     return path;
 }
 

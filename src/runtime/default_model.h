@@ -11,13 +11,13 @@
 namespace offgrid::runtime {
 
 // Attaches the embedded byte-level vocabulary: n_vocab and the PLE end-of-sequence token follow it.
-model::GenConfig with_byte_vocab(model::GenConfig config);
+model::qwen4exp::GenConfig with_byte_vocab(model::qwen4exp::GenConfig config);
 // The tokenizer.ggml.* key/values of the embedded vocabulary.
 std::vector<gguf::KeyValue> byte_vocab_metadata();
 
 // Generates a model with the embedded vocabulary and writes it to `path` through a temporary file in the same
 // directory that is renamed into place, so `path` is either absent or complete. Throws offgrid::Error.
-void write_model_file(const model::GenConfig & config, const std::string & path);
+void write_model_file(const model::qwen4exp::GenConfig & config, const std::string & path);
 
 // $OFFGRID_CACHE, else $XDG_CACHE_HOME/offgrid, else $HOME/.cache/offgrid. Throws when none can be formed.
 std::string cache_dir();

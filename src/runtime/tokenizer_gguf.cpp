@@ -5,7 +5,7 @@
 
 #include "common/error.h"
 #include "gguf/reader.h"
-#include "model/qwen4exp/model.h"
+#include "model/architecture.h"
 #include "offgrid/context.h"
 #include "runtime/tokenizer.h"
 

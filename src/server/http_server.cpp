@@ -1,5 +1,6 @@
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -183,7 +184,7 @@ void HttpServer::routes() {
     svr.set_payload_max_length(cfg_.max_body);
     svr.set_read_timeout(cfg_.timeout_s, 0);
     svr.set_write_timeout(cfg_.timeout_s, 0);
-    svr.set_keep_alive_timeout(2);
+    svr.set_keep_alive_timeout(std::min(cfg_.timeout_s, 2));  // idle keep-alive connections also delay shutdown
 
     static std::atomic<uint64_t> http_requests{0};
     svr.set_pre_routing_handler([this](const httplib::Request & req, httplib::Response & res) {

@@ -18,27 +18,40 @@ size_t common(const std::vector<int32_t> & edge, std::span<const int32_t> rest) 
 
 }  // namespace
 
-PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, size_t max_len) {
-    Hit best;
-    Node * best_node = nullptr;
-    Node * n = &root_;
+const PrefixCache::Node * PrefixCache::deepest(std::span<const int32_t> tokens, size_t max_len, size_t & length) const {
+    const Node * best = nullptr;
+    const Node * n = &root_;
     size_t depth = 0;
+    length = 0;
     while (depth < tokens.size()) {
         auto it = n->children.find(tokens[depth]);
         if (it == n->children.end()) break;
-        Node * c = it->second.get();
+        const Node * c = it->second.get();
         const size_t k = common(c->edge, tokens.subspan(depth));
         if (k < c->edge.size()) break;  // the path leaves this edge: the child's snapshot is of other tokens
         depth += k;
         n = c;
-        if (n->snap && (depth < max_len || (depth == max_len && !n->snap->logits.empty()))) {
-            best = {depth, n->snap};
-            best_node = n;
+        if (depth > max_len) break;
+        if (n->snap && (depth < max_len || !n->snap->logits.empty())) {
+            best = n;
+            length = depth;
         }
-        if (depth >= max_len) break;
     }
-    if (best_node) best_node->last_use = ++clock_;
     return best;
+}
+
+PrefixCache::Hit PrefixCache::lookup(std::span<const int32_t> tokens, size_t max_len) {
+    size_t length = 0;
+    Node * n = const_cast<Node *>(deepest(tokens, max_len, length));
+    if (!n) return {};
+    n->last_use = ++clock_;
+    return {length, n->snap};
+}
+
+size_t PrefixCache::peek(std::span<const int32_t> tokens, size_t max_len) const {
+    size_t length = 0;
+    deepest(tokens, max_len, length);
+    return length;
 }
 
 size_t PrefixCache::match_length(std::span<const int32_t> tokens) const {
@@ -155,6 +168,21 @@ void PrefixCache::prune(Node * n) {
         }
         n = p;
     }
+}
+
+void PrefixCache::for_each(const std::function<void(const std::vector<int32_t> &, const Snapshot &)> & fn) const {
+    std::vector<std::pair<uint64_t, std::pair<std::vector<int32_t>, const Snapshot *>>> all;
+    std::vector<int32_t> path;
+    std::function<void(const Node *)> walk = [&](const Node * n) {
+        const size_t before = path.size();
+        path.insert(path.end(), n->edge.begin(), n->edge.end());
+        if (n->snap) all.push_back({n->last_use, {path, n->snap.get()}});
+        for (const auto & [t, c] : n->children) walk(c.get());
+        path.resize(before);
+    };
+    walk(&root_);
+    std::sort(all.begin(), all.end(), [](const auto & a, const auto & b) { return a.first < b.first; });
+    for (const auto & [use, entry] : all) fn(entry.first, *entry.second);
 }
 
 void PrefixCache::clear() {

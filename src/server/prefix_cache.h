@@ -9,6 +9,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -34,6 +35,8 @@ public:
     // The deepest snapshot whose path is a prefix of tokens and covers at most max_len tokens; one that covers
     // exactly max_len tokens counts only if it has logits (a decode needs at least one new token otherwise).
     Hit lookup(std::span<const int32_t> tokens, size_t max_len);
+    // The length lookup would give, without counting as a use.
+    size_t peek(std::span<const int32_t> tokens, size_t max_len) const;
     // How many leading tokens of `tokens` the tree knows (snapshot or not): where a new prompt leaves the paths
     // of earlier ones, the natural place for a snapshot that later prompts will share.
     size_t match_length(std::span<const int32_t> tokens) const;
@@ -43,6 +46,8 @@ public:
     // larger than the whole budget is not kept.
     void insert(std::span<const int32_t> tokens, Snapshot snap);
     void clear();
+    // Every snapshot with its token path, least recently used first (for saving the cache to files).
+    void for_each(const std::function<void(const std::vector<int32_t> &, const Snapshot &)> & fn) const;
 
     size_t bytes() const { return bytes_; }
     size_t entries() const { return entries_; }
@@ -57,6 +62,7 @@ private:
         std::shared_ptr<const Snapshot> snap;
         uint64_t last_use = 0;
     };
+    const Node * deepest(std::span<const int32_t> tokens, size_t max_len, size_t & length) const;
     void evict();
     void prune(Node * n);
     void collect(Node * n, std::vector<Node *> & out);

@@ -4,8 +4,10 @@
 #include <cmath>
 #include <cstdio>
 #include <numeric>
+#include <set>
 
 #include "common/error.h"
+#include "server/cache_files.h"
 #include "server/stop_text.h"
 
 namespace offgrid::server {
@@ -83,7 +85,7 @@ struct Scheduler::Slot {
     std::unique_ptr<Job> job;   // null: free
     size_t n_past = 0;          // tokens in the sequence
     size_t n_cached = 0;        // prompt tokens restored from the cache
-    size_t branch = 0;          // a position to snapshot during prefill (where the prompt leaves cached paths)
+    std::set<size_t> cuts;      // positions where a prefill chunk ends and a snapshot is taken (where prompts part)
     bool prefilling = false;
     bool logits_ready = false;  // the cache gave the prompt's last logits: sample without a decode
     int32_t pending = -1;       // sampled, not yet decoded
@@ -103,6 +105,12 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, runtime::Tokenizer tok,
       cache_(cfg.cache_bytes) {
     slots_.resize(cfg_.n_slots);
     for (uint32_t i = 0; i < cfg_.n_slots; ++i) slots_[i].seq = static_cast<int32_t>(i);
+    if (!cfg_.cache_dir.empty() && cache_.enabled()) {
+        const size_t n = load_prefix_cache(cache_, cfg_.cache_dir, model_->fingerprint(), static_cast<size_t>(n_vocab_));
+        stats_.cache_bytes = cache_.bytes();
+        stats_.cache_entries = cache_.entries();
+        if (cfg_.log) std::fprintf(stderr, "serve: prefix cache: %zu snapshots loaded from %s\n", n, cfg_.cache_dir.c_str());
+    }
     thread_ = std::thread([this] { run(); });
 }
 
@@ -188,6 +196,38 @@ void Scheduler::run() {
     for (auto & s : slots_) {
         if (s.job) finish(s, "", "the server is shutting down");
     }
+    if (!cfg_.cache_dir.empty() && cache_.enabled()) {
+        const size_t n = save_prefix_cache(cache_, cfg_.cache_dir, model_->fingerprint());
+        if (cfg_.log) std::fprintf(stderr, "serve: prefix cache: %zu snapshots saved to %s\n", n, cfg_.cache_dir.c_str());
+    }
+}
+
+// Whether a waiting job should wait for a running prefill that will soon hold a longer prefix of its prompt than
+// the cache does: then it restores that prefix instead of computing it a second time alongside. The leader is
+// told to end a chunk and take a snapshot where the two prompts part.
+bool Scheduler::defer(const Job & job) {
+    if (!cache_.enabled()) return false;
+    const auto & prompt = job.req.prompt;
+    size_t best = 0;
+    Slot * leader = nullptr;
+    for (auto & s : slots_) {
+        if (!s.job || !s.prefilling) continue;
+        const auto & other = s.job->req.prompt;
+        const size_t n = std::min(prompt.size(), other.size());
+        size_t k = 0;
+        while (k < n && prompt[k] == other[k]) ++k;
+        if (k == prompt.size() && k == other.size()) k = prompt.size();  // the same prompt: wait for its end
+        else k = std::min(k, prompt.size() - 1);
+        if (k > s.n_past && k > best) {
+            best = k;
+            leader = &s;
+        }
+    }
+    if (!leader) return false;
+    const size_t have = cache_.peek(prompt, prompt.size());
+    if (best < have + kMinShared) return false;
+    if (best < leader->job->req.prompt.size()) leader->cuts.insert(best);
+    return true;
 }
 
 void Scheduler::admit() {
@@ -196,13 +236,18 @@ void Scheduler::admit() {
         std::unique_ptr<Job> job;
         {
             std::lock_guard<std::mutex> lock(mu_);
-            while (!waiting_.empty() && !job) {
-                job = std::move(waiting_.front());
-                waiting_.pop_front();
-                if (job->ch->cancelled()) {
+            for (auto it = waiting_.begin(); it != waiting_.end() && !job;) {
+                if ((*it)->ch->cancelled()) {
                     ++stats_.requests_cancelled;
-                    job.reset();
+                    it = waiting_.erase(it);
+                    continue;
                 }
+                if (defer(**it)) {
+                    ++it;
+                    continue;
+                }
+                job = std::move(*it);
+                waiting_.erase(it);
             }
             stats_.queue_length = waiting_.size();
         }
@@ -218,7 +263,7 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
     const auto & prompt = j.req.prompt;
     s.n_past = 0;
     s.n_cached = 0;
-    s.branch = 0;
+    s.cuts.clear();
     s.pending = -1;
     s.generated.clear();
     s.cached_logits.clear();
@@ -253,7 +298,7 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
             }
         }
         const size_t m = cache_.match_length(prompt);
-        if (m > s.n_past && m < prompt.size()) s.branch = m;
+        if (m > s.n_past && m < prompt.size()) s.cuts.insert(m);
     }
 }
 
@@ -310,7 +355,8 @@ bool Scheduler::step() {
         if (!s.job || !s.prefilling || budget == 0) continue;
         const auto & prompt = s.job->req.prompt;
         size_t n = std::min(prompt.size() - s.n_past, budget);
-        if (s.branch > s.n_past && s.branch < s.n_past + n) n = s.branch - s.n_past;  // end the chunk there
+        const auto cut = s.cuts.upper_bound(s.n_past);
+        if (cut != s.cuts.end() && *cut < s.n_past + n) n = *cut - s.n_past;  // end the chunk there
         const bool last = s.n_past + n == prompt.size();
         for (size_t i = 0; i < n; ++i) {
             const size_t p = s.n_past + i;
@@ -341,7 +387,7 @@ bool Scheduler::step() {
             stats_.prompt_tokens_decoded += p.n;
             if (!p.output) {
                 // A chunk boundary: later prompts sharing this prefix restore it.
-                if (s.n_past >= cfg_.min_snapshot || s.n_past == s.branch) snapshot(s, s.n_past, nullptr);
+                if (s.n_past >= cfg_.min_snapshot || s.cuts.count(s.n_past)) snapshot(s, s.n_past, nullptr);
                 continue;
             }
             s.prefilling = false;

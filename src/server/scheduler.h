@@ -81,6 +81,7 @@ struct SchedulerConfig {
     uint32_t max_queue = 64;      // waiting requests beyond the slots
     uint32_t min_snapshot = 32;   // no chunk-boundary snapshot below this many tokens
     bool log = true;              // one line per request to stderr
+    std::string cache_dir;        // not empty: the prefix cache is loaded from here at start and saved at shutdown
 };
 
 // Counters for /metrics; written by the scheduler thread, read by anyone.
@@ -119,6 +120,8 @@ private:
 
     void run();
     void admit();
+    bool defer(const Job & job);
+    static constexpr size_t kMinShared = 64;  // a running prefill this many tokens ahead of the cache is waited for
     void start_job(Slot & s, std::unique_ptr<Job> job);
     bool step();
     void sample(Slot & s, const float * logits);

@@ -17,7 +17,7 @@ namespace {
 TEST(Bench, TableJsonAndPlot) {
     TempDir dir;
     const std::string model = dir.file("m.gguf");
-    runtime::write_model_file(model::gen_preset("tiny"), model);
+    runtime::write_model_file(model::qwen4exp::gen_preset("tiny"), model);
     const std::string base = "bench -m " + q(model) + " -d 0,200,100 -p 16 -n 4 -t 2";
     const CmdResult table = run_offgrid(base + " --plot " + q(dir.file("p.svg")));
     ASSERT_EQ(table.status, 0) << table.err;
@@ -52,7 +52,7 @@ TEST(Bench, TableJsonAndPlot) {
 // Below the budget, QSA selects every pool anyway: sparse and dense logits are bit-identical. Past it they differ.
 TEST(Bench, QsaDenseSwitchesTheQsaLayersToDenseAttention) {
     TempDir dir;
-    model::GenConfig cfg = model::gen_preset("tiny");  // r = 4, top_k = 64
+    model::qwen4exp::GenConfig cfg = model::qwen4exp::gen_preset("tiny");  // r = 4, top_k = 64
     runtime::write_model_file(cfg, dir.file("m.gguf"));
     auto model = Model::load(dir.file("m.gguf"));
     ContextParams sp;

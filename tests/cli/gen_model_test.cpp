@@ -120,7 +120,7 @@ TEST(GenModel, FollowsTheGgufConventionsOfTheSpec) {
         EXPECT_NEAR(mean, 1.0, 0.1) << name;
     }
     // Our loader takes it, including hash multipliers at or above 2^63 (the u64 range).
-    const model::Model m = model::Model::load(path);
+    const model::qwen4exp::Model m = model::qwen4exp::Model::load(path);
     const gguf::Value * mult = r.find(a + "ple.layer_multipliers");
     ASSERT_EQ(m.hparams().ple_multipliers.size(), mult->array.size());
     bool high = false;
@@ -145,7 +145,7 @@ TEST(GenModel, OverridesAndQ8) {
                                     " --head-dim 8 --n-rot 4 --n-expert 5 --n-expert-used 3 --ple-ngram 4");
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("wrote"), std::string::npos);
-    const model::Model m = model::Model::load(path);
+    const model::qwen4exp::Model m = model::qwen4exp::Model::load(path);
     const auto & hp = m.hparams();
     EXPECT_EQ(hp.n_embd, 96u);
     EXPECT_EQ(hp.n_layer, 6u);
@@ -171,7 +171,7 @@ TEST(GenModel, OverridesAndQ8) {
 
     const CmdResult nople = run_offgrid("gen-model --no-ple --type bf16 -o " + q(path));
     ASSERT_EQ(nople.status, 0) << nople.err;
-    const model::Model m2 = model::Model::load(path);
+    const model::qwen4exp::Model m2 = model::qwen4exp::Model::load(path);
     EXPECT_FALSE(m2.hparams().has_ple);
     EXPECT_EQ(m2.reader().find_tensor("per_layer_token_embd.weight"), nullptr);
     EXPECT_EQ(m2.reader().find_tensor("blk.1.attn_v.weight")->type, ElemType::BF16);

@@ -38,7 +38,7 @@ TEST(Run, DefaultModelIsGeneratedOnceIntoTheCache) {
     std::vector<fs::path> files;
     for (const auto & e : fs::directory_iterator(dir.file("cache"))) files.push_back(e.path());
     ASSERT_EQ(files.size(), 1u);
-    runtime::write_model_file(model::gen_preset("tiny"), dir.file("tiny.gguf"));
+    runtime::write_model_file(model::qwen4exp::gen_preset("tiny"), dir.file("tiny.gguf"));
     EXPECT_TRUE(slurp(files[0]) == slurp(dir.file("tiny.gguf")));
     const auto mtime = fs::last_write_time(files[0]);
     // A second run reuses it and, greedy, prints the same text.
@@ -146,8 +146,8 @@ TEST(Run, StateFileRoundTripThroughTheCommandLine) {
 // Save after a prompt, load into a fresh context, continue: the logits equal an uninterrupted run's exactly.
 TEST(Run, StateFileRoundTripThroughTheApi) {
     TempDir dir;
-    runtime::write_model_file(model::gen_preset("tiny"), dir.file("m.gguf"));
-    model::GenConfig other_cfg = model::gen_preset("tiny");
+    runtime::write_model_file(model::qwen4exp::gen_preset("tiny"), dir.file("m.gguf"));
+    model::qwen4exp::GenConfig other_cfg = model::qwen4exp::gen_preset("tiny");
     other_cfg.seed = 5;
     runtime::write_model_file(other_cfg, dir.file("other.gguf"));
     auto model = Model::load(dir.file("m.gguf"));

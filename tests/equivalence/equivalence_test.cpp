@@ -21,7 +21,7 @@ using Rows = std::vector<std::vector<float>>;
 
 std::shared_ptr<const offgrid::Model> sparse_model() {
     static std::shared_ptr<const offgrid::Model> model = [] {
-        offgrid::model::GenConfig cfg = offgrid::model::gen_preset("tiny");
+        offgrid::model::qwen4exp::GenConfig cfg = offgrid::model::qwen4exp::gen_preset("tiny");
         cfg.n_ctx = 2048;
         cfg.n_vocab = 512;
         cfg.qsa_ratio = 4;
@@ -30,7 +30,7 @@ std::shared_ptr<const offgrid::Model> sparse_model() {
         // One file per process: ctest runs every test in its own process, in parallel.
         const auto path =
             (std::filesystem::temp_directory_path() / ("offgrid_equivalence_" + std::to_string(getpid()) + ".gguf")).string();
-        offgrid::model::generate_model(cfg).write_file(path);
+        offgrid::model::qwen4exp::generate_model(cfg).write_file(path);
         auto model = offgrid::Model::load(path);
         std::filesystem::remove(path);  // the mapping stays valid
         return model;

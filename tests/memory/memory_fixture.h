@@ -17,7 +17,8 @@ namespace offgrid::memory::test {
 inline CacheShape small_shape(bool recurrent = true, bool indexer = true) {
     CacheShape s;
     s.n_attn_layers = 1;
-    s.kv_width = 2;
+    s.k_width = 2;
+    s.v_width = 2;
     s.idx_width = indexer ? 2 : 0;
     s.n_recr_layers = recurrent ? 1 : 0;
     s.conv_floats = recurrent ? 2 : 0;

@@ -29,9 +29,9 @@ int32_t i32_at(const Bytes & b, size_t off) {
 }
 
 // Our state header, as docs/memory.md "State format" lists it: magic, version, kind, flags, source seq id, then
-// 15 shape fields (streams, cells per stream, n_seq_max, attention layers, kv width, idx width, type_k, type_v,
-// recurrent layers, conv floats, ssm floats, ple floats, n_rs_seq, kpool, by_order).
-constexpr size_t kHeaderBytes = 5 * 4 + 15 * 4;
+// 17 shape fields (streams, cells per stream, n_seq_max, attention layers, k width, v width, idx width, idx
+// parts, type_k, type_v, recurrent layers, conv floats, ssm floats, ple floats, n_rs_seq, kpool, by_order).
+constexpr size_t kHeaderBytes = 5 * 4 + 17 * 4;
 constexpr size_t kShapeAt = 20;
 
 // A pure recurrent memory (model class R): no attention or indexer rows, one state per sequence.
@@ -91,20 +91,20 @@ TEST(Scenario, T33_SequenceStateOfASeparateStream) {
     EXPECT_EQ(state_save(mem, 2).size(), kHeaderBytes + 4 * 4);
 }
 
-// T34: the reference's blob starts with its own magic and records; ours with "OGMS", version 1, kind 1 and the
+// T34: the reference's blob starts with its own magic and records; ours with "OGMS", version 2, kind 1 and the
 // shape, then per cell (pos, shift, x, y, token, n_seq, seq ids).
 TEST(Scenario, T34_SequenceStateHeaderAndRecords) {
     HybridMemory mem(small_params());
     dec(mem, 0, 0, 3);
     const Bytes b = state_save(mem, 0);
     EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "OGMS");
-    EXPECT_EQ(u32_at(b, 4), 1u);   // version
+    EXPECT_EQ(u32_at(b, 4), 2u);   // version
     EXPECT_EQ(u32_at(b, 8), 1u);   // kind: one sequence
     EXPECT_EQ(u32_at(b, 12), 0u);  // flags
     EXPECT_EQ(i32_at(b, 16), 0);   // source sequence
-    const uint32_t shape[15] = {1, 64, 4, 1, 2, 2, (uint32_t)tensor::ElemType::F32, (uint32_t)tensor::ElemType::F32,
+    const uint32_t shape[17] = {1, 64, 4, 1, 2, 2, 2, 2, (uint32_t)tensor::ElemType::F32, (uint32_t)tensor::ElemType::F32,
                                 1, 2, 1, 0, 0, 0, 1};
-    for (size_t k = 0; k < 15; ++k) EXPECT_EQ(u32_at(b, kShapeAt + 4 * k), shape[k]) << "shape field " << k;
+    for (size_t k = 0; k < 17; ++k) EXPECT_EQ(u32_at(b, kShapeAt + 4 * k), shape[k]) << "shape field " << k;
     ASSERT_EQ(u32_at(b, kHeaderBytes), 3u);  // cell count
     for (int c = 0; c < 3; ++c) {
         const size_t at = kHeaderBytes + 4 + 28 * c;

@@ -135,10 +135,10 @@ TEST(State, OtherShapeRefusedWithFieldName) {
     dec(a, 0, 0, 3);
     const Bytes b = state_save(a, 0);
     MemoryParams p = small_params();
-    p.shape.kv_width = 4;
+    p.shape.k_width = 4;
     HybridMemory other(p);
     dec(other, 0, 0, 2);
-    EXPECT_NE(load_error(other, b, 0).find("kv_width"), std::string::npos);
+    EXPECT_NE(load_error(other, b, 0).find("k_width"), std::string::npos);
     EXPECT_EQ(span(other, 0), PP(0, 1));
     p = small_params();
     p.shape.type_v = tensor::ElemType::F16;

@@ -10,7 +10,7 @@
 #include "test_memory.h"
 #include "tiny_model.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 namespace {
 
 TEST(Corrupt, RandomHeaderBytesLoadOrThrow) {
@@ -39,4 +39,4 @@ TEST(Corrupt, RandomHeaderBytesLoadOrThrow) {
 }
 
 }  // namespace
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

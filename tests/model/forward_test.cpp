@@ -16,7 +16,7 @@
 #include "test_memory.h"
 #include "tiny_model.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 namespace {
 
 struct Built {
@@ -250,9 +250,9 @@ TEST(Forward, OnlyOutputRowsAreReturned) {
 }
 
 }  // namespace
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 namespace {
 
 TEST(Shift, RerotatedKeysEqualKeysRopedAtTheNewPosition) {
@@ -264,9 +264,9 @@ TEST(Shift, RerotatedKeysEqualKeysRopedAtTheNewPosition) {
     const auto & s = mem.shape();
     const uint32_t cell = 4;
     const int old_pos = 4, new_pos = 41;
-    std::vector<std::vector<float>> before(s.n_attn_layers, std::vector<float>(s.kv_width));
+    std::vector<std::vector<float>> before(s.n_attn_layers, std::vector<float>(s.k_width));
     for (uint32_t l = 0; l < s.n_attn_layers; ++l) {
-        std::memcpy(before[l].data(), mem.storage().k_row(l, cell), s.kv_width * 4);
+        std::memcpy(before[l].data(), mem.storage().k_row(l, cell), s.k_width * 4);
     }
     rerotate_keys(b.model, s, mem.storage(), cell, old_pos, new_pos);
     // Expected: NeoX pairs turned by (new - old) * theta_i in double; dimensions past n_rot untouched.
@@ -287,9 +287,9 @@ TEST(Shift, RerotatedKeysEqualKeysRopedAtTheNewPosition) {
     rerotate_keys(b.model, s, mem.storage(), cell, new_pos, old_pos);
     for (uint32_t l = 0; l < s.n_attn_layers; ++l) {
         const float * back = static_cast<const float *>(mem.storage().k_row(l, cell));
-        for (size_t i = 0; i < s.kv_width; ++i) EXPECT_NEAR(back[i], before[l][i], 1e-5);
+        for (size_t i = 0; i < s.k_width; ++i) EXPECT_NEAR(back[i], before[l][i], 1e-5);
     }
 }
 
 }  // namespace
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

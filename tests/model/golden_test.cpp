@@ -13,7 +13,7 @@
 #include "model/qwen4exp/model.h"
 #include "test_memory.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 namespace {
 
 struct LogRow {
@@ -167,4 +167,4 @@ INSTANTIATE_TEST_SUITE_P(Golden, SeqBatch,
                          });
 
 }  // namespace
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

@@ -9,7 +9,7 @@
 #include "model/qwen4exp/model.h"
 #include "tiny_model.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 namespace {
 
 using test::GgufBuilder;
@@ -45,7 +45,8 @@ TEST(Load, TinyModelLoadsWithDerivedValues) {
     EXPECT_EQ(m.recr_index(2), 1);
     const auto s = m.cache_shape(tensor::ElemType::F32, tensor::ElemType::F16);
     EXPECT_EQ(s.n_attn_layers, 2u);
-    EXPECT_EQ(s.kv_width, 16u);
+    EXPECT_EQ(s.k_width, 16u);
+    EXPECT_EQ(s.v_width, 16u);
     EXPECT_EQ(s.idx_width, 16u);
     EXPECT_EQ(s.n_recr_layers, 2u);
     EXPECT_EQ(s.conv_floats, 3u * (2 * 16 + 32));
@@ -141,4 +142,4 @@ TEST(Load, ScalarSectionsRepeatAndRecurrentLayersKey) {
 }
 
 }  // namespace
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

@@ -16,7 +16,7 @@
 #include "reference_forward.h"
 #include "tiny_model.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 namespace {
 
 struct Built {
@@ -146,9 +146,9 @@ TEST_P(MemorySparse, TwoInterleavedSequencesInOneUnifiedCache) {
 INSTANTIATE_TEST_SUITE_P(Ratios, MemorySparse, ::testing::Values(2u, 4u, 8u));
 
 }  // namespace
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 namespace {
 
 // A sliding-window memory on a dense model: attention reads only the cells of the token's window
@@ -192,4 +192,4 @@ TEST(WindowedMemory, DenseAttentionReadsOnlyTheWindow) {
 }
 
 }  // namespace
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

@@ -50,12 +50,12 @@ float sig(float x) { return 1.0f / (1.0f + std::exp(-x)); }
 float silu(float x) { return x * sig(x); }
 
 struct Ref {
-    const model::Model & m;
-    const model::Hparams & hp;
+    const model::qwen4exp::Model & m;
+    const model::qwen4exp::Hparams & hp;
     size_t n;
 
     // HC mixer of one token's residual (hc x E).
-    Vec hc_mix(const model::HcWeights & w, const Vec & X, Vec * inject) const {
+    Vec hc_mix(const model::qwen4exp::HcWeights & w, const Vec & X, Vec * inject) const {
         const size_t E = hp.n_embd, hc = hp.hc;
         Vec xn(hc * E);
         for (size_t h = 0; h < hc; ++h) {
@@ -329,10 +329,10 @@ struct Ref {
 
 }  // namespace
 
-std::vector<float> reference_forward(const model::Model & m, const std::vector<int32_t> & tokens,
+std::vector<float> reference_forward(const model::qwen4exp::Model & m, const std::vector<int32_t> & tokens,
                                      const ReferenceOptions & opt) {
     g_f32_activations = opt.f32_activations;
-    const model::Hparams & hp = m.hparams();
+    const model::qwen4exp::Hparams & hp = m.hparams();
     const size_t n = tokens.size(), E = hp.n_embd, hc = hp.hc;
     const Ref ref{m, hp, n};
     std::vector<Vec> R(n, Vec(hc * E));

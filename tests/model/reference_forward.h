@@ -23,7 +23,7 @@ struct ReferenceOptions {
     mutable double min_selection_gap = INFINITY;
 };
 
-std::vector<float> reference_forward(const model::Model & m, const std::vector<int32_t> & tokens,
+std::vector<float> reference_forward(const model::qwen4exp::Model & m, const std::vector<int32_t> & tokens,
                                      const ReferenceOptions & opt = {});
 
 }  // namespace offgrid::test

@@ -18,9 +18,9 @@ class TestStorage : public memory::Storage {
 public:
     TestStorage(const memory::CacheShape & s, uint32_t n_cells, uint32_t n_rows) : s_(s), n_cells_(n_cells) {
         const size_t ek = s.type_k == tensor::ElemType::F32 ? 4 : 2, ev = s.type_v == tensor::ElemType::F32 ? 4 : 2;
-        k_bytes_ = s.kv_width * ek;
-        v_bytes_ = s.kv_width * ev;
-        idx_bytes_ = 2 * s.idx_width * ek;
+        k_bytes_ = s.k_width * ek;
+        v_bytes_ = s.v_width * ev;
+        idx_bytes_ = s.idx_parts * s.idx_width * ek;
         k_.assign(size_t(s.n_attn_layers) * n_cells * k_bytes_, 0);
         v_.assign(size_t(s.n_attn_layers) * n_cells * v_bytes_, 0);
         idx_.assign(size_t(s.n_attn_layers) * n_cells * idx_bytes_, 0);
@@ -58,7 +58,7 @@ public:
 // One sequence (id 0) growing from position 0.
 class TestMemory {
 public:
-    TestMemory(const model::Model & m, uint32_t n_cells, uint32_t kpool,
+    TestMemory(const model::qwen4exp::Model & m, uint32_t n_cells, uint32_t kpool,
                tensor::ElemType type_k = tensor::ElemType::F32, tensor::ElemType type_v = tensor::ElemType::F32,
                uint32_t n_rows = 1)
         : model_(m), shape_(m.cache_shape(type_k, type_v)), storage_(shape_, n_cells, n_rows), n_cells_(n_cells),
@@ -117,14 +117,14 @@ public:
                 plan.new_pools.push_back({mem, mem.back(), {p0, p0, p0, p0}});
             }
         }
-        return model::forward(model_, shape_, plan, storage_, pool);
+        return model::qwen4exp::forward(model_, shape_, plan, storage_, pool);
     }
 
     TestStorage & storage() { return storage_; }
     const memory::CacheShape & shape() const { return shape_; }
 
 private:
-    const model::Model & model_;
+    const model::qwen4exp::Model & model_;
     memory::CacheShape shape_;
     TestStorage storage_;
     uint32_t n_cells_, kpool_;

@@ -20,7 +20,7 @@ namespace {
 using offgrid::BatchToken;
 
 std::shared_ptr<const offgrid::Model> model_of(offgrid::tensor::ElemType type) {
-    offgrid::model::GenConfig cfg = offgrid::model::gen_preset("tiny");
+    offgrid::model::qwen4exp::GenConfig cfg = offgrid::model::qwen4exp::gen_preset("tiny");
     cfg.n_ctx = 1024;
     cfg.n_embd = 128;       // whole SIMD vectors and Q8_0 blocks, several row tiles per matrix
     cfg.head_dim = 32;
@@ -28,7 +28,7 @@ std::shared_ptr<const offgrid::Model> model_of(offgrid::tensor::ElemType type) {
     const auto path = (std::filesystem::temp_directory_path() /
                        ("offgrid_batch_invariance_" + std::to_string(getpid()) + "_" +
                         std::to_string(static_cast<int>(type)) + ".gguf")).string();
-    offgrid::model::generate_model(cfg).write_file(path);
+    offgrid::model::qwen4exp::generate_model(cfg).write_file(path);
     auto model = offgrid::Model::load(path);
     std::filesystem::remove(path);  // the mapping stays valid
     return model;

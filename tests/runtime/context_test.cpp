@@ -13,12 +13,12 @@ namespace {
 
 std::shared_ptr<const offgrid::Model> small_model() {
     static std::shared_ptr<const offgrid::Model> model = [] {
-        offgrid::model::GenConfig cfg = offgrid::model::gen_preset("tiny");
+        offgrid::model::qwen4exp::GenConfig cfg = offgrid::model::qwen4exp::gen_preset("tiny");
         cfg.n_ctx = 2048;
         // One file per process: ctest runs every test in its own process, in parallel.
         const auto path =
             (std::filesystem::temp_directory_path() / ("offgrid_context_test_" + std::to_string(getpid()) + ".gguf")).string();
-        offgrid::model::generate_model(cfg).write_file(path);
+        offgrid::model::qwen4exp::generate_model(cfg).write_file(path);
         auto model = offgrid::Model::load(path);
         std::filesystem::remove(path);  // the mapping stays valid
         return model;
@@ -143,6 +143,40 @@ TEST(Context, StateFileOfAnotherContextSizeIsRefusedAtItsFileOffset) {
     }
     EXPECT_EQ(b.seq_pos_max(0), -1);
     std::filesystem::remove(path);
+}
+
+}  // namespace
+
+namespace {
+
+// What the server reads through the public API: a slot's capacity, its stream's free cells, GGUF strings.
+TEST(Context, SequenceCapacityAndFreeCells) {
+    offgrid::ContextParams p;
+    p.n_ctx = 1024;
+    p.n_seq_max = 4;
+    p.unified = false;
+    offgrid::Context ctx(small_model(), p);
+    EXPECT_EQ(ctx.seq_capacity(), 256u);
+    EXPECT_EQ(ctx.n_free_cells(2), 256u);
+    ASSERT_TRUE(ctx.decode(tokens(2, 0, 100)).ok());
+    EXPECT_EQ(ctx.n_free_cells(2), 156u);
+    EXPECT_EQ(ctx.n_free_cells(1), 256u);  // another stream
+    ctx.seq_rm(2, -1, -1);
+    EXPECT_EQ(ctx.n_free_cells(2), 256u);
+    EXPECT_THROW(ctx.n_free_cells(4), offgrid::Error);
+
+    p.unified = true;
+    offgrid::Context shared(small_model(), p);
+    EXPECT_EQ(shared.seq_capacity(), 1024u);
+    ASSERT_TRUE(shared.decode(tokens(0, 0, 10)).ok());
+    EXPECT_EQ(shared.n_free_cells(3), 1014u);  // one stream for all
+}
+
+TEST(Context, ModelMetadataStrings) {
+    const auto model = small_model();
+    EXPECT_EQ(model->metadata_string("general.architecture"), "qwen4exp");
+    EXPECT_EQ(model->metadata_string("no.such.key"), "");
+    EXPECT_EQ(model->metadata_string("qwen4exp.block_count"), "");  // not a string
 }
 
 }  // namespace

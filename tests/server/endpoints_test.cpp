@@ -287,3 +287,71 @@ TEST(Server, SigtermFinishesARunningRequestAndExitsZero) {
 
 }  // namespace
 }  // namespace offgrid::test
+
+namespace offgrid::test {
+namespace {
+
+TEST(Server, PrefixCacheSurvivesARestartWithSlotSavePath) {
+    const fs::path dir = work_dir() / "slots";
+    fs::create_directories(dir);
+    {
+        std::ofstream junk(dir / "junk.ogpc");
+        junk << "not a cache file";
+    }
+    const json body = completion("a prompt worth keeping across restarts", 6);
+    std::string text;
+    {
+        ServerProcess s({"-np", "1", "-t", "1", "--slot-save-path", dir.string()}, "save");
+        Reply r = post(s, "/v1/completions", body);
+        ASSERT_EQ(r.status, 200);
+        EXPECT_EQ(r.j["usage"]["prompt_tokens_details"]["cached_tokens"], 0);
+        text = r.j["choices"][0]["text"];
+        EXPECT_EQ(s.stop(), 0);
+        EXPECT_NE(s.log().find("snapshots saved"), std::string::npos) << s.log();
+    }
+    ServerProcess s({"-np", "1", "-t", "1", "--slot-save-path", dir.string()}, "load");
+    Reply r = post(s, "/v1/completions", body);
+    ASSERT_EQ(r.status, 200);
+    EXPECT_EQ(r.j["usage"]["prompt_tokens_details"]["cached_tokens"], r.j["usage"]["prompt_tokens"]);
+    EXPECT_EQ(r.j["choices"][0]["text"], text);
+    EXPECT_EQ(s.stop(), 0);
+}
+
+}  // namespace
+}  // namespace offgrid::test
+
+namespace offgrid::test {
+namespace {
+
+// A client that sends half a request and stalls is dropped after --timeout.
+TEST(Server, StalledRequestsTimeOut) {
+    ServerProcess s({"-np", "1", "-t", "1", "--timeout", "1", "--quiet"}, "timeout");
+    auto stall = [&](const std::string & partial) {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        ASSERT_GE(fd, 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(static_cast<uint16_t>(s.port()));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)), 0);
+        timeval tv{6, 0};  // the test's own bound
+        ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        ASSERT_EQ(::send(fd, partial.data(), partial.size(), 0), static_cast<ssize_t>(partial.size()));
+        char buf[1024];
+        ssize_t n;
+        while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) {
+        }
+        EXPECT_EQ(n, 0) << "the server did not close the stalled connection";
+        ::close(fd);
+    };
+    // A stalled header and a stalled body, at once (each is dropped after the idle wait and the read timeout).
+    std::thread a([&] { stall("POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\n"); });
+    std::thread b([&] { stall("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"model\""); });
+    a.join();
+    b.join();
+    Reply ok = post(s, "/v1/completions", completion("after the stall", 2));
+    EXPECT_EQ(ok.status, 200);
+}
+
+}  // namespace
+}  // namespace offgrid::test

@@ -65,6 +65,32 @@ TEST(Load, ThirtyTwoClientsTimesEightRequests) {
     EXPECT_EQ(s.stop(), 0);
 }
 
+TEST(PrefixCache, ASharedPrefixOfConcurrentRequestsIsPrefilledOnce) {
+    ServerProcess s({"-np", "4", "-c", "2048", "-b", "64", "-t", "1", "--quiet"}, "shared");
+    const std::vector<int> prefix = ids(200, 3);
+    std::vector<std::thread> clients;
+    std::vector<Reply> replies(6);
+    for (int i = 0; i < 6; ++i) {
+        clients.emplace_back([&, i] {
+            std::vector<int> p = prefix;
+            const std::vector<int> tail = ids(10, 100 + i);
+            p.insert(p.end(), tail.begin(), tail.end());
+            replies[i] = post(s, "/v1/completions", greedy(p, 4));
+        });
+    }
+    for (auto & t : clients) t.join();
+    int hits = 0;
+    for (const auto & r : replies) {
+        ASSERT_EQ(r.status, 200) << r.body;
+        hits += r.j["usage"]["prompt_tokens_details"]["cached_tokens"].get<int>() > 0;
+    }
+    EXPECT_EQ(hits, 5);
+    // Without sharing six prompts would prefill 6 x 210 tokens; waiting for the running prefill (or the cache)
+    // leaves the shared part to one of them.
+    EXPECT_LT(metric(s, "prompt_tokens_decoded_total"), 2 * 210);
+    EXPECT_EQ(metric(s, "prompt_tokens_total"), 6 * 210);
+}
+
 TEST(Determinism, AloneAmongFifteenOthersAndAfterCacheHits) {
     const std::vector<int> prompt = ids(300, 42);
     const json req = greedy(prompt, 24);

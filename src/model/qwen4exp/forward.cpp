@@ -5,102 +5,28 @@
 #include <string>
 
 #include "common/error.h"
+#include "model/common/hyper_connections.h"
+#include "model/common/moe.h"
 #include "model/qwen4exp/forward_internal.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
 namespace detail {
-
-void hc_mix(const Batch & b, const HcWeights & w, const float * R, size_t n, float * mixed, float * inject) {
-    const size_t E = b.hp.n_embd, hc = b.hp.hc, dim = hc * E, lr = b.hp.hc_lr;
-    std::vector<float> xn(n * dim), lo(n * lr), g(n * dim);
-    for (size_t t = 0; t < n; ++t) {
-        for (size_t h = 0; h < hc; ++h) {
-            ops::rms_norm(R + t * dim + h * E, E, b.hp.rms_eps, w.norm.data() + h * E, xn.data() + t * dim + h * E);
-        }
-    }
-    ops::matmul(w.down, xn.data(), n, lo.data(), b.pool);
-    const float inv_hc = 1.0f / static_cast<float>(hc);
-    for (float & v : lo) v = ops::silu(v * inv_hc);  // scaled before the activation
-    ops::matmul(w.up, lo.data(), n, g.data(), b.pool);
-    for (size_t t = 0; t < n; ++t) {
-        const float * x = xn.data() + t * dim;
-        const float * gt = g.data() + t * dim;
-        float * out = mixed + t * E;
-        for (size_t i = 0; i < E; ++i) {
-            float sum = 0.0f;
-            for (size_t h = 0; h < hc; ++h) sum += x[h * E + i] * ops::sigmoid(gt[h * E + i]);
-            out[i] = sum * inv_hc;
-        }
-    }
-    if (inject) ops::matmul(w.inject, xn.data(), n, inject, b.pool);
-}
-
-void hc_combine(const Batch & b, float * R, const float * y, const float * inject) {
-    const size_t E = b.hp.n_embd, hc = b.hp.hc;
-    const float inv_hc = 1.0f / static_cast<float>(hc);
-    for (size_t t = 0; t < b.n_tokens; ++t) {
-        for (size_t h = 0; h < hc; ++h) {
-            const float w = 2.0f * ops::sigmoid(inject[t * hc + h] * inv_hc);
-            float * r = R + (t * hc + h) * E;
-            const float * yt = y + t * E;
-            for (size_t i = 0; i < E; ++i) r[i] += w * yt[i];
-        }
-    }
-}
 
 void moe_layer(const Batch & b, uint32_t il, const float * f, float * y) {
     const MoeWeights & m = b.model.weights().layers[il].moe;
     const size_t T = b.n_tokens, E = b.hp.n_embd, n_exp = b.hp.n_expert, n_used = b.hp.n_expert_used;
     const size_t n_ff = b.hp.n_ff_exp, n_sh = b.hp.n_ff_shexp;
 
-    // Routing: softmax over all experts, the n_used most probable, renormalised.
+    // Routing: softmax over all experts, the n_used most probable, renormalised. Each expert runs once over the
+    // tokens that chose it.
     std::vector<float> probs(T * n_exp);
     ops::matmul(m.router, f, T, probs.data(), b.pool);
-    std::vector<uint32_t> chosen(T * n_used);
-    std::vector<float> weight(T * n_used);
-    for (size_t t = 0; t < T; ++t) {
-        float * p = probs.data() + t * n_exp;
-        ops::softmax(p, n_exp);
-        const auto sel = ops::top_k(p, n_exp, n_used);
-        float sum = 0.0f;
-        for (size_t k = 0; k < n_used; ++k) sum += p[sel[k]];
-        sum = std::max(sum, 6.103515625e-5f);
-        for (size_t k = 0; k < n_used; ++k) {
-            chosen[t * n_used + k] = sel[k];
-            weight[t * n_used + k] = p[sel[k]] / sum;
-        }
-    }
-
-    // Each expert runs once over the tokens that chose it.
+    const common::Routing routing = common::route_softmax_top_k(probs.data(), T, n_exp, n_used);
     std::vector<float> expert_out(T * n_used * E);
-    for (size_t e = 0; e < n_exp; ++e) {
-        std::vector<size_t> slots;  // t * n_used + k
-        for (size_t s = 0; s < T * n_used; ++s) {
-            if (chosen[s] == e) slots.push_back(s);
-        }
-        if (slots.empty()) continue;
-        const size_t n = slots.size();
-        std::vector<float> x(n * E), gate(n * n_ff), up(n * n_ff), down(n * E);
-        for (size_t i = 0; i < n; ++i) std::memcpy(&x[i * E], f + (slots[i] / n_used) * E, E * sizeof(float));
-        if (m.fused_gate_up) {
-            ops::matmul(m.gate_up.row_slice(e * 2 * n_ff, n_ff), x.data(), n, gate.data(), b.pool);
-            ops::matmul(m.gate_up.row_slice(e * 2 * n_ff + n_ff, n_ff), x.data(), n, up.data(), b.pool);
-        } else {
-            ops::matmul(m.gate.row_slice(e * n_ff, n_ff), x.data(), n, gate.data(), b.pool);
-            ops::matmul(m.up.row_slice(e * n_ff, n_ff), x.data(), n, up.data(), b.pool);
-        }
-        for (size_t i = 0; i < n * n_ff; ++i) {
-            gate[i] = ops::silu(gate[i] * m.gate_scale[e]) * (up[i] * m.up_scale[e]);
-        }
-        ops::matmul(m.down.row_slice(e * E, E), gate.data(), n, down.data(), b.pool);
-        for (size_t i = 0; i < n; ++i) {
-            float * out = &expert_out[slots[i] * E];
-            for (size_t j = 0; j < E; ++j) out[j] = down[i * E + j] * m.down_scale[e];
-        }
-    }
+    common::run_experts(m, n_exp, n_ff, f, T, E, routing, n_used, 0.0f, expert_out.data(), b.pool);
 
     // Shared expert with its sigmoid gate.
     std::vector<float> sg(T * n_sh), su(T * n_sh), sd(T * E);
@@ -111,27 +37,24 @@ void moe_layer(const Batch & b, uint32_t il, const float * f, float * y) {
     }
     ops::matmul(m.shared_down, sg.data(), T, sd.data(), b.pool);
 
+    // Routed experts summed in selection order, then the gated shared expert.
+    common::weighted_sum(expert_out.data(), routing, T, n_used, E, y);
     for (size_t t = 0; t < T; ++t) {
         float gate_logit = 0.0f;
         for (size_t i = 0; i < E; ++i) gate_logit += m.shared_gate_inp[i] * f[t * E + i];
         const float shared_gate = ops::sigmoid(gate_logit);
         float * yt = y + t * E;
-        for (size_t j = 0; j < E; ++j) {
-            // Routed experts summed in selection order, then the gated shared expert.
-            float acc = 0.0f;
-            for (size_t k = 0; k < n_used; ++k) acc += expert_out[(t * n_used + k) * E + j] * weight[t * n_used + k];
-            yt[j] = acc + (sd[t * E + j] * m.shared_down_scale) * shared_gate;
-        }
+        for (size_t j = 0; j < E; ++j) yt[j] = yt[j] + (sd[t * E + j] * m.shared_down_scale) * shared_gate;
     }
 }
 
 }  // namespace detail
 
-std::vector<float> forward(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
+ForwardResult forward_full(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
                            memory::Storage & storage, ops::ThreadPool * pool, const ForwardOptions & options) {
     const Hparams & hp = model.hparams();
     const memory::CacheShape want = model.cache_shape(shape.type_k, shape.type_v);
-    if (shape.n_attn_layers != want.n_attn_layers || shape.kv_width != want.kv_width ||
+    if (shape.n_attn_layers != want.n_attn_layers || shape.k_width != want.k_width || shape.v_width != want.v_width ||
         shape.idx_width != want.idx_width || shape.n_recr_layers != want.n_recr_layers ||
         shape.conv_floats != want.conv_floats || shape.ssm_floats != want.ssm_floats ||
         shape.ple_floats != want.ple_floats) {
@@ -167,10 +90,11 @@ std::vector<float> forward(const Model & model, const memory::CacheShape & shape
                         std::to_string(plan.tokens[t].tail.size()) + " cells, the pool size is " + std::to_string(hp.kpool));
         }
     }
-    std::vector<float> logits;
-    if (T == 0) return logits;
+    ForwardResult result;
+    if (T == 0) return result;
 
-    const detail::Batch b{model, hp, shape, plan, storage, pool, T, options.qsa_dense};
+    const detail::Batch b{model, hp, shape, plan, storage, pool, T, options.dense};
+    const common::GatedHcShape hcs = b.hc_shape();
     const size_t E = hp.n_embd, hc = hp.hc;
     const Weights & w = model.weights();
 
@@ -178,8 +102,8 @@ std::vector<float> forward(const Model & model, const memory::CacheShape & shape
     std::vector<float> R(T * hc * E), a(T * E), y(T * E), inject(T * hc);
     for (size_t t = 0; t < T; ++t) {
         ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a.data() + t * E);
-        for (size_t h = 0; h < hc; ++h) std::memcpy(&R[(t * hc + h) * E], &a[t * E], E * sizeof(float));
     }
+    common::broadcast_to_streams(a.data(), T, hc, E, R.data());
     std::vector<float> u;
     if (hp.has_ple) {
         u.resize(T * E);
@@ -189,16 +113,16 @@ std::vector<float> forward(const Model & model, const memory::CacheShape & shape
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         if (hp.has_ple && il == hp.ple_layer) detail::ple_block(b, il, u.data(), R.data());
         const LayerWeights & lw = w.layers[il];
-        detail::hc_mix(b, lw.hc_attn, R.data(), T, a.data(), inject.data());
+        common::gated_hc_mix(hcs, lw.hc_attn, R.data(), T, a.data(), inject.data(), pool);
         if (hp.is_recurrent[il]) {
             detail::recurrent_layer(b, il, a.data(), y.data());
         } else {
             detail::attention_layer(b, il, a.data(), y.data());
         }
-        detail::hc_combine(b, R.data(), y.data(), inject.data());
-        detail::hc_mix(b, lw.hc_ffn, R.data(), T, a.data(), inject.data());
+        common::gated_hc_combine(hcs, R.data(), y.data(), inject.data(), T);
+        common::gated_hc_mix(hcs, lw.hc_ffn, R.data(), T, a.data(), inject.data(), pool);
         detail::moe_layer(b, il, a.data(), y.data());
-        detail::hc_combine(b, R.data(), y.data(), inject.data());
+        common::gated_hc_combine(hcs, R.data(), y.data(), inject.data(), T);
     }
 
     // Final mixer and head, for the output rows only.
@@ -207,12 +131,25 @@ std::vector<float> forward(const Model & model, const memory::CacheShape & shape
         if (plan.tokens[t].output) R_out.insert(R_out.end(), R.begin() + t * hc * E, R.begin() + (t + 1) * hc * E);
     }
     const size_t n_out = R_out.size() / (hc * E);
-    if (n_out == 0) return logits;
-    std::vector<float> x_out(n_out * E);
-    detail::hc_mix(b, w.output_hc, R_out.data(), n_out, x_out.data(), nullptr);
-    logits.resize(n_out * hp.n_vocab);
-    ops::matmul(w.output, x_out.data(), n_out, logits.data(), pool);
-    return logits;
+    if (n_out == 0) return result;
+    if (options.hidden) {
+        result.hidden.resize(n_out * E);
+        common::mean_of_streams(R_out.data(), n_out, hc, E, result.hidden.data());
+    }
+    if (options.logits) {
+        std::vector<float> x_out(n_out * E);
+        common::gated_hc_mix(hcs, w.output_hc, R_out.data(), n_out, x_out.data(), nullptr, pool);
+        result.logits.resize(n_out * hp.n_vocab);
+        ops::matmul(w.output, x_out.data(), n_out, result.logits.data(), pool);
+    }
+    return result;
 }
 
-}  // namespace offgrid::model
+std::vector<float> forward(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
+                           memory::Storage & storage, ops::ThreadPool * pool, const ForwardOptions & options) {
+    ForwardOptions o = options;
+    o.logits = true;
+    return forward_full(model, shape, plan, storage, pool, o).logits;
+}
+
+}  // namespace offgrid::model::qwen4exp

@@ -8,13 +8,14 @@
 #include <string>
 
 #include "common/error.h"
+#include "model/common/kpool_select.h"
 #include "model/qwen4exp/forward_internal.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
 
-namespace offgrid::model::detail {
+namespace offgrid::model::qwen4exp::detail {
 
 namespace {
 
@@ -147,25 +148,15 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
             for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
         } else {
             // Score every visible pool: sum over indexer heads of relu(q . pooled key), heads in order.
-            keys.resize(tp.n_pools);
-            for (size_t p = 0; p < tp.n_pools; ++p) {
-                const size_t first = view.pools[p];
-                if (first + r > view.cells.size()) throw Error("forward: pool beyond its sequence's cells");
-                const uint32_t rep = view.cells[first + r - 1].cell;
-                keys[p] = static_cast<const uint8_t *>(b.storage.idx_row(li, rep)) + Di * elem_size(type_k);
-            }
+            common::pooled_keys(view, tp, static_cast<uint32_t>(r), b.storage, li, Di * elem_size(type_k), keys);
             scores.resize(tp.n_pools);
             const float * qt = &qi[t * Hi * Di];
             ops::parallel_for(inner, tp.n_pools, [&](size_t p0, size_t p1) {
                 ops::score_pools(qt, Hi, Di, std::span<const void * const>(keys).subspan(p0, p1 - p0), type_k,
                                  scores.data() + p0);
             }, 1024);
-            std::vector<uint32_t> picked = ops::top_k(scores.data(), scores.size(), budget);
-            std::sort(picked.begin(), picked.end());  // attend in sequence order
-            for (uint32_t p : picked) {
-                for (size_t m = 0; m < r; ++m) cells.push_back(view.cells[view.pools[p] + m].cell);
-            }
-            for (size_t j = tp.tail.size(); j-- > 0;) cells.push_back(tp.tail[j]);  // oldest first
+            const std::vector<uint32_t> picked = common::best_pools(scores.data(), scores.size(), budget);
+            common::pool_cells(view, tp, static_cast<uint32_t>(r), picked, true, cells);
         }
         krows.resize(cells.size());
         vrows.resize(cells.size());
@@ -197,4 +188,4 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     for (size_t i = 0; i < T * hp.n_embd; ++i) y[i] *= w.o_scale;
 }
 
-}  // namespace offgrid::model::detail
+}  // namespace offgrid::model::qwen4exp::detail

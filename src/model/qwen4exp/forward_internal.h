@@ -5,10 +5,11 @@
 #include <vector>
 
 #include "memory/plan.h"
+#include "model/common/hyper_connections.h"
 #include "model/qwen4exp/model.h"
 #include "ops/thread_pool.h"
 
-namespace offgrid::model::detail {
+namespace offgrid::model::qwen4exp::detail {
 
 struct Batch {
     const Model & model;
@@ -18,14 +19,10 @@ struct Batch {
     memory::Storage & storage;
     ops::ThreadPool * pool;
     size_t n_tokens;
-    bool qsa_dense = false;  // ForwardOptions::qsa_dense
-};
+    bool qsa_dense = false;  // ForwardOptions::dense
 
-// Hyper-connection mixer over n token residuals R (n x hc x E): writes the mixed block input (n x E) and,
-// when `inject` is non-null, the hc inject logits per token (n x hc).
-void hc_mix(const Batch & b, const HcWeights & w, const float * R, size_t n, float * mixed, float * inject);
-// R[t][h] += 2 sigmoid(inject[t][h] / hc) * y[t].
-void hc_combine(const Batch & b, float * R, const float * y, const float * inject);
+    common::GatedHcShape hc_shape() const { return {hp.n_embd, hp.hc, hp.hc_lr, hp.rms_eps}; }
+};
 
 // PLE: the per-token n-gram embedding u (n_tokens x E), then the PLE block updating R in place.
 void ple_embeddings(const Batch & b, float * u);
@@ -47,4 +44,4 @@ void snapshot_if_due(const memory::SeqGroup & g, size_t done, Copy copy) {
     }
 }
 
-}  // namespace offgrid::model::detail
+}  // namespace offgrid::model::qwen4exp::detail

@@ -9,7 +9,7 @@
 #include "ops/matmul.h"
 #include "ops/sequence.h"
 
-namespace offgrid::model::detail {
+namespace offgrid::model::qwen4exp::detail {
 
 namespace {
 
@@ -98,4 +98,4 @@ void ple_block(const Batch & b, uint32_t il, const float * u, float * R) {
     }
 }
 
-}  // namespace offgrid::model::detail
+}  // namespace offgrid::model::qwen4exp::detail

@@ -9,7 +9,7 @@
 #include "ops/matmul.h"
 #include "ops/sequence.h"
 
-namespace offgrid::model::detail {
+namespace offgrid::model::qwen4exp::detail {
 
 void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const Hparams & hp = b.hp;
@@ -69,4 +69,4 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     for (size_t i = 0; i < T * E; ++i) y[i] *= w.out_scale;
 }
 
-}  // namespace offgrid::model::detail
+}  // namespace offgrid::model::qwen4exp::detail

@@ -7,7 +7,7 @@
 
 #include "common/error.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
 namespace {
 
@@ -370,4 +370,4 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
     return w;
 }
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

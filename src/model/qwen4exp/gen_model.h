@@ -12,7 +12,7 @@
 #include "gguf/writer.h"
 #include "tensor/types.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
 struct GenConfig {
     std::string name = "tiny";       // general.name
@@ -74,4 +74,4 @@ gguf::Writer generate_model(const GenConfig & config, const std::vector<gguf::Ke
 // One line: the main sizes and the weight count.
 std::string describe(const GenConfig & config);
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

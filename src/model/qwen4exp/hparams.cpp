@@ -6,94 +6,15 @@
 #include <optional>
 
 #include "common/error.h"
+#include "model/common/gguf_access.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
 namespace {
 
+using common::Keys;
 using gguf::Value;
 using gguf::ValueType;
-
-// Typed access to the `qwen4exp.` keys with errors that name the file and the key.
-class Keys {
-public:
-    Keys(const gguf::Reader & r, std::string prefix) : r_(r), prefix_(std::move(prefix)) {}
-
-    std::string full(std::string_view name) const { return prefix_ + std::string(name); }
-
-    [[noreturn]] void fail(std::string_view name, const std::string & what) const {
-        throw Error(r_.path() + ": key " + full(name) + ": " + what);
-    }
-
-    uint32_t u32(std::string_view name) const { return r_.get_u32(full(name)); }
-    std::optional<uint32_t> u32_opt(std::string_view name) const { return r_.get_u32_opt(full(name)); }
-    float f32(std::string_view name) const { return r_.get_f32(full(name)); }
-    std::optional<float> f32_opt(std::string_view name) const { return r_.get_f32_opt(full(name)); }
-    const Value * find(std::string_view name) const { return r_.find(full(name)); }
-
-    uint32_t positive(std::string_view name) const {
-        const uint32_t v = u32(name);
-        if (v == 0) fail(name, "must be > 0");
-        return v;
-    }
-
-    int64_t integer(std::string_view name, const Value & v) const {
-        switch (v.type) {
-            case ValueType::U8: case ValueType::U16: case ValueType::U32: case ValueType::U64:
-                if (v.u > static_cast<uint64_t>(INT64_MAX)) fail(name, "value too large");
-                return static_cast<int64_t>(v.u);
-            case ValueType::I8: case ValueType::I16: case ValueType::I32: case ValueType::I64:
-                return v.i;
-            case ValueType::BOOL:
-                return (v.u != 0 || v.i != 0) ? 1 : 0;
-            default:
-                fail(name, std::string("expected an integer, found ") + gguf::value_type_name(v.type));
-        }
-    }
-
-    // An integer scalar or an array of integers; nullopt when absent.
-    std::optional<std::vector<int64_t>> ints(std::string_view name) const {
-        const Value * v = find(name);
-        if (!v) return std::nullopt;
-        std::vector<int64_t> out;
-        if (v->type == ValueType::ARRAY) {
-            out.reserve(v->array.size());
-            for (const Value & e : v->array) out.push_back(integer(name, e));
-        } else {
-            out.push_back(integer(name, *v));
-        }
-        return out;
-    }
-
-    // A per-layer value: a scalar (repeated) or an array with one entry per layer.
-    std::optional<std::vector<int64_t>> per_layer(std::string_view name, uint32_t n_layer_all) const {
-        auto v = ints(name);
-        if (!v) return v;
-        const Value * raw = find(name);
-        if (raw->type != ValueType::ARRAY) return std::vector<int64_t>(n_layer_all, (*v)[0]);
-        if (v->size() != n_layer_all) {
-            fail(name, "has " + std::to_string(v->size()) + " entries, expected one per layer (" +
-                           std::to_string(n_layer_all) + ")");
-        }
-        return v;
-    }
-
-    // A per-layer value that this engine needs to be the same on every layer; layer 0's value is used when
-    // `first_only` (the reference reads only layer 0 for those keys).
-    std::optional<uint32_t> uniform(std::string_view name, uint32_t n_layer_all, bool first_only) const {
-        auto v = per_layer(name, n_layer_all);
-        if (!v) return std::nullopt;
-        for (int64_t x : *v) {
-            if (x < 0 || x > UINT32_MAX) fail(name, "value " + std::to_string(x) + " out of range");
-            if (!first_only && x != (*v)[0]) fail(name, "differs between layers (not supported)");
-        }
-        return static_cast<uint32_t>((*v)[0]);
-    }
-
-private:
-    const gguf::Reader & r_;
-    std::string prefix_;
-};
 
 const gguf::TensorInfo & require_tensor(const gguf::Reader & r, const std::string & name) {
     const gguf::TensorInfo * t = r.find_tensor(name);
@@ -303,4 +224,4 @@ Hparams load_hparams(const gguf::Reader & r) {
     return hp;
 }
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

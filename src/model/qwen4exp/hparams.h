@@ -8,7 +8,7 @@
 
 #include "gguf/reader.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
 struct Hparams {
     std::string arch = "qwen4exp";
@@ -79,4 +79,4 @@ struct Hparams {
 // PLE table height come from the tensor infos (token_embd.weight, per_layer_token_embd.weight).
 Hparams load_hparams(const gguf::Reader & reader);
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

@@ -1,8 +1,12 @@
 #include "model/qwen4exp/model.h"
 
-#include "common/error.h"
+#include <cstdio>
 
-namespace offgrid::model {
+#include "common/error.h"
+#include "model/qwen4exp/forward.h"
+#include "model/qwen4exp/shift.h"
+
+namespace offgrid::model::qwen4exp {
 
 Model Model::load(const std::string & path) { return from_reader(gguf::Reader::open(path)); }
 
@@ -28,8 +32,10 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
     }
     memory::CacheShape s;
     s.n_attn_layers = hp_.n_attn_layers();
-    s.kv_width = hp_.head_dim * hp_.n_head_kv;
+    s.k_width = hp_.head_dim * hp_.n_head_kv;
+    s.v_width = s.k_width;
     s.idx_width = hp_.kpool > 0 ? hp_.idx_dim : 0;
+    s.idx_parts = 2;
     s.n_recr_layers = hp_.n_recr_layers();
     s.conv_floats = (hp_.ssm_d_conv - 1) * hp_.ssm_conv_dim();
     s.ssm_floats = hp_.ssm_d_state * hp_.ssm_d_state * hp_.ssm_n_v_heads;
@@ -39,4 +45,38 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
     return s;
 }
 
-}  // namespace offgrid::model
+MemoryTraits Model::memory_traits() const {
+    MemoryTraits t;
+    t.kpool = hp_.kpool;
+    t.kpool_by_order = true;
+    return t;
+}
+
+std::string Model::check_token_seqs(const std::vector<memory::SeqId> & seqs) const {
+    if (seqs.size() > 1 && hp_.has_ple) {
+        return "a token shared by several sequences is not supported by a model with PLE n-gram embeddings";
+    }
+    return {};
+}
+
+ForwardResult Model::forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
+                             ops::ThreadPool * pool, const ForwardOptions & options) const {
+    return qwen4exp::forward_full(*this, shape, plan, storage, pool, options);
+}
+
+void Model::rerotate_keys(const memory::CacheShape & shape, memory::Storage & storage, uint32_t cell,
+                          memory::Pos old_pos, memory::Pos new_pos) const {
+    qwen4exp::rerotate_keys(*this, shape, storage, cell, old_pos, new_pos);
+}
+
+std::string Model::describe() const {
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "qwen4exp n_vocab=%u n_embd=%u n_layer=%u (attention %u, recurrent %u) n_ctx_train=%u "
+                  "qsa_ratio=%u top_k=%u ple=%s",
+                  hp_.n_vocab, hp_.n_embd, hp_.n_layer, hp_.n_attn_layers(), hp_.n_recr_layers(), hp_.n_ctx_train,
+                  hp_.kpool, hp_.idx_top_k, hp_.has_ple ? "yes" : "no");
+    return buf;
+}
+
+}  // namespace offgrid::model::qwen4exp

@@ -1,5 +1,5 @@
 // A loaded qwen4exp model: the GGUF file (kept mapped), its hyper-parameters and weight views, and the cache
-// shape the hybrid memory must provide for it.
+// shape the hybrid memory must provide for it. Implements the architecture seam (model/architecture.h).
 #pragma once
 
 #include <memory>
@@ -7,12 +7,13 @@
 
 #include "gguf/reader.h"
 #include "memory/plan.h"
+#include "model/architecture.h"
 #include "model/qwen4exp/hparams.h"
 #include "model/qwen4exp/weights.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
-class Model {
+class Model final : public Architecture {
 public:
     // Opens, validates and maps a GGUF file. Throws offgrid::Error / FileError naming the key or tensor.
     static Model load(const std::string & path);
@@ -21,17 +22,32 @@ public:
 
     const Hparams & hparams() const { return hp_; }
     const Weights & weights() const { return w_; }
-    const gguf::Reader & reader() const { return *reader_; }
 
     // What the memory must store for this model. type_k applies to K rows and indexer rows, type_v to V rows;
     // both must be F32 or F16.
     memory::CacheShape cache_shape(tensor::ElemType type_k = tensor::ElemType::F16,
-                                   tensor::ElemType type_v = tensor::ElemType::F16) const;
+                                   tensor::ElemType type_v = tensor::ElemType::F16) const override;
 
     // Model-order layer numbering of the caches: the index of layer il among the full-attention layers
     // (attention and indexer rows) or among the recurrent layers (recurrent rows); -1 when il is the other kind.
     int attn_index(uint32_t il) const { return attn_index_[il]; }
     int recr_index(uint32_t il) const { return recr_index_[il]; }
+
+    // --- Architecture ---
+    const std::string & name() const override { return hp_.arch; }
+    uint32_t n_vocab() const override { return hp_.n_vocab; }
+    uint32_t n_ctx_train() const override { return hp_.n_ctx_train; }
+    uint32_t hidden_width() const override { return hp_.n_embd; }
+    const gguf::Reader & reader() const override { return *reader_; }
+    // Pools by order, no window (spec 5.5).
+    MemoryTraits memory_traits() const override;
+    // A token's PLE n-gram is made of its own sequence's predecessors: with PLE a token belongs to one sequence.
+    std::string check_token_seqs(const std::vector<memory::SeqId> & seqs) const override;
+    ForwardResult forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
+                          ops::ThreadPool * pool, const ForwardOptions & options) const override;
+    void rerotate_keys(const memory::CacheShape & shape, memory::Storage & storage, uint32_t cell,
+                       memory::Pos old_pos, memory::Pos new_pos) const override;
+    std::string describe() const override;
 
 private:
     Model() = default;
@@ -41,4 +57,4 @@ private:
     std::vector<int> attn_index_, recr_index_;
 };
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

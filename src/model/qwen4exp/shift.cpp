@@ -5,7 +5,7 @@
 #include "ops/attention.h"
 #include "ops/rope.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
 void rerotate_keys(const Model & model, const memory::CacheShape & shape, memory::Storage & storage, uint32_t cell,
                    memory::Pos old_pos, memory::Pos new_pos) {
@@ -20,7 +20,7 @@ void rerotate_keys(const Model & model, const memory::CacheShape & shape, memory
     const ops::RopeAngles from = ops::rope_angles(p, {old_pos, old_pos, old_pos, 0});
     const ops::RopeAngles to = ops::rope_angles(p, {new_pos, new_pos, new_pos, 0});
     const size_t D = hp.head_dim, half = hp.n_rot / 2;
-    std::vector<float> row(shape.kv_width);
+    std::vector<float> row(shape.k_width);
     for (uint32_t l = 0; l < shape.n_attn_layers; ++l) {
         void * k = storage.k_row(l, cell);
         ops::load_cache_row(k, shape.type_k, row.data(), row.size());
@@ -38,4 +38,4 @@ void rerotate_keys(const Model & model, const memory::CacheShape & shape, memory
     }
 }
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

@@ -3,114 +3,15 @@
 #include <string>
 
 #include "common/error.h"
+#include "model/common/gguf_access.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
 namespace {
 
+using common::TensorLoader;
+using common::shape_str;
 using gguf::TensorInfo;
-
-std::string shape_str(const std::vector<int64_t> & ne) {
-    std::string s = "{";
-    for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);
-    return s + "}";
-}
-
-std::vector<int64_t> trimmed(std::vector<int64_t> ne) {
-    while (ne.size() > 1 && ne.back() == 1) ne.pop_back();
-    return ne;
-}
-
-class TensorLoader {
-public:
-    explicit TensorLoader(const gguf::Reader & r) : r_(r) {}
-
-    [[noreturn]] void fail(const std::string & name, const std::string & what) const {
-        throw Error(r_.path() + ": tensor " + name + ": " + what);
-    }
-
-    const TensorInfo * find(const std::string & name) const { return r_.find_tensor(name); }
-
-    const TensorInfo & require(const std::string & name) const {
-        const TensorInfo * t = find(name);
-        if (!t) fail(name, "missing");
-        return *t;
-    }
-
-    void check_shape(const TensorInfo & t, std::vector<int64_t> want) const {
-        if (trimmed(t.ne) != trimmed(want)) {
-            fail(t.name, "shape " + shape_str(t.ne) + ", expected " + shape_str(want));
-        }
-    }
-
-    ops::Matrix view(const TensorInfo & t, int64_t cols, int64_t rows) const {
-        // Any type dequantize_row reads may hold any matrix (real files mix them); the matrix stays in place in
-        // the mapping and the kernels read its blocks directly.
-        if (!ops::supported_weight_type(t.type)) {
-            fail(t.name, "element type " + std::string(tensor::traits(t.type).name) +
-                             " is not supported (f32 f16 bf16 q8_0 q4_0 q4_1 q5_0 q5_1 q2_K q3_K q4_K q5_K q6_K "
-                             "iq4_nl iq4_xs)");
-        }
-        const uint32_t block = tensor::traits(t.type).block_size;
-        if (cols % block != 0) {
-            fail(t.name, std::string(tensor::traits(t.type).name) + " rows must be a multiple of " +
-                             std::to_string(block) + " wide");
-        }
-        ops::Matrix m = ops::make_matrix(t.type, t.data, cols, rows);
-        if (m.row_bytes * static_cast<uint64_t>(rows) > t.n_bytes || t.data == nullptr) {
-            fail(t.name, "data is shorter than its shape needs");
-        }
-        return m;
-    }
-
-    // A 2-D weight {cols, rows}, or a stack {cols, rows, n_stack} viewed as rows * n_stack rows.
-    ops::Matrix matrix(const std::string & name, int64_t cols, int64_t rows, int64_t n_stack = 1) const {
-        const TensorInfo & t = require(name);
-        if (n_stack == 1) {
-            check_shape(t, {cols, rows});
-        } else {
-            check_shape(t, {cols, rows, n_stack});
-        }
-        return view(t, cols, rows * n_stack);
-    }
-
-    // Any tensor of n elements, converted to F32. When `shape` is given it must match; otherwise any
-    // layout with n elements is accepted (the spec allows reshaped norm gammas).
-    std::vector<float> floats(const TensorInfo & t, int64_t n, const std::vector<int64_t> * shape = nullptr) const {
-        if (shape) {
-            check_shape(t, *shape);
-        } else if (t.n_elements() != n) {
-            fail(t.name, "has " + std::to_string(t.n_elements()) + " elements, expected " + std::to_string(n));
-        }
-        const ops::Matrix m = view(t, n, 1);
-        std::vector<float> out(n);
-        ops::dequantize_matrix_row(m, 0, out.data());
-        return out;
-    }
-
-    std::vector<float> vec(const std::string & name, int64_t n) const {
-        const std::vector<int64_t> shape{n};
-        return floats(require(name), n, &shape);
-    }
-
-    std::vector<float> any_layout(const std::string & name, int64_t n) const { return floats(require(name), n); }
-
-    // Optional `.scale` sidecar of one element; 1 when absent.
-    float scale(const std::string & name) const {
-        const TensorInfo * t = find(name);
-        if (!t) return 1.0f;
-        return floats(*t, 1)[0];
-    }
-
-    std::vector<float> expert_scale(const std::string & name, int64_t n_expert) const {
-        const TensorInfo * t = find(name);
-        if (!t) return std::vector<float>(n_expert, 1.0f);
-        return floats(*t, n_expert);
-    }
-
-private:
-    const gguf::Reader & r_;
-};
 
 HcWeights load_hc(const TensorLoader & L, const std::string & prefix, const Hparams & hp, bool with_inject) {
     const int64_t E = hp.n_embd, hc = hp.hc, dim = int64_t(hp.hc) * hp.n_embd;
@@ -231,4 +132,4 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp) {
     return w;
 }
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

@@ -7,17 +7,15 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "model/common/hyper_connections.h"
+#include "model/common/moe.h"
 #include "model/qwen4exp/hparams.h"
 #include "ops/matmul.h"
 
-namespace offgrid::model {
+namespace offgrid::model::qwen4exp {
 
-struct HcWeights {
-    std::vector<float> norm;   // hc x E, stream-major (gamma[h][i] at h*E + i)
-    ops::Matrix down;          // hc_lr x hc*E
-    ops::Matrix up;            // hc*E x hc_lr
-    ops::Matrix inject;        // hc x hc*E (absent for the final mixer)
-};
+// Gated-mean hyper-connections (model/common/hyper_connections.h), low rank hc_lr.
+using HcWeights = common::GatedHcWeights;
 
 struct AttentionWeights {
     ops::Matrix q, k, v, o;    // q: 2*D*H rows ([q_h | gate_h] per head); k, v: D*Hkv; o: E x D*H
@@ -44,13 +42,9 @@ struct PleWeights {
     std::vector<float> conv;      // Kp taps per channel (hc*E channels)
 };
 
-struct MoeWeights {
+// The routed experts (fused or separate gate/up, per-expert scales) are common::ExpertWeights.
+struct MoeWeights : common::ExpertWeights {
     ops::Matrix router;           // n_expert x E
-    // Either fused gate_up (per expert 2*n_ff rows: gate then up) or separate gate and up (n_ff rows each).
-    bool fused_gate_up = false;
-    ops::Matrix gate_up, gate, up;  // all experts stacked along rows
-    ops::Matrix down;               // n_expert * E rows of n_ff
-    std::vector<float> gate_scale, up_scale, down_scale;  // per expert (1 when absent)
     std::vector<float> shared_gate_inp;  // E
     ops::Matrix shared_gate, shared_up, shared_down;
     float shared_gate_scale = 1, shared_up_scale = 1, shared_down_scale = 1;
@@ -76,4 +70,4 @@ struct Weights {
 // kernels cannot read.
 Weights load_weights(const gguf::Reader & reader, const Hparams & hp);
 
-}  // namespace offgrid::model
+}  // namespace offgrid::model::qwen4exp

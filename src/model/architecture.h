@@ -1,0 +1,89 @@
+// The seam between the runtime and a model family: everything the runtime needs from a loaded model, whatever
+// its architecture. One architecture implements this interface (src/model/<arch>/), registers its loader in
+// registry.cpp under its `general.architecture` string, and the runtime never names it.
+//
+// Invariants an implementation keeps:
+//  1. cache_shape() and memory_traits() are fixed at load: a context creates its memory from them once.
+//  2. forward() changes only the storage rows the plan names (the tokens' cells, the new pools' rep rows, the
+//     groups' recurrent rows and snapshots) and returns rows for the plan's output tokens only, in ubatch order.
+//  3. A result row depends only on its token's sequence (its cells, its recurrent state), never on which other
+//     tokens share the ubatch, nor on the thread count.
+//  4. Bad input (a plan it cannot run, a token id out of range) throws offgrid::Error; it never crashes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "memory/plan.h"
+#include "memory/window.h"
+#include "ops/thread_pool.h"
+#include "tensor/types.h"
+
+namespace offgrid::model {
+
+// How the memory must book-keep for this model.
+struct MemoryTraits {
+    uint32_t kpool = 0;          // pool size of the indexer (0: no pools)
+    bool kpool_by_order = true;  // pools are runs of a sequence's cells in order (qwen4exp), or kpool
+                                 // consecutive positions aligned to the sequence's first position (glm5-next)
+    memory::Window window;       // sliding window of the attention cache (none: every cell stays visible)
+};
+
+struct ForwardOptions {
+    bool dense = false;          // sparse-attention layers attend to every visible cell (comparisons,
+                                 // benchmarks); pools are still stored and re-pooled, so the caches stay those
+                                 // of a sparse run
+    bool logits = true;          // compute the head for the output tokens
+    bool hidden = false;         // also return each output token's hidden state (embeddings, hidden_width())
+};
+
+struct ForwardResult {
+    std::vector<float> logits;   // n_outputs x n_vocab when options.logits
+    std::vector<float> hidden;   // n_outputs x hidden_width() when options.hidden
+};
+
+class Architecture {
+public:
+    virtual ~Architecture() = default;
+
+    virtual const std::string & name() const = 0;   // the general.architecture string
+    virtual uint32_t n_vocab() const = 0;
+    virtual uint32_t n_ctx_train() const = 0;
+    // Width of the hidden state forward() returns with options.hidden (what an embedding is made of).
+    virtual uint32_t hidden_width() const = 0;
+    virtual const gguf::Reader & reader() const = 0;  // the open file (tokenizer metadata, fingerprint)
+
+    // What the memory must store, with K and indexer rows in type_k and V rows in type_v (F32 or F16; throws
+    // offgrid::Error for any other type).
+    virtual memory::CacheShape cache_shape(tensor::ElemType type_k, tensor::ElemType type_v) const = 0;
+    virtual MemoryTraits memory_traits() const = 0;
+
+    // Batch rules beyond the memory's own: empty when a token in these sequences may be decoded together with
+    // the rest of the batch, else the reason it may not (the caller names the token).
+    virtual std::string check_token_seqs(const std::vector<memory::SeqId> & seqs) const { return {}; }
+
+    // Runs one ubatch (see the invariants above). `shape` must be cache_shape() of the storage's types.
+    virtual ForwardResult forward(const memory::CacheShape & shape, const memory::Plan & plan,
+                                  memory::Storage & storage, ops::ThreadPool * pool,
+                                  const ForwardOptions & options) const = 0;
+
+    // After a position shift (the memory's seq_add / seq_div): turns the cached keys of `cell` from old_pos to
+    // new_pos in place. A model whose caches hold nothing positional does nothing.
+    virtual void rerotate_keys(const memory::CacheShape & shape, memory::Storage & storage, uint32_t cell,
+                               memory::Pos old_pos, memory::Pos new_pos) const = 0;
+
+    // One line: the architecture, its main sizes and its sparse-attention settings.
+    virtual std::string describe() const = 0;
+
+protected:
+    Architecture() = default;
+    Architecture(const Architecture &) = default;
+    Architecture(Architecture &&) = default;
+    Architecture & operator=(const Architecture &) = default;
+    Architecture & operator=(Architecture &&) = default;
+};
+
+}  // namespace offgrid::model

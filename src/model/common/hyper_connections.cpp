@@ -1,0 +1,144 @@
+#include "model/common/hyper_connections.h"
+
+#include <cstring>
+
+#include "ops/elementwise.h"
+
+namespace offgrid::model::common {
+
+void broadcast_to_streams(const float * x, size_t n, size_t hc, size_t E, float * R) {
+    for (size_t t = 0; t < n; ++t) {
+        for (size_t h = 0; h < hc; ++h) std::memcpy(R + (t * hc + h) * E, x + t * E, E * sizeof(float));
+    }
+}
+
+void mean_of_streams(const float * R, size_t n, size_t hc, size_t E, float * out) {
+    const float inv_hc = 1.0f / static_cast<float>(hc);
+    for (size_t t = 0; t < n; ++t) {
+        for (size_t i = 0; i < E; ++i) {
+            float sum = 0.0f;
+            for (size_t h = 0; h < hc; ++h) sum += R[(t * hc + h) * E + i];
+            out[t * E + i] = sum * inv_hc;
+        }
+    }
+}
+
+void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float * R, size_t n, float * mixed,
+                  float * inject, ops::ThreadPool * pool) {
+    const size_t E = s.E, hc = s.hc, dim = hc * E, lr = s.lr;
+    std::vector<float> xn(n * dim), lo(n * lr), g(n * dim);
+    for (size_t t = 0; t < n; ++t) {
+        for (size_t h = 0; h < hc; ++h) {
+            ops::rms_norm(R + t * dim + h * E, E, s.eps, w.norm.data() + h * E, xn.data() + t * dim + h * E);
+        }
+    }
+    ops::matmul(w.down, xn.data(), n, lo.data(), pool);
+    const float inv_hc = 1.0f / static_cast<float>(hc);
+    for (float & v : lo) v = ops::silu(v * inv_hc);  // scaled before the activation
+    ops::matmul(w.up, lo.data(), n, g.data(), pool);
+    for (size_t t = 0; t < n; ++t) {
+        const float * x = xn.data() + t * dim;
+        const float * gt = g.data() + t * dim;
+        float * out = mixed + t * E;
+        for (size_t i = 0; i < E; ++i) {
+            float sum = 0.0f;
+            for (size_t h = 0; h < hc; ++h) sum += x[h * E + i] * ops::sigmoid(gt[h * E + i]);
+            out[i] = sum * inv_hc;
+        }
+    }
+    if (inject) ops::matmul(w.inject, xn.data(), n, inject, pool);
+}
+
+void gated_hc_combine(const GatedHcShape & s, float * R, const float * y, const float * inject, size_t n) {
+    const size_t E = s.E, hc = s.hc;
+    const float inv_hc = 1.0f / static_cast<float>(hc);
+    for (size_t t = 0; t < n; ++t) {
+        for (size_t h = 0; h < hc; ++h) {
+            const float w = 2.0f * ops::sigmoid(inject[t * hc + h] * inv_hc);
+            float * r = R + (t * hc + h) * E;
+            const float * yt = y + t * E;
+            for (size_t i = 0; i < E; ++i) r[i] += w * yt[i];
+        }
+    }
+}
+
+void sinkhorn(float * L, size_t hc, float eps, unsigned iterations) {
+    std::vector<float> col(hc);
+    // Softmax over the destinations of each source, then + eps.
+    for (size_t s = 0; s < hc; ++s) {
+        for (size_t d = 0; d < hc; ++d) col[d] = L[d * hc + s];
+        ops::softmax(col.data(), hc);
+        for (size_t d = 0; d < hc; ++d) L[d * hc + s] = col[d] + eps;
+    }
+    auto over_sources = [&] {  // each destination's weights sum to 1 (up to eps)
+        for (size_t d = 0; d < hc; ++d) {
+            float sum = 0.0f;
+            for (size_t s = 0; s < hc; ++s) sum += L[d * hc + s];
+            const float den = sum + eps;
+            for (size_t s = 0; s < hc; ++s) L[d * hc + s] /= den;
+        }
+    };
+    auto over_destinations = [&] {
+        for (size_t s = 0; s < hc; ++s) {
+            float sum = 0.0f;
+            for (size_t d = 0; d < hc; ++d) sum += L[d * hc + s];
+            const float den = sum + eps;
+            for (size_t d = 0; d < hc; ++d) L[d * hc + s] /= den;
+        }
+    };
+    over_sources();
+    for (unsigned it = 1; it < iterations; ++it) {
+        over_destinations();
+        over_sources();
+    }
+}
+
+void mhc_pre(const MhcShape & s, const MhcWeights & w, const float * R, size_t n, float * a, float * post,
+             float * comb, ops::ThreadPool * pool) {
+    const size_t E = s.E, hc = s.hc, dim = hc * E, n_mix = (2 + hc) * hc;
+    std::vector<float> z(n * dim), m(n * n_mix);
+    for (size_t t = 0; t < n; ++t) ops::rms_norm(R + t * dim, dim, s.rms_eps, nullptr, z.data() + t * dim);
+    ops::matmul(w.fn, z.data(), n, m.data(), pool);
+    const float a_pre = w.scale[0], a_post = w.scale[1], a_comb = w.scale[2];
+    std::vector<float> pre(hc);
+    for (size_t t = 0; t < n; ++t) {
+        const float * mt = m.data() + t * n_mix;
+        for (size_t h = 0; h < hc; ++h) {
+            pre[h] = ops::sigmoid(a_pre * mt[h] + w.base[h]) + s.eps;
+            post[t * hc + h] = 2.0f * ops::sigmoid(a_post * mt[hc + h] + w.base[hc + h]);
+        }
+        float * C = comb + t * hc * hc;
+        for (size_t d = 0; d < hc; ++d) {
+            for (size_t src = 0; src < hc; ++src) {
+                const size_t k = 2 * hc + d + hc * src;  // destination fastest in the file's layout
+                C[d * hc + src] = a_comb * mt[k] + w.base[k];
+            }
+        }
+        sinkhorn(C, hc, s.eps, s.sinkhorn_iterations);
+        const float * X = R + t * dim;
+        for (size_t i = 0; i < E; ++i) {
+            float sum = 0.0f;
+            for (size_t h = 0; h < hc; ++h) sum += pre[h] * X[h * E + i];
+            a[t * E + i] = sum;
+        }
+    }
+}
+
+void mhc_post(const MhcShape & s, float * R, const float * y, const float * post, const float * comb, size_t n) {
+    const size_t E = s.E, hc = s.hc, dim = hc * E;
+    std::vector<float> old(dim);
+    for (size_t t = 0; t < n; ++t) {
+        float * X = R + t * dim;
+        std::memcpy(old.data(), X, dim * sizeof(float));
+        const float * C = comb + t * hc * hc;
+        for (size_t d = 0; d < hc; ++d) {
+            for (size_t i = 0; i < E; ++i) {
+                float v = post[t * hc + d] * y[t * E + i];
+                for (size_t src = 0; src < hc; ++src) v += C[d * hc + src] * old[src * E + i];
+                X[d * E + i] = v;
+            }
+        }
+    }
+}
+
+}  // namespace offgrid::model::common

@@ -1,0 +1,35 @@
+// K-pool selection shared by the sparse-attention models (the seed's design): a token scores the pooled keys of
+// the pools visible to it, keeps the best `budget` whole pools and adds its incomplete tail. The memory's plan
+// says which pools a token may select (TokenPlan::n_pools) and which cells are its tail; the model says how a
+// pool is scored.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "memory/plan.h"
+#include "tensor/types.h"
+
+namespace offgrid::model::common {
+
+// Pointers to the pooled keys of the token's selectable pools: the rep row (last member) of each pool p <
+// tp.n_pools, offset by `pooled_offset` bytes, in sequence order. Throws offgrid::Error for a pool beyond the
+// sequence's cells.
+void pooled_keys(const memory::SeqView & view, const memory::TokenPlan & tp,
+                 uint32_t kpool, memory::Storage & storage, uint32_t layer, size_t pooled_offset,
+                 std::vector<const void *> & keys);
+
+// The best `budget` pools by score (ops::top_k: descending, ties to the lower index), returned in sequence order.
+std::vector<uint32_t> best_pools(const float * scores, size_t n_pools, size_t budget);
+
+// Appends the member cells of the given pools (sequence order within a pool), then the tail oldest first.
+void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,
+                const std::vector<uint32_t> & pools, bool with_tail, std::vector<uint32_t> & cells);
+
+// Weighted indexer scores (glm5-next): out[p] = sum_h relu(q_h . key_p) * w_h, heads in order, each dot product
+// summed in index order in float. keys[p] points at dim elements of `type`.
+void score_pools_weighted(const float * q, const float * w, size_t n_heads, size_t dim,
+                          const std::vector<const void *> & keys, tensor::ElemType type, float * out);
+
+}  // namespace offgrid::model::common

@@ -1,0 +1,62 @@
+// Mixture of experts shared by the models: routers (which experts, with what weight, per token) and the expert
+// runner (each expert once over the tokens that chose it, SwiGLU with an optional clamp).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "ops/elementwise.h"
+#include "ops/matmul.h"
+#include "ops/thread_pool.h"
+
+namespace offgrid::model::common {
+
+// A stack of n_expert SwiGLU experts of width n_ff.
+struct ExpertWeights {
+    // Either fused gate_up (per expert 2*n_ff rows: gate then up) or separate gate and up (n_ff rows each).
+    bool fused_gate_up = false;
+    ops::Matrix gate_up, gate, up;  // all experts stacked along rows
+    ops::Matrix down;               // n_expert * E rows of n_ff
+    std::vector<float> gate_scale, up_scale, down_scale;  // per expert (1 when absent)
+};
+
+// chosen[t * n_used + k] and weight[...] for k in selection order.
+struct Routing {
+    std::vector<uint32_t> chosen;
+    std::vector<float> weight;
+};
+
+// Softmax over all experts, the n_used most probable, their weights renormalised (floor 6.103515625e-5).
+// logits: T x n_expert, overwritten with the probabilities.
+Routing route_softmax_top_k(float * logits, size_t T, size_t n_expert, size_t n_used);
+
+// Sigmoid scores; selection by score + bias (the bias only chooses), weights from the unbiased scores, then
+// optionally renormalised (floor 6.103515625e-5) and scaled (scale 0 or 1: unscaled).
+Routing route_sigmoid_biased(const float * logits, const float * bias, size_t T, size_t n_expert, size_t n_used,
+                             bool normalise, float scale);
+
+// SwiGLU with an optional limit L (0: none): min(silu(g), L) * clamp(u, -L, L) when L > 1e-6, else silu(g) * u.
+inline float swiglu(float g, float u, float limit);
+
+// Runs the chosen experts on f (T x E): out[(t * n_used + k) * E + j] is expert chosen[t*n_used + k]'s output
+// for token t (not yet weighted). gate/up/down scales multiply the matrices' outputs as the weights say.
+void run_experts(const ExpertWeights & w, size_t n_expert, size_t n_ff, const float * f, size_t T, size_t E,
+                 const Routing & r, size_t n_used, float clamp_limit, float * out, ops::ThreadPool * pool);
+
+// y[t][j] = sum_k weight[t][k] * out[t][k][j], summed in selection order.
+void weighted_sum(const float * out, const Routing & r, size_t T, size_t n_used, size_t E, float * y);
+
+// ---- inline ----
+
+inline float swiglu(float g, float u, float limit) {
+    const float s = ops::silu(g);
+    if (limit > 1e-6f) {
+        const float a = s < limit ? s : limit;
+        const float v = u < -limit ? -limit : (u > limit ? limit : u);
+        return a * v;
+    }
+    return s * u;
+}
+
+}  // namespace offgrid::model::common

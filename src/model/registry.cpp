@@ -1,0 +1,46 @@
+#include "model/registry.h"
+
+#include "common/error.h"
+#include "model/qwen4exp/model.h"
+
+namespace offgrid::model {
+
+namespace {
+
+using Loader = std::unique_ptr<const Architecture> (*)(gguf::Reader reader);
+
+struct Entry {
+    const char * name;
+    Loader load;
+};
+
+// One line per architecture. The loader validates everything its architecture reads.
+const Entry kArchitectures[] = {
+    {"qwen4exp", [](gguf::Reader r) -> std::unique_ptr<const Architecture> {
+         return std::make_unique<const qwen4exp::Model>(qwen4exp::Model::from_reader(std::move(r)));
+     }},
+};
+
+}  // namespace
+
+std::vector<std::string> architecture_names() {
+    std::vector<std::string> names;
+    for (const Entry & e : kArchitectures) names.emplace_back(e.name);
+    return names;
+}
+
+std::unique_ptr<const Architecture> load_model(gguf::Reader reader) {
+    const gguf::Value * v = reader.find("general.architecture");
+    if (!v) throw Error(reader.path() + ": key general.architecture: missing");
+    const std::string arch = reader.get_string("general.architecture");  // throws naming the key if not a string
+    for (const Entry & e : kArchitectures) {
+        if (arch == e.name) return e.load(std::move(reader));
+    }
+    std::string known;
+    for (const Entry & e : kArchitectures) known += (known.empty() ? "" : ", ") + std::string(e.name);
+    throw Error(reader.path() + ": key general.architecture: \"" + arch + "\" is not supported (known: " + known + ")");
+}
+
+std::unique_ptr<const Architecture> load_model(const std::string & path) { return load_model(gguf::Reader::open(path)); }
+
+}  // namespace offgrid::model

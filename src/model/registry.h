@@ -1,0 +1,23 @@
+// The architectures this build knows, keyed by the GGUF `general.architecture` string. Adding one is a line in
+// registry.cpp (see docs/model.md, "Adding an architecture").
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/reader.h"
+#include "model/architecture.h"
+
+namespace offgrid::model {
+
+// Opens and maps a GGUF file and loads it with the loader its general.architecture names. Throws offgrid::Error
+// (or FileError) naming the file and what is wrong, including an architecture this build does not know.
+std::unique_ptr<const Architecture> load_model(const std::string & path);
+// The same, from an open reader (tests build models in memory).
+std::unique_ptr<const Architecture> load_model(gguf::Reader reader);
+
+// The known general.architecture strings, in registry order.
+std::vector<std::string> architecture_names();
+
+}  // namespace offgrid::model
