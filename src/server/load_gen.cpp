@@ -150,7 +150,7 @@ LoadReport run_load(const LoadConfig & cfg) {
             httplib::Client cli(cfg.host, cfg.port);
             cli.set_read_timeout(cfg.timeout_s, 0);
             cli.set_write_timeout(cfg.timeout_s, 0);
-            cli.set_keep_alive(true);
+            cli.set_keep_alive(false);  // a fresh connection per request: servers differ in how long they keep one
             for (int i; (i = next++) < cfg.requests;) samples[static_cast<size_t>(i)] = one_request(cli, cfg, model, i);
         });
     }

@@ -176,8 +176,16 @@ void Scheduler::run() {
             });
             if (stopping_) break;
         }
-        admit();
-        step();
+        try {
+            admit();
+            step();
+        } catch (const std::exception & e) {
+            // Nothing may take the server down: the requests in flight fail, their slots are freed.
+            std::fprintf(stderr, "serve: scheduler error: %s\n", e.what());
+            for (auto & s : slots_) {
+                if (s.job) finish(s, "", std::string("internal error: ") + e.what());
+            }
+        }
     }
     // Stopping: everything left is cancelled with an error event.
     std::deque<std::unique_ptr<Job>> left;
