@@ -103,11 +103,11 @@ TEST(Context, SharedTokensAreAcceptedWithPle) {
     p.n_seq_max = 2;
     p.unified = true;
     offgrid::Context ctx(small_model(), p);  // the tiny preset has PLE
-    std::vector<offgrid::BatchToken> b = {{5, 0, {0, 1}, false}, {6, 1, {0}, true}};
-    const auto r = ctx.decode(b);
+    const auto r = ctx.decode({{5, 0, {0, 1}, false}, {7, 1, {0, 1}, true}});
     EXPECT_TRUE(r.ok()) << r.message;
-    EXPECT_EQ(ctx.seq_pos_max(0), 1);
-    EXPECT_EQ(ctx.seq_pos_max(1), 0);
+    EXPECT_TRUE(ctx.decode({{6, 2, {0}, true}}).ok());  // a sequence keeps one set within a batch (rule V8)
+    EXPECT_EQ(ctx.seq_pos_max(0), 2);
+    EXPECT_EQ(ctx.seq_pos_max(1), 1);
 }
 
 // A state file made with other context sizes is refused, and the error points into the file (header included),
