@@ -155,7 +155,9 @@ std::string metrics_text(const SchedulerStats & st, uint32_t n_slots, uint64_t h
 
 }  // namespace
 
-HttpServer::HttpServer(Scheduler & sched, const HttpConfig & cfg) : sched_(sched), cfg_(cfg), svr_(std::make_unique<httplib::Server>()) {
+HttpServer::HttpServer(Scheduler & sched, const HttpConfig & cfg)
+    : sched_(sched), cfg_(cfg), svr_(std::make_unique<httplib::Server>()),
+      embedder_(sched.model(), sched.seq_capacity(), sched.context_params().n_threads) {
     routes();
 }
 
@@ -231,13 +233,31 @@ void HttpServer::routes() {
         res.set_content(metrics_text(sched_.stats(), sched_.n_slots(), http_requests), "text/plain; version=0.0.4");
     });
     svr.Post("/v1/embeddings", [this](const httplib::Request & req, httplib::Response & res) {
+        EmbeddingRequest er;
         try {
-            check_model(parse_body(req.body), cfg_.model_id);
-            throw ApiError(501, "this model has no embedding output: /v1/embeddings is not supported by '" + cfg_.model_id + "'",
-                           "invalid_request_error", {}, "embeddings_not_supported");
+            er = parse_embedding_request(parse_body(req.body), sched_.tokenizer(), cfg_.model_id,
+                                         static_cast<int32_t>(sched_.tokenizer().n_vocab()), sched_.model()->n_embd(),
+                                         embedder_.capacity());
         } catch (const ApiError & e) {
             send_error(res, e);
+            return;
         }
+        std::vector<std::vector<float>> vecs;
+        try {
+            vecs = embedder_.embed(er.inputs);
+        } catch (const std::exception & e) {
+            send_json(res, 500, error_body(std::string("embedding failed: ") + e.what(), "server_error"));
+            return;
+        }
+        json data = json::array();
+        int64_t n_tokens = 0;
+        for (size_t i = 0; i < vecs.size(); ++i) {
+            n_tokens += static_cast<int64_t>(er.inputs[i].size());
+            data.push_back({{"object", "embedding"}, {"index", i},
+                            {"embedding", er.base64 ? json(base64_floats(vecs[i])) : json(vecs[i])}});
+        }
+        send_json(res, 200, {{"object", "list"}, {"data", std::move(data)}, {"model", cfg_.model_id},
+                             {"usage", {{"prompt_tokens", n_tokens}, {"total_tokens", n_tokens}}}});
     });
     svr.Post("/tokenize", [this](const httplib::Request & req, httplib::Response & res) {
         try {

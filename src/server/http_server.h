@@ -1,13 +1,14 @@
 // The HTTP layer of `offgrid serve` (cpp-httplib): OpenAI's endpoints over the scheduler, server-sent events for
 // streaming, API-key checks, body-size and socket timeouts, /metrics in Prometheus text. Every failure answers
 // with OpenAI's error object. Handlers run on httplib's worker threads; all model work happens on the
-// scheduler's thread.
+// scheduler's thread, but /v1/embeddings, which runs on the handler's thread on the Embedder's own context.
 #pragma once
 
 #include <memory>
 #include <string>
 
 #include "server/chat_template.h"
+#include "server/embedder.h"
 #include "server/scheduler.h"
 
 namespace httplib {
@@ -41,6 +42,7 @@ private:
     Scheduler & sched_;
     HttpConfig cfg_;
     std::unique_ptr<httplib::Server> svr_;
+    Embedder embedder_;  // /v1/embeddings, on a context of its own
 };
 
 }  // namespace offgrid::server

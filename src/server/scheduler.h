@@ -113,6 +113,7 @@ public:
     const SchedulerStats & stats() const { return stats_; }
     const runtime::Tokenizer & tokenizer() const { return tok_; }
     const ContextParams & context_params() const { return ctx_.params(); }
+    const std::shared_ptr<const Model> & model() const { return model_; }
 
 private:
     struct Job;

@@ -59,9 +59,6 @@ TEST(Server, CompletionAndChatShapes) {
     ASSERT_EQ(t.status, 200);
     Reply d = post(s, "/detokenize", json{{"tokens", t.j["tokens"]}});
     EXPECT_EQ(d.j["content"], "hello world");
-    Reply e = post(s, "/v1/embeddings", json{{"model", "tiny"}, {"input", "x"}});
-    EXPECT_EQ(e.status, 501);
-    EXPECT_TRUE(e.j["error"]["message"].is_string());
     EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
