@@ -23,6 +23,7 @@ public:
     uint32_t n_ctx_train() const;
     std::string describe() const;   // one line: architecture, sizes, sparse-attention settings
     const std::string & architecture() const;  // general.architecture
+    uint32_t n_embd() const;        // width of an embedding (Context::embeddings)
     const std::string & path() const;
     uint64_t fingerprint() const;   // identifies the weights and shapes (state files refuse another model)
     // A string metadata value of the GGUF file (e.g. "tokenizer.chat_template"); empty when absent or not a string.
@@ -37,6 +38,10 @@ private:
     std::string path_;
 };
 
+// How a decode call's hidden states become embeddings (ContextParams::embeddings). None: one row per output
+// token. Mean, Last, Cls (the first): one row per sequence over its tokens in the call, output flag or not.
+enum class Pooling { None, Mean, Last, Cls };
+
 struct ContextParams {
     uint32_t n_ctx = 0;        // total cells; 0 = the model's context length; rounded up to a multiple of 256
     uint32_t n_batch = 0;      // most tokens per decode call; 0 = n_ctx
@@ -48,6 +53,11 @@ struct ContextParams {
     std::string type_v = "f16";  // "f32" or "f16"
     int n_threads = 1;
     bool qsa_dense = false;    // force dense attention on sparse-attention layers (for comparisons)
+    // Embeddings output: the model's hidden state per token (qwen4exp: the mean of the hyper-connection streams
+    // after the last layer, before the output mixer; glm5-next: RMSNorm(mean of the streams) * output_norm, the
+    // head's input), n_embd() floats, pooled as `pooling` says. Logits are still computed for output tokens.
+    bool embeddings = false;
+    Pooling pooling = Pooling::None;
 };
 
 // One token of a decode call. pos < 0 means "next position of its first sequence".
@@ -96,6 +106,17 @@ public:
     // Logits of the last decode call, one row per output token in batch order (none after a failed call).
     int32_t n_outputs() const;
     const float * logits(int32_t i) const;
+
+    // Embeddings of the last decode call (needs params().embeddings; throws offgrid::Error otherwise or out of
+    // range). Pooling None: row i of the output tokens in batch order (the rows of logits()).
+    const float * embeddings(int32_t i) const;
+    // Pooling Mean, Last or Cls: the pooled embedding of `seq` over its tokens in the last call; a token shared
+    // by several sequences counts in each. Throws when seq had no token in the call.
+    const float * embeddings_seq(int32_t seq) const;
+    // One text's embedding (what a server's /v1/embeddings asks): decodes `tokens` into the empty sequence `seq`
+    // at positions 0.., pools them with params().pooling (None counts as Mean), then removes the sequence again,
+    // so the memory is as before. At most params().n_batch tokens. Throws offgrid::Error with the reason.
+    std::vector<float> embed(const std::vector<int32_t> & tokens, int32_t seq = 0);
 
     // Sequence operations, ranges [p0, p1) with negative p0 = 0 and negative p1 = no upper bound.
     bool seq_rm(int32_t seq, int32_t p0, int32_t p1);

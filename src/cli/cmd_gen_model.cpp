@@ -1,9 +1,11 @@
-// `offgrid gen-model`: writes a deterministic random-weight qwen4exp GGUF file from a preset and overrides.
+// `offgrid gen-model`: writes a deterministic random-weight qwen4exp or glm5-next GGUF file from a preset and
+// overrides.
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
+#include "model/glm5next/gen_model.h"
 #include "model/qwen4exp/gen_model.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
@@ -13,8 +15,8 @@ namespace offgrid::cli {
 namespace {
 
 constexpr const char * kUsage =
-    "usage: offgrid gen-model -o FILE [--preset tiny|small|bench] [--seed N] [--type f32|f16|bf16|q8_0]\n"
-    "                         [overrides...]\n"
+    "usage: offgrid gen-model -o FILE [--arch qwen4exp|glm5-next] [--preset NAME] [--seed N]\n"
+    "                         [--type f32|f16|bf16|q8_0] [overrides...]\n"
     "\n"
     "Writes a qwen4exp GGUF file with deterministic random weights and the embedded byte-level vocabulary.\n"
     "The same arguments always give the same bytes.\n"
@@ -31,7 +33,16 @@ constexpr const char * kUsage =
     "  --ssm-conv N  --ssm-state N  --ssm-v-heads N  --ssm-k-heads N  --hc N  --hc-rank N\n"
     "  --qsa-ratio N (0 = dense attention)  --top-k N  --idx-heads N  --idx-dim N\n"
     "  --no-ple  --ple-ngram N  --ple-heads-per-ngram N  --ple-conv N  --ple-head-vocab N\n"
-    "  --weight-scale X      multiplies the standard deviation of every random matrix (default 1)\n";
+    "  --weight-scale X      multiplies the standard deviation of every random matrix (default 1)\n"
+    "\n"
+    "--arch glm5-next (presets tiny = the spec's section 7 configuration, tiny-dense = tiny with top_k 131072,\n"
+    "small); overrides:\n"
+    "  --layers STR  one letter per trunk layer: K (KDA), D (DSA, full indexer), S (DSA, shared indexer)\n"
+    "  --n-ctx N  --n-embd N  --n-head N  --kda-head-dim N  --conv N  --q-lora N  --kv-lora N  --key-mla N\n"
+    "  --value-mla N  --idx-heads N  --idx-dim N  --top-k N  --kpool N  --sinkhorn N  --n-ff N  --n-dense N\n"
+    "  --n-expert N  --n-expert-used N  --n-ff-exp N  --weight-scale X\n"
+    "  --dense-selection (top_k 131072)  --no-clamp (no swiglu_clamp keys)  --softplus-decay (no\n"
+    "  kda.gate_lower_bound)  --mtp (append a NextN block)\n";
 
 tensor::ElemType weight_type(const std::string & name) {
     if (name == "f32") return tensor::ElemType::F32;
@@ -41,8 +52,94 @@ tensor::ElemType weight_type(const std::string & name) {
     throw runtime::UsageError("--type: '" + name + "' is not one of f32, f16, bf16, q8_0");
 }
 
+int gen_glm5next(const std::vector<std::string> & args, const std::string & preset) {
+    model::glm5next::GenConfig c;
+    try {
+        c = model::glm5next::gen_preset(preset);
+    } catch (const Error & e) {
+        throw runtime::UsageError(std::string("--preset: ") + e.what());
+    }
+    std::string output, type_name, ignored, layers;
+    bool dense = false, no_clamp = false, softplus = false, mtp = false;
+    int64_t seed = static_cast<int64_t>(c.seed);
+    runtime::ArgParser p;
+    p.text({"-o", "--output"}, &output);
+    p.text({"--preset"}, &ignored);
+    p.text({"--arch"}, &ignored);
+    p.integer({"--seed"}, &seed, 0, INT64_MAX);
+    p.text({"--type"}, &type_name);
+    p.text({"--layers"}, &layers);
+    p.flag({"--dense-selection"}, &dense);
+    p.flag({"--no-clamp"}, &no_clamp);
+    p.flag({"--softplus-decay"}, &softplus);
+    p.flag({"--mtp"}, &mtp);
+    auto u32 = [&](const char * name, uint32_t * field, int64_t lo, int64_t hi) {
+        p.custom({name}, [=](const std::string & v) { *field = static_cast<uint32_t>(runtime::parse_integer(name, v, lo, hi)); });
+    };
+    u32("--n-ctx", &c.n_ctx, 1, 1 << 22);
+    u32("--n-embd", &c.n_embd, 1, 16384);
+    u32("--n-head", &c.n_head, 1, 256);
+    u32("--kda-head-dim", &c.kda_head_dim, 1, 512);
+    u32("--conv", &c.conv_kernel, 2, 64);
+    u32("--q-lora", &c.q_lora_rank, 1, 8192);
+    u32("--kv-lora", &c.kv_lora_rank, 1, 8192);
+    u32("--key-mla", &c.key_mla, 1, 1024);
+    u32("--value-mla", &c.value_mla, 1, 1024);
+    u32("--idx-heads", &c.idx_heads, 1, 256);
+    u32("--idx-dim", &c.idx_dim, 1, 1024);
+    u32("--top-k", &c.top_k, 1, 1 << 24);
+    u32("--kpool", &c.kpool, 2, 1024);
+    u32("--sinkhorn", &c.sinkhorn_iterations, 1, 1000);
+    u32("--n-ff", &c.n_ff, 1, 1 << 20);
+    u32("--n-dense", &c.n_dense, 0, 256);
+    u32("--n-expert", &c.n_expert, 1, 1024);
+    u32("--n-expert-used", &c.n_expert_used, 1, 1024);
+    u32("--n-ff-exp", &c.n_ff_exp, 1, 1 << 20);
+    p.custom({"--weight-scale"}, [&](const std::string & v) { c.weight_scale = runtime::parse_real("--weight-scale", v, 1e-6f, 1e6f); });
+    if (!p.parse(args)) {
+        std::fputs(kUsage, stdout);
+        return 0;
+    }
+    if (output.empty()) throw runtime::UsageError("-o FILE is required");
+    c.seed = static_cast<uint64_t>(seed);
+    if (!type_name.empty()) c.weight_type = weight_type(type_name);
+    if (!layers.empty()) {
+        c.layer_kinds.clear();
+        c.indexer_types.clear();
+        for (const char ch : layers) {
+            if (ch != 'K' && ch != 'D' && ch != 'S') throw runtime::UsageError("--layers: letters K, D or S only");
+            c.layer_kinds.push_back(ch == 'K' ? 0 : 1);
+            c.indexer_types.push_back(ch == 'S' ? 0 : 1);
+        }
+    }
+    if (dense) c.top_k = 131072;
+    if (no_clamp) c.clamp = false;
+    if (softplus) c.bounded_decay = false;
+    if (mtp) c.nextn = true;
+    try {
+        model::glm5next::validate(c);
+    } catch (const Error & e) {
+        throw runtime::UsageError(e.what());
+    }
+    runtime::write_model_file(c, output);
+    std::printf("wrote %s: %s\n", output.c_str(), model::glm5next::describe(c).c_str());
+    return 0;
+}
+
 int gen_model_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("gen-model", [&]() -> int {
+        std::string arch = "qwen4exp";
+        for (size_t i = 0; i + 1 < args.size(); ++i) {
+            if (args[i] == "--arch") arch = args[i + 1];
+        }
+        if (arch == "glm5-next") {
+            std::string preset = "tiny";
+            for (size_t i = 0; i + 1 < args.size(); ++i) {
+                if (args[i] == "--preset") preset = args[i + 1];
+            }
+            return gen_glm5next(args, preset);
+        }
+        if (arch != "qwen4exp") throw runtime::UsageError("--arch: '" + arch + "' is not one of qwen4exp, glm5-next");
         // The preset comes first, so that overrides apply on top of it whatever their order.
         std::string preset = "tiny";
         for (size_t i = 0; i + 1 < args.size(); ++i) {
@@ -61,6 +158,7 @@ int gen_model_main(const std::vector<std::string> & args) {
         runtime::ArgParser p;
         p.text({"-o", "--output"}, &output);
         p.text({"--preset"}, &ignored_preset);
+        p.text({"--arch"}, &ignored_preset);
         p.integer({"--seed"}, &seed, 0, INT64_MAX);
         p.text({"--type"}, &type_name);
         p.flag({"--no-ple"}, &no_ple);
@@ -121,6 +219,6 @@ int gen_model_main(const std::vector<std::string> & args) {
 
 }  // namespace
 
-OFFGRID_COMMAND("gen-model", "write a deterministic random-weight qwen4exp GGUF model", gen_model_main);
+OFFGRID_COMMAND("gen-model", "write a deterministic random-weight qwen4exp or glm5-next GGUF model", gen_model_main);
 
 }  // namespace offgrid::cli

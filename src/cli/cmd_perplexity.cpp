@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "model/qwen4exp/model.h"
+#include "model/architecture.h"
 #include "offgrid/context.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "cli/command.h"
-#include "model/qwen4exp/model.h"
+#include "model/architecture.h"
 #include "offgrid/context.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"

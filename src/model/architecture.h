@@ -37,12 +37,13 @@ struct ForwardOptions {
                                  // benchmarks); pools are still stored and re-pooled, so the caches stay those
                                  // of a sparse run
     bool logits = true;          // compute the head for the output tokens
-    bool hidden = false;         // also return each output token's hidden state (embeddings, hidden_width())
+    bool hidden = false;         // also return every ubatch token's hidden state (embeddings, hidden_width()),
+                                 // output flag or not
 };
 
 struct ForwardResult {
     std::vector<float> logits;   // n_outputs x n_vocab when options.logits
-    std::vector<float> hidden;   // n_outputs x hidden_width() when options.hidden
+    std::vector<float> hidden;   // n_tokens x hidden_width() in ubatch order when options.hidden
 };
 
 class Architecture {

@@ -1,6 +1,7 @@
 #include "model/registry.h"
 
 #include "common/error.h"
+#include "model/glm5next/model.h"
 #include "model/qwen4exp/model.h"
 
 namespace offgrid::model {
@@ -18,6 +19,9 @@ struct Entry {
 const Entry kArchitectures[] = {
     {"qwen4exp", [](gguf::Reader r) -> std::unique_ptr<const Architecture> {
          return std::make_unique<const qwen4exp::Model>(qwen4exp::Model::from_reader(std::move(r)));
+     }},
+    {"glm5-next", [](gguf::Reader r) -> std::unique_ptr<const Architecture> {
+         return std::make_unique<const glm5next::Model>(glm5next::Model::from_reader(std::move(r)));
      }},
 };
 

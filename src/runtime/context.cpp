@@ -6,6 +6,7 @@
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <map>
 
 #include "common/error.h"
 #include "memory/hybrid_memory.h"
@@ -30,6 +31,7 @@ int32_t Model::n_vocab() const { return static_cast<int32_t>(impl_->n_vocab()); 
 uint32_t Model::n_ctx_train() const { return impl_->n_ctx_train(); }
 const std::string & Model::path() const { return path_; }
 const std::string & Model::architecture() const { return impl_->name(); }
+uint32_t Model::n_embd() const { return impl_->hidden_width(); }
 std::string Model::describe() const { return impl_->describe(); }
 
 uint64_t Model::fingerprint() const {
@@ -118,6 +120,8 @@ public:
     DecodeResult decode(const std::vector<BatchToken> & in) {
         logits_.clear();
         n_outputs_ = 0;
+        embd_.clear();
+        embd_seq_.clear();
         if (in.empty()) {
             return {DecodeStatus::InvalidBatch, "batch: empty"};
         }
@@ -155,6 +159,8 @@ public:
         }
         const size_t n_vocab = static_cast<size_t>(model_->n_vocab());
         std::vector<float> rows(static_cast<size_t>(n_out) * n_vocab);
+        const size_t n_embd = model_->impl().hidden_width();
+        std::vector<float> hidden(params_.embeddings ? vb.size() * n_embd : 0);  // batch order
 
         try {
             while (mem_->has_next()) {
@@ -165,7 +171,14 @@ public:
                 const memory::Plan & plan = mem_->apply();
                 model::ForwardOptions fo;
                 fo.dense = params_.qsa_dense;
-                const std::vector<float> out = model_->impl().forward(shape_, plan, *mem_, &pool_, fo).logits;
+                fo.hidden = params_.embeddings;
+                const model::ForwardResult res = model_->impl().forward(shape_, plan, *mem_, &pool_, fo);
+                const std::vector<float> & out = res.logits;
+                if (params_.embeddings) {
+                    for (size_t t = 0; t < plan.tokens.size(); ++t) {
+                        std::memcpy(&hidden[plan.tokens[t].index * n_embd], &res.hidden[t * n_embd], n_embd * sizeof(float));
+                    }
+                }
                 size_t k = 0;
                 for (const auto & t : plan.tokens) {
                     if (!t.output) continue;
@@ -178,10 +191,42 @@ public:
             mem_->undo();
             return {DecodeStatus::Failed, std::string("decode: ") + e.what()};
         }
+        if (params_.embeddings) pool_embeddings(vb, hidden, n_embd);  // vb lives until finish()
         mem_->finish();
         logits_ = std::move(rows);
         n_outputs_ = n_out;
         return {};
+    }
+
+    // Pooling None: the output tokens' rows in batch order. Otherwise per sequence: the mean (summed in batch
+    // order, then divided), the last or the first of its tokens.
+    void pool_embeddings(const memory::ValidBatch & vb, const std::vector<float> & hidden, size_t n_embd) {
+        if (params_.pooling == Pooling::None) {
+            for (size_t i = 0; i < vb.size(); ++i) {
+                if (vb.output[i]) embd_.insert(embd_.end(), &hidden[i * n_embd], &hidden[(i + 1) * n_embd]);
+            }
+            return;
+        }
+        std::map<int32_t, std::pair<std::vector<double>, size_t>> acc;
+        for (size_t i = 0; i < vb.size(); ++i) {
+            for (size_t s = vb.seqs[i]._Find_first(); s < vb.seqs[i].size(); s = vb.seqs[i]._Find_next(s)) {
+                auto & [sum, n] = acc[static_cast<int32_t>(s)];
+                sum.resize(n_embd, 0.0);
+                const float * h = &hidden[i * n_embd];
+                if (params_.pooling == Pooling::Mean) {
+                    for (size_t j = 0; j < n_embd; ++j) sum[j] += h[j];
+                } else if (params_.pooling == Pooling::Last || n == 0) {
+                    for (size_t j = 0; j < n_embd; ++j) sum[j] = h[j];
+                }
+                ++n;
+            }
+        }
+        for (auto & [s, v] : acc) {
+            std::vector<float> row(n_embd);
+            const double div = params_.pooling == Pooling::Mean ? static_cast<double>(v.second) : 1.0;
+            for (size_t j = 0; j < n_embd; ++j) row[j] = static_cast<float>(v.first[j] / div);
+            embd_seq_[s] = std::move(row);
+        }
     }
 
     void apply_shifts() {
@@ -199,6 +244,8 @@ public:
     std::function<bool()> abort_;
     std::vector<float> logits_;
     int32_t n_outputs_ = 0;
+    std::vector<float> embd_;                          // pooling None: output rows
+    std::map<int32_t, std::vector<float>> embd_seq_;   // pooled, per sequence
 };
 
 }  // namespace runtime
@@ -220,6 +267,43 @@ const float * Context::logits(int32_t i) const {
         throw Error("logits: row " + std::to_string(i) + " out of range (" + std::to_string(impl_->n_outputs_) + " rows)");
     }
     return impl_->logits_.data() + static_cast<size_t>(i) * static_cast<size_t>(impl_->model_->n_vocab());
+}
+
+const float * Context::embeddings(int32_t i) const {
+    if (!impl_->params_.embeddings) throw Error("embeddings: the context was created without embeddings");
+    if (impl_->params_.pooling != Pooling::None) throw Error("embeddings: pooled per sequence (embeddings_seq)");
+    const size_t w = impl_->model_->n_embd();
+    if (i < 0 || static_cast<size_t>(i) * w >= impl_->embd_.size()) {
+        throw Error("embeddings: row " + std::to_string(i) + " out of range (" + std::to_string(impl_->embd_.size() / w) + " rows)");
+    }
+    return impl_->embd_.data() + static_cast<size_t>(i) * w;
+}
+
+const float * Context::embeddings_seq(int32_t seq) const {
+    if (!impl_->params_.embeddings) throw Error("embeddings: the context was created without embeddings");
+    if (impl_->params_.pooling == Pooling::None) throw Error("embeddings: no pooling (rows by output token: embeddings)");
+    const auto it = impl_->embd_seq_.find(seq);
+    if (it == impl_->embd_seq_.end()) throw Error("embeddings: sequence " + std::to_string(seq) + " had no token in the last call");
+    return it->second.data();
+}
+
+std::vector<float> Context::embed(const std::vector<int32_t> & tokens, int32_t seq) {
+    if (!impl_->params_.embeddings) throw Error("embed: the context was created without embeddings");
+    if (tokens.empty()) throw Error("embed: no tokens");
+    if (seq_pos_max(seq) >= 0) throw Error("embed: sequence " + std::to_string(seq) + " is not empty");
+    const Pooling saved = impl_->params_.pooling;
+    if (saved == Pooling::None) impl_->params_.pooling = Pooling::Mean;
+    std::vector<BatchToken> b;
+    for (size_t i = 0; i < tokens.size(); ++i) b.push_back({tokens[i], static_cast<int32_t>(i), {seq}, false});
+    const DecodeResult r = decode(b);
+    impl_->params_.pooling = saved;
+    if (!r.ok()) throw Error("embed: " + r.message);
+    const size_t w = impl_->model_->n_embd();
+    const auto it = impl_->embd_seq_.find(seq);
+    std::vector<float> out(it->second.begin(), it->second.begin() + static_cast<long>(w));
+    seq_rm(seq, -1, -1);
+    impl_->embd_seq_.clear();
+    return out;
 }
 
 bool Context::seq_rm(int32_t seq, int32_t p0, int32_t p1) { return impl_->mem_->seq_rm(seq, p0, p1); }

@@ -36,8 +36,24 @@ model::qwen4exp::GenConfig with_byte_vocab(model::qwen4exp::GenConfig config) {
 
 std::vector<gguf::KeyValue> byte_vocab_metadata() { return tokenizer_metadata(byte_vocab_spec()); }
 
+namespace {
+
+void write_atomically(const gguf::Writer & w, const std::string & path);
+
+}  // namespace
+
 void write_model_file(const model::qwen4exp::GenConfig & config, const std::string & path) {
-    const gguf::Writer w = model::qwen4exp::generate_model(with_byte_vocab(config), byte_vocab_metadata());
+    write_atomically(model::qwen4exp::generate_model(with_byte_vocab(config), byte_vocab_metadata()), path);
+}
+
+void write_model_file(model::glm5next::GenConfig config, const std::string & path) {
+    config.n_vocab = static_cast<uint32_t>(byte_vocab_spec().tokens.size());
+    write_atomically(model::glm5next::generate_model(config, byte_vocab_metadata()), path);
+}
+
+namespace {
+
+void write_atomically(const gguf::Writer & w, const std::string & path) {
     const std::vector<uint8_t> bytes = w.to_bytes();
     // A name of our own beside the target (same file system, so the rename is atomic), unique per process.
     const std::string tmp = path + ".tmp." + std::to_string(::getpid());
@@ -55,6 +71,8 @@ void write_model_file(const model::qwen4exp::GenConfig & config, const std::stri
         throw Error(path + ": cannot rename " + tmp + " into place: " + why);
     }
 }
+
+}  // namespace
 
 std::string cache_dir() {
     if (const std::string d = env("OFFGRID_CACHE"); !d.empty()) return d;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gguf/value.h"
+#include "model/glm5next/gen_model.h"
 #include "model/qwen4exp/gen_model.h"
 
 namespace offgrid::runtime {
@@ -18,6 +19,8 @@ std::vector<gguf::KeyValue> byte_vocab_metadata();
 // Generates a model with the embedded vocabulary and writes it to `path` through a temporary file in the same
 // directory that is renamed into place, so `path` is either absent or complete. Throws offgrid::Error.
 void write_model_file(const model::qwen4exp::GenConfig & config, const std::string & path);
+// The same for a glm5-next model (n_vocab follows the embedded vocabulary).
+void write_model_file(model::glm5next::GenConfig config, const std::string & path);
 
 // $OFFGRID_CACHE, else $XDG_CACHE_HOME/offgrid, else $HOME/.cache/offgrid. Throws when none can be formed.
 std::string cache_dir();

@@ -125,6 +125,11 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
         common::gated_hc_combine(hcs, R.data(), y.data(), inject.data(), T);
     }
 
+    if (options.hidden) {
+        result.hidden.resize(T * E);
+        common::mean_of_streams(R.data(), T, hc, E, result.hidden.data());
+    }
+
     // Final mixer and head, for the output rows only.
     std::vector<float> R_out;
     for (size_t t = 0; t < T; ++t) {
@@ -132,10 +137,6 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     }
     const size_t n_out = R_out.size() / (hc * E);
     if (n_out == 0) return result;
-    if (options.hidden) {
-        result.hidden.resize(n_out * E);
-        common::mean_of_streams(R_out.data(), n_out, hc, E, result.hidden.data());
-    }
     if (options.logits) {
         std::vector<float> x_out(n_out * E);
         common::gated_hc_mix(hcs, w.output_hc, R_out.data(), n_out, x_out.data(), nullptr, pool);

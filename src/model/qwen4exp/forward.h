@@ -13,8 +13,8 @@ namespace offgrid::model::qwen4exp {
 // Runs every token of the plan through the model: writes each token's K/V rows, raw indexer keys and the
 // pooled keys of plan.new_pools into storage, reads and writes the groups' recurrent rows (and their
 // rollback snapshots), and returns the logits of the tokens marked `output`, in ubatch order, n_vocab floats
-// per row; with options.hidden also their hidden states: the mean of the hyper-connection streams after the
-// last layer, before the output mixer (E floats per row). `shape` must be the model's cache_shape() the
+// per row; with options.hidden also every token's hidden state: the mean of the hyper-connection streams after
+// the last layer, before the output mixer (E floats per token, ubatch order). `shape` must be the model's cache_shape() the
 // storage was created with. Activations are F32. Throws offgrid::Error for a plan the model cannot run (token
 // id out of range, pool size mismatch, ...).
 ForwardResult forward_full(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,

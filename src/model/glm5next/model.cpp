@@ -1,0 +1,71 @@
+#include "model/glm5next/model.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "common/error.h"
+#include "model/glm5next/forward.h"
+
+namespace offgrid::model::glm5next {
+
+Model Model::load(const std::string & path) { return from_reader(gguf::Reader::open(path)); }
+
+Model Model::from_reader(gguf::Reader reader) {
+    Model m;
+    m.reader_ = std::make_unique<gguf::Reader>(std::move(reader));
+    m.hp_ = load_hparams(*m.reader_);
+    m.w_ = load_weights(*m.reader_, m.hp_);
+    int n_attn = 0, n_recr = 0;
+    for (uint32_t il = 0; il < m.hp_.n_layer; ++il) {
+        const bool recr = m.hp_.is_recurrent[il];
+        m.attn_index_.push_back(recr ? -1 : n_attn++);
+        m.recr_index_.push_back(recr ? n_recr++ : -1);
+    }
+    return m;
+}
+
+memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType type_v) const {
+    for (auto t : {type_k, type_v}) {
+        if (t != tensor::ElemType::F32 && t != tensor::ElemType::F16) {
+            throw Error("cache type " + std::to_string(static_cast<uint32_t>(t)) + " is not supported (f32, f16)");
+        }
+    }
+    memory::CacheShape s;
+    s.n_attn_layers = hp_.n_attn_layers();
+    s.k_width = hp_.kv_lora_rank;  // the normed latent; V reads the same row
+    s.v_width = 0;
+    s.idx_width = hp_.idx_dim;
+    s.idx_parts = 3;               // key | gate | pooled
+    s.n_recr_layers = hp_.n_recr_layers();
+    s.conv_floats = 3 * (hp_.conv_kernel - 1) * hp_.d_inner();  // q, k, v histories
+    s.ssm_floats = hp_.kda_head_dim * hp_.kda_head_dim * hp_.n_head;
+    s.ple_floats = 0;
+    s.type_k = type_k;
+    s.type_v = type_v;
+    return s;
+}
+
+MemoryTraits Model::memory_traits() const {
+    MemoryTraits t;
+    t.kpool = hp_.kpool;
+    t.kpool_by_order = false;  // pools are kpool consecutive positions aligned to the sequence's first one
+    return t;
+}
+
+ForwardResult Model::forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
+                             ops::ThreadPool * pool, const ForwardOptions & options) const {
+    return glm5next::forward_full(*this, shape, plan, storage, pool, options);
+}
+
+std::string Model::describe() const {
+    char buf[512];
+    std::snprintf(buf, sizeof(buf),
+                  "glm5-next n_vocab=%u n_embd=%u n_layer=%u (dsa %u, kda %u) n_ctx_train=%u kpool=%u top_k=%u "
+                  "kv_lora=%u decay=%s mtp=%s",
+                  hp_.n_vocab, hp_.n_embd, hp_.n_layer, hp_.n_attn_layers(), hp_.n_recr_layers(), hp_.n_ctx_train,
+                  hp_.kpool, hp_.idx_top_k, hp_.kv_lora_rank, std::isinf(hp_.gate_lower_bound) ? "softplus" : "bounded",
+                  has_mtp() ? "yes" : "no");
+    return buf;
+}
+
+}  // namespace offgrid::model::glm5next
