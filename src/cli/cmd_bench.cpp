@@ -41,7 +41,7 @@ constexpr const char * kUsage =
     "  -ub, --ubatch-size N    tokens per micro-batch (default 512)\n"
     "  -t, --threads N         threads (default: the hardware's)\n"
     "  --mode sparse|dense|both  which QSA modes to measure (default both)\n"
-    "  -ctk, -ctv T            K / V cache type: f16 (default) or f32\n"
+    "  -ctk, -ctv T            K / V cache type: f16 (default), f32 or q8_0\n"
     "  --json                  print the results as JSON instead of the table\n"
     "  --plot FILE.svg         also draw decode time per token against depth for each mode\n"
     "  --compare FILE          with --plot: add llama.cpp's decode curve from `llama-bench -o json` output\n"
@@ -283,7 +283,9 @@ int bench_main(const std::vector<std::string> & args) {
             throw runtime::UsageError("--mode: '" + mode + "' is not sparse, dense or both");
         }
         for (const std::string * t : {&ctk, &ctv}) {
-            if (*t != "f16" && *t != "f32") throw runtime::UsageError("cache type '" + *t + "' is not f16 or f32");
+            if (*t != "f16" && *t != "f32" && *t != "q8_0") {
+                throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
+            }
         }
         if (n_prompt == 0 && n_gen == 0) throw runtime::UsageError("nothing to measure: -p and -n are both 0");
         bp.sparse = mode != "dense";
