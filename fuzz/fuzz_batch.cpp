@@ -62,6 +62,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
             if (plan.tokens.size() > p.n_ubatch) std::abort();
         }
         if (in.next() & 1) mem.undo(); else mem.finish();
+        mem.check_invariants();  // throws (a finding) when the books disagree
     }
     return 0;
 }

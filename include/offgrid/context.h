@@ -16,8 +16,10 @@ namespace runtime { class ContextImpl; }
 // A loaded model (weights memory-mapped). Shared by any number of contexts.
 class Model {
 public:
-    // Throws offgrid::Error (or FileError) naming the file and what is wrong.
-    static std::shared_ptr<const Model> load(const std::string & path);
+    // Throws offgrid::Error (or FileError) naming the file and what is wrong. use_mmap false reads the whole file
+    // into memory instead of mapping it (costs its size in RAM; a file truncated later cannot crash the process).
+    // While the model lives, this process refuses to write over its file.
+    static std::shared_ptr<const Model> load(const std::string & path, bool use_mmap = true);
 
     int32_t n_vocab() const;
     uint32_t n_ctx_train() const;
@@ -43,7 +45,9 @@ private:
 enum class Pooling { None, Mean, Last, Cls };
 
 struct ContextParams {
-    uint32_t n_ctx = 0;        // total cells; 0 = the model's context length; rounded up to a multiple of 256
+    // Total cells, rounded up to a multiple of 256, at most 2^30. 0 = the model's context length, or less when its
+    // caches would take more than half of the memory available (params() tells; ask for more explicitly).
+    uint32_t n_ctx = 0;
     uint32_t n_batch = 0;      // most tokens per decode call; 0 = n_ctx
     uint32_t n_ubatch = 512;   // most tokens per micro-batch (clamped to n_batch)
     uint32_t n_seq_max = 1;    // sequence ids 0 .. n_seq_max-1
@@ -53,7 +57,7 @@ struct ContextParams {
     // K cache keeps its indexer rows in f16.
     std::string type_k = "f16";
     std::string type_v = "f16";  // "f32", "f16" or "q8_0"
-    int n_threads = 1;
+    int n_threads = 1;         // 1..256 (ops::ThreadPool::kMaxThreads); more is refused
     bool qsa_dense = false;    // force dense attention on sparse-attention layers (for comparisons)
     // Embeddings output: the model's hidden state per token (qwen4exp: the mean of the hyper-connection streams
     // after the last layer, before the output mixer; glm5-next: RMSNorm(mean of the streams) * output_norm, the
@@ -102,7 +106,8 @@ public:
 
     // One decode call. On failure the memory is as it was before the call.
     DecodeResult decode(const std::vector<BatchToken> & batch);
-    // Called between micro-batches; returning true aborts the call (status Aborted, memory rolled back).
+    // Called between micro-batches; returning true, or throwing anything, aborts the call (status Aborted, memory
+    // rolled back).
     void set_abort_callback(std::function<bool()> cb);
 
     // Logits of the last decode call, one row per output token in batch order (none after a failed call).

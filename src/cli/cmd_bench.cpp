@@ -16,6 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/command.h"
+#include "common/files.h"
+#include "ops/thread_pool.h"
 #include "offgrid/context.h"
 #include "ops/cpu/dispatch.h"
 #include "runtime/cli_args.h"
@@ -48,7 +50,8 @@ constexpr const char * kUsage =
     "  --save-states DIR       save the filled context at each depth as DIR/depth-<depth>.ogstate\n"
     "  --load-state FILE       start from a saved state (its depth); -d may add deeper depths\n"
     "  -c, --ctx-size N        context cells (default: deepest depth plus the tests, or the model's context\n"
-    "                          length with --save-states / --load-state, so saved states fit later runs)\n";
+    "                          length with --save-states / --load-state, so saved states fit later runs)\n"
+    "  --no-mmap               read the model into memory instead of mapping it\n";
 
 // One point of llama.cpp's decode curve: depth and ms per decoded token.
 struct ComparePoint {
@@ -211,35 +214,21 @@ std::string svg_plot(const std::vector<runtime::DepthBenchResult> & results, con
     return s;
 }
 
-void write_atomically(const std::string & path, const std::string & text) {
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    std::FILE * f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw Error(path + ": cannot create " + tmp + ": " + std::strerror(errno));
-    const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (std::fclose(f) != 0 || !ok) {
-        std::remove(tmp.c_str());
-        throw Error(path + ": write failed");
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw Error(path + ": cannot rename the plot into place");
-    }
-}
-
 int bench_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("bench", [&]() -> int {
         std::string model_path, depths, plot, mode = "both", ctk = "f16", ctv = "f16", compare, save_dir, load_state;
         int64_t n_prompt = 512, n_gen = 128, n_batch = 512, n_ubatch = 512, n_ctx = 0;
-        int64_t threads = std::max(1u, std::thread::hardware_concurrency());
-        bool json = false;
+        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
+        bool json = false, no_mmap = false;
         runtime::ArgParser p;
+        p.flag({"--no-mmap"}, &no_mmap);
         p.text({"-m", "--model"}, &model_path);
         p.text({"-d", "--depths"}, &depths);
         p.integer({"-p", "--n-prompt"}, &n_prompt, 0, 1 << 20);
         p.integer({"-n", "--n-gen"}, &n_gen, 0, 1 << 20);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 20);
         p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 20);
-        p.integer({"-t", "--threads"}, &threads, 1, 1024);
+        p.integer({"-t", "--threads"}, &threads, 1, ops::ThreadPool::kMaxThreads);
         p.text({"--mode"}, &mode);
         p.text({"-ctk", "--cache-type-k"}, &ctk);
         p.text({"-ctv", "--cache-type-v"}, &ctv);
@@ -253,14 +242,9 @@ int bench_main(const std::vector<std::string> & args) {
             std::fputs(kUsage, stdout);
             return 0;
         }
-        if (!plot.empty()) {
-            // Checked before the (long) measurement.
-            const std::filesystem::path dir = std::filesystem::path(plot).parent_path();
-            std::error_code ec;
-            if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-                throw runtime::UsageError("--plot: directory " + dir.string() + " of " + plot + " does not exist");
-            }
-        }
+        if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
+        if (p.given("--plot") && plot.empty()) throw runtime::UsageError("--plot: empty file name");
+        if (!plot.empty()) check_output_path(plot, "--plot");  // before the (long) measurement
         if (!save_dir.empty()) {
             std::error_code ec;
             if (!std::filesystem::is_directory(save_dir, ec)) {
@@ -306,7 +290,8 @@ int bench_main(const std::vector<std::string> & args) {
         };
 
         if (model_path.empty()) model_path = runtime::default_model_path();
-        const auto model = Model::load(model_path);
+        const auto model = Model::load(model_path, !no_mmap);
+        if (!plot.empty()) check_output_path(plot, "--plot");  // now also refuses the model's own file
         const uint64_t deepest = (bp.depths.empty() ? 0 : *std::max_element(bp.depths.begin(), bp.depths.end())) +
                                  static_cast<uint64_t>(std::max(n_prompt, n_gen));
         if (deepest > model->n_ctx_train()) {
@@ -343,7 +328,7 @@ int bench_main(const std::vector<std::string> & args) {
                             r.prompt_tokens_per_second(), r.gen_tokens_per_second(), r.ms_per_decoded_token());
             }
         }
-        if (!plot.empty()) write_atomically(plot, svg_plot(results, peer, model->describe()));
+        if (!plot.empty()) write_file_atomic(plot, svg_plot(results, peer, model->describe()));
         return 0;
     });
 }

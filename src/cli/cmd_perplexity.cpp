@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "common/files.h"
 #include "model/architecture.h"
+#include "ops/thread_pool.h"
 #include "offgrid/context.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
@@ -38,15 +40,10 @@ constexpr const char * kUsage =
     "  -t, --threads N         threads (default: the hardware's)\n"
     "  --half                  score only the second half of each chunk\n"
     "  -ctk, -ctv T            K / V cache type: f16 (default), f32 or q8_0\n"
-    "  --qsa-dense             force dense attention on QSA layers\n";
+    "  --qsa-dense             force dense attention on QSA layers\n"
+    "  --no-mmap               read the model into memory instead of mapping it\n";
 
-std::string read_file(const std::string & path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open the input file");
-    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw Error(path + ": read error");
-    return s;
-}
+std::string read_file(const std::string & path) { return read_file_text(path, "-f"); }
 
 std::vector<int32_t> parse_ids(const std::string & path, const std::string & text, int32_t n_vocab) {
     std::vector<int32_t> ids;
@@ -75,9 +72,10 @@ int perplexity_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("perplexity", [&]() -> int {
         std::string model_path, file, ctk = "f16", ctv = "f16";
         int64_t chunk = 512, n_batch = 0, n_ubatch = 512;
-        int64_t threads = std::max(1u, std::thread::hardware_concurrency());
-        bool ids_mode = false, half = false, qsa_dense = false;
+        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
+        bool ids_mode = false, half = false, qsa_dense = false, no_mmap = false;
         runtime::ArgParser p;
+        p.flag({"--no-mmap"}, &no_mmap);
         p.text({"-m", "--model"}, &model_path);
         p.text({"-f", "--file"}, &file);
         p.flag({"--ids"}, &ids_mode);
@@ -86,7 +84,7 @@ int perplexity_main(const std::vector<std::string> & args) {
         p.integer({"-c", "--ctx-size"}, &chunk, 2, 1 << 24);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 24);
         p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 24);
-        p.integer({"-t", "--threads"}, &threads, 1, 1024);
+        p.integer({"-t", "--threads"}, &threads, 1, ops::ThreadPool::kMaxThreads);
         p.text({"-ctk", "--cache-type-k"}, &ctk);
         p.text({"-ctv", "--cache-type-v"}, &ctv);
         if (!p.parse(args)) {
@@ -94,6 +92,7 @@ int perplexity_main(const std::vector<std::string> & args) {
             return 0;
         }
         if (file.empty()) throw runtime::UsageError("-f FILE is required");
+        if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
         for (const std::string * t : {&ctk, &ctv}) {
             if (*t != "f16" && *t != "f32" && *t != "q8_0") {
                 throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
@@ -101,7 +100,7 @@ int perplexity_main(const std::vector<std::string> & args) {
         }
         const std::string text = read_file(file);
         if (model_path.empty()) model_path = runtime::default_model_path();
-        const auto model = Model::load(model_path);
+        const auto model = Model::load(model_path, !no_mmap);
         const int32_t n_vocab = model->n_vocab();
 
         std::vector<int32_t> tokens;
@@ -164,6 +163,12 @@ int perplexity_main(const std::vector<std::string> & args) {
                 for (size_t j = 0; j < m; ++j) {
                     if (!b[j].output) continue;
                     const double nll = token_nll(ctx.logits(row++), n_vocab, tokens[begin + i + j + 1]);
+                    if (!std::isfinite(nll)) {
+                        // NaN or infinite logits (damaged weights): a perplexity of nan is no result.
+                        throw Error("chunk " + std::to_string(c + 1) + ": token " + std::to_string(begin + i + j + 1) +
+                                    ": the model gave non-finite logits (negative log-likelihood " +
+                                    std::to_string(nll) + "); its weights may be damaged");
+                    }
                     chunk_sum += nll;
                     sum += nll;
                     sum2 += nll * nll;

@@ -3,47 +3,46 @@
 
 #include "cli/command.h"
 #include "common/error.h"
+#include "ops/thread_pool.h"
+#include "runtime/cli_args.h"
 #include "runtime/replay.h"
 
 namespace {
 
 int replay_main(const std::vector<std::string> & args) {
-    std::vector<std::string> pos;
-    offgrid::runtime::ReplayOptions opt;
-    opt.n_threads = 0;
-    for (size_t i = 0; i < args.size(); ++i) {
-        const std::string & a = args[i];
-        auto value = [&]() -> const std::string & {
-            if (i + 1 >= args.size()) throw offgrid::Error("option " + a + " needs a value");
-            return args[++i];
-        };
-        if (a == "-h" || a == "--help") {
+    return offgrid::runtime::run_with_usage("replay", [&]() -> int {
+        std::vector<std::string> pos;
+        offgrid::runtime::ReplayOptions opt;
+        int64_t threads = 0;
+        bool help = false;
+        offgrid::runtime::ArgParser p;
+        p.text({"-b"}, &opt.bin_path);
+        p.text({"-o"}, &opt.text_path);
+        p.integer({"-t"}, &threads, 1, offgrid::ops::ThreadPool::kMaxThreads);
+        p.allow_positional(&pos);
+        help = !p.parse(args);
+        if (help) {
             std::printf("usage: offgrid replay MODEL SCRIPT [-b OUT.bin] [-o OUT.txt] [-t THREADS]\n"
                         "Runs a workload script (the golden set's format) and writes its logit rows:\n"
                         "  -b FILE   binary LOGREC01 record\n"
                         "  -o FILE   readable text log ('-' = stdout)\n"
-                        "  -t N      threads (results do not depend on it)\n");
+                        "  -t N      threads, 1..256 (results do not depend on it)\n"
+                        "Outputs appear only when the whole script ran. Exit status 1 when a decode call failed\n"
+                        "(unless the script says `set expect_failures 1`) or a command was unknown.\n");
             return 0;
-        } else if (a == "-b") {
-            opt.bin_path = value();
-        } else if (a == "-o") {
-            opt.text_path = value();
-        } else if (a == "-t") {
-            opt.n_threads = std::stoi(value());
-        } else if (!a.empty() && a[0] == '-') {
-            throw offgrid::Error("unknown option " + a + " (see offgrid replay --help)");
-        } else {
-            pos.push_back(a);
         }
-    }
-    if (pos.size() != 2) {
-        throw offgrid::Error("expected MODEL and SCRIPT (see offgrid replay --help)");
-    }
-    auto workload = offgrid::runtime::Workload::load(pos[1]);
-    auto model = offgrid::Model::load(pos[0]);
-    const auto s = offgrid::runtime::replay(model, workload, opt);
-    std::fprintf(stderr, "replay: %d decode calls, %d rows, %d failed calls\n", s.steps, s.rows, s.failed_calls);
-    return 0;
+        opt.n_threads = static_cast<int>(threads);
+        if (pos.size() != 2) throw offgrid::runtime::UsageError("expected MODEL and SCRIPT");
+        if (p.given("-b") && opt.bin_path.empty()) throw offgrid::runtime::UsageError("-b: empty file name");
+        if (p.given("-o") && opt.text_path.empty()) throw offgrid::runtime::UsageError("-o: empty file name");
+        auto workload = offgrid::runtime::Workload::load(pos[1]);
+        auto model = offgrid::Model::load(pos[0]);
+        const auto s = offgrid::runtime::replay(model, workload, opt);
+        std::fprintf(stderr, "replay: %d decode calls, %d rows, %d failed calls%s%s\n", s.steps, s.rows, s.failed_calls,
+                     s.failed_calls > 0 && s.failures_expected ? " (expected by the script)" : "",
+                     s.unknown > 0 ? (", " + std::to_string(s.unknown) + " unknown commands").c_str() : "");
+        return s.ok() ? 0 : 1;
+    });
 }
 
 }  // namespace

@@ -12,7 +12,9 @@
 #include <unistd.h>
 
 #include "cli/command.h"
+#include "common/files.h"
 #include "model/architecture.h"
+#include "ops/thread_pool.h"
 #include "offgrid/context.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
@@ -52,15 +54,11 @@ constexpr const char * kUsage =
     "  --qsa-dense              force dense attention on QSA layers (comparisons)\n"
     "  --state-save FILE        after the run, write the context state and the token list to FILE\n"
     "  --state-load FILE        before the prompt, restore a state written by --state-save (same model only);\n"
-    "                           the prompt (may be empty: -p '') continues it\n";
+    "                           the prompt (may be empty: -p '') continues it\n"
+    "  --no-mmap                read the model into memory instead of mapping it (a file changed while in use\n"
+    "                           cannot crash the run; costs the file's size in RAM)\n";
 
-std::string read_file(const std::string & path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open the prompt file");
-    std::string s((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) throw Error(path + ": read error");
-    return s;
-}
+std::string read_file(const std::string & path) { return read_file_text(path, "-f"); }
 
 // A one-line bar on stderr, redrawn in place; only when stderr is a terminal.
 class Progress {
@@ -91,10 +89,11 @@ int run_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("run", [&]() -> int {
         std::string model_path, prompt, prompt_file, state_save, state_load, ctk = "f16", ctv = "f16";
         int64_t n_predict = 128, n_ctx = 0, n_batch = 2048, n_ubatch = 512, seed = 0, top_k = 40, last_n = 64;
-        int64_t threads = std::max(1u, std::thread::hardware_concurrency());
+        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
         float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
-        bool qsa_dense = false;
+        bool qsa_dense = false, no_mmap = false;
         runtime::ArgParser p;
+        p.flag({"--no-mmap"}, &no_mmap);
         p.text({"-m", "--model"}, &model_path);
         p.text({"-p", "--prompt"}, &prompt);
         p.text({"-f", "--file"}, &prompt_file);
@@ -102,7 +101,7 @@ int run_main(const std::vector<std::string> & args) {
         p.integer({"-c", "--ctx-size"}, &n_ctx, 0, 1 << 24);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 24);
         p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 24);
-        p.integer({"-t", "--threads"}, &threads, 1, 1024);
+        p.integer({"-t", "--threads"}, &threads, 1, ops::ThreadPool::kMaxThreads);
         p.integer({"-s", "--seed"}, &seed, 0, INT64_MAX);
         p.real({"--temp"}, &temp, -1e9f, 1e9f);
         p.integer({"--top-k"}, &top_k, 0, INT32_MAX);
@@ -141,19 +140,19 @@ int run_main(const std::vector<std::string> & args) {
             throw runtime::UsageError(e.what());
         }
         const bool prompt_given = p.given("-p") || p.given("-f");
-        if (!state_save.empty()) {
-            // Checked before any work, so a run never ends in a state that cannot be written.
-            const std::filesystem::path dir = std::filesystem::path(state_save).parent_path();
-            std::error_code ec;
-            if (!dir.empty() && !std::filesystem::is_directory(dir, ec)) {
-                throw runtime::UsageError("--state-save: directory " + dir.string() + " does not exist");
-            }
+        for (const char * flag : {"-m", "-f", "--state-save", "--state-load"}) {
+            std::string * value = std::string(flag) == "-m" ? &model_path : std::string(flag) == "-f" ? &prompt_file
+                                  : std::string(flag) == "--state-save" ? &state_save : &state_load;
+            if (p.given(flag) && value->empty()) throw runtime::UsageError(std::string(flag) + ": empty file name");
         }
+        // Checked before any work, so a run never ends in a state that cannot be written.
+        if (!state_save.empty()) check_output_path(state_save, "--state-save");
         if (!prompt_file.empty()) prompt = read_file(prompt_file);
         if (!prompt_given && state_load.empty()) prompt = kDefaultPrompt;
 
         if (model_path.empty()) model_path = runtime::default_model_path();
-        const auto model = Model::load(model_path);
+        const auto model = Model::load(model_path, !no_mmap);
+        if (!state_save.empty()) check_output_path(state_save, "--state-save");  // now also refuses the model's file
         const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
 
         ContextParams cp;
@@ -171,13 +170,19 @@ int run_main(const std::vector<std::string> & args) {
         }
         Context ctx(model, cp);
         const uint32_t ctx_size = ctx.params().n_ctx;
+        if (cp.n_ctx == 0 && ctx_size < model->n_ctx_train()) {
+            std::fprintf(stderr,
+                         "run: context capped at %u cells: the model's context_length %u would need more than half of "
+                         "the memory available now; ask for more with -c N\n",
+                         ctx_size, model->n_ctx_train());
+        }
 
         // Tokens of the run so far; the memory holds all but possibly the last (sampled, not yet decoded).
         std::vector<int32_t> history;
         std::vector<int32_t> to_decode;
         if (!state_load.empty()) {
             history = ctx.state_load_file(state_load);
-            const size_t in_memory = static_cast<size_t>(ctx.seq_pos_max(0) + 1);
+            const size_t in_memory = static_cast<size_t>(int64_t{ctx.seq_pos_max(0)} + 1);  // no int32 overflow
             if (history.size() == in_memory + 1) {
                 to_decode.push_back(history.back());  // the token sampled last, never decoded
                 history.pop_back();

@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "common/error.h"
+#include "common/files.h"
 #include "gguf/reader.h"
 #include "runtime/byte_vocab.h"
 #include "runtime/tokenizer.h"
@@ -54,21 +55,8 @@ std::string escape_piece(const std::string & piece) {
     return out;
 }
 
-std::string read_text_file(const std::string & path) {
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) throw Error(path + ": is a directory, not a text file");
-    std::ifstream in(path, std::ios::binary);
-    if (!in) throw Error(path + ": cannot open the text file");
-    try {
-        std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-        if (in.bad()) throw Error(path + ": read error");
-        return text;
-    } catch (const Error &) {
-        throw;
-    } catch (const std::exception & e) {
-        throw Error(path + ": read error (" + e.what() + ")");
-    }
-}
+// Regular files only (checked before opening, so a FIFO does not block); errors name the file.
+std::string read_text_file(const std::string & path) { return read_file_text(path, "text file"); }
 
 int usage_error(const std::string & message) {
     std::fprintf(stderr, "offgrid tokenize: %s (see offgrid tokenize --help)\n", message.c_str());

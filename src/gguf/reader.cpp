@@ -8,12 +8,15 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <new>
 #include <cerrno>
 #include <cstring>
 #include <limits>
 #include <numeric>
 #include <unordered_map>
 
+#include "common/files.h"
 #include "gguf/format.h"
 
 namespace offgrid::gguf {
@@ -51,7 +54,15 @@ struct Reader::Impl {
     std::vector<TensorInfo> tensors;
     NameIndex tensor_index;
 
+    ProtectedFile protect;  // a file this process reads is never the target of one of its writes
+    struct FreeDeleter {
+        void operator()(uint8_t * p) const { std::free(p); }
+    };
+    std::unique_ptr<uint8_t, FreeDeleter> owned;  // LoadMode::Read: the file's bytes
+
     void parse();
+    // parse(), with running out of memory reported as a FileError naming the file.
+    void parse_checked();
     const Value & require(std::string_view key, size_t & index) const;
     [[noreturn]] void type_error(size_t index, const char * expected) const;
 };
@@ -87,6 +98,14 @@ public:
         std::memcpy(&v, base_ + pos_, sizeof(T));
         pos_ += sizeof(T);
         return v;
+    }
+
+    template <class Field>
+    const uint8_t * take(size_t n, const Field & field) {
+        need(n, field);
+        const uint8_t * p = base_ + pos_;
+        pos_ += n;
+        return p;
     }
 
     template <class Field>
@@ -201,11 +220,28 @@ private:
                                          std::to_string(min_bytes) + " bytes per element but only " +
                                          std::to_string(p_.remaining()) + " bytes remain");
         }
-        v.array.resize(static_cast<size_t>(count));
-        for (size_t k = 0; k < v.array.size(); ++k) {
-            auto elem_field = [&] { return field() + "[" + std::to_string(k) + "]"; };
-            read(v.array[k], v.elem_type, elem_field, depth + 1);
+        const size_t width = fixed_value_bytes(v.elem_type);
+        if (width > 0) {
+            // Numbers and bools stay packed: the file's bytes, not one Value per element.
+            const size_t at = p_.pos();
+            const uint8_t * bytes = p_.take(static_cast<size_t>(count) * width, field);
+            if (v.elem_type == ValueType::BOOL) {
+                for (size_t k = 0; k < count; ++k) {
+                    if (bytes[k] > 1) {
+                        p_.fail(at + k, [&] { return field() + "[" + std::to_string(k) + "]"; },
+                                "bool value " + std::to_string(bytes[k]) + " is neither 0 nor 1");
+                    }
+                }
+            }
+            v.array = ValueArray::packed(v.elem_type, std::vector<uint8_t>(bytes, bytes + count * width));
+            return;
         }
+        std::vector<Value> elems(static_cast<size_t>(count));
+        for (size_t k = 0; k < elems.size(); ++k) {
+            auto elem_field = [&] { return field() + "[" + std::to_string(k) + "]"; };
+            read(elems[k], v.elem_type, elem_field, depth + 1);
+        }
+        v.array = std::move(elems);
     }
 
     Parser & p_;
@@ -398,6 +434,15 @@ void Reader::Impl::parse() {
     }
 }
 
+void Reader::Impl::parse_checked() {
+    try {
+        parse();
+    } catch (const std::bad_alloc &) {
+        throw FileError(path, 0, "file", "out of memory while reading the header and metadata of a " +
+                                             std::to_string(size) + "-byte file");
+    }
+}
+
 int64_t TensorInfo::n_elements() const {
     int64_t n = 1;
     for (int64_t d : ne) n *= d;
@@ -409,12 +454,20 @@ Reader::Reader(Reader &&) noexcept = default;
 Reader & Reader::operator=(Reader &&) noexcept = default;
 Reader::~Reader() = default;
 
-Reader Reader::open(const std::string & path) {
+Reader Reader::open(const std::string & path, LoadMode mode) {
     auto impl = std::make_unique<Impl>();
     impl->path = path;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) throw FileError(path, 0, "file", std::string("cannot open: ") + std::strerror(errno));
+    if (path.empty()) throw FileError(path, 0, "file", "empty file name");
+    // stat before open: opening a FIFO for reading would block until a writer appears.
     struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        throw FileError(path, 0, "file", std::string("cannot open: ") + std::strerror(errno));
+    }
+    if (S_ISDIR(st.st_mode)) throw FileError(path, 0, "file", "is a directory, not a regular file");
+    if (!S_ISREG(st.st_mode)) throw FileError(path, 0, "file", "not a regular file");
+    // O_NONBLOCK in case the path was swapped for a FIFO since the stat; the fstat below refuses it then.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) throw FileError(path, 0, "file", std::string("cannot open: ") + std::strerror(errno));
     if (fstat(fd, &st) != 0) {
         const int err = errno;
         ::close(fd);
@@ -425,7 +478,7 @@ Reader Reader::open(const std::string & path) {
         throw FileError(path, 0, "file", "not a regular file");
     }
     const auto size = static_cast<size_t>(st.st_size);
-    if (size > 0) {
+    if (size > 0 && mode == LoadMode::Map) {
         void * addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
         if (addr == MAP_FAILED) {
             const int err = errno;
@@ -436,11 +489,34 @@ Reader Reader::open(const std::string & path) {
         impl->mapping.size = size;
         impl->base = static_cast<const uint8_t *>(addr);
         impl->size = size;
+    } else if (size > 0) {
+        // Read into page-aligned memory of our own: the file may then change or shrink without harm.
+        void * buf = nullptr;
+        if (posix_memalign(&buf, 4096, size) != 0) {
+            ::close(fd);
+            throw FileError(path, 0, "file", "out of memory reading " + std::to_string(size) + " bytes (--no-mmap)");
+        }
+        impl->owned.reset(static_cast<uint8_t *>(buf));
+        size_t done = 0;
+        while (done < size) {
+            const ssize_t n = ::pread(fd, impl->owned.get() + done, size - done, static_cast<off_t>(done));
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) {
+                const int err = errno;
+                ::close(fd);
+                throw FileError(path, done, "file", n == 0 ? std::string("the file shrank while it was read")
+                                                           : std::string("read error: ") + std::strerror(err));
+            }
+            done += static_cast<size_t>(n);
+        }
+        impl->base = impl->owned.get();
+        impl->size = size;
     }
     ::close(fd);  // the mapping stays valid
+    impl->protect = ProtectedFile(st.st_dev, st.st_ino);
     static const uint8_t empty = 0;
     if (impl->base == nullptr) impl->base = &empty;
-    impl->parse();
+    impl->parse_checked();
     return Reader(std::move(impl));
 }
 
@@ -450,7 +526,7 @@ Reader Reader::from_memory(const uint8_t * data, size_t size, std::string name) 
     static const uint8_t empty = 0;
     impl->base = data != nullptr ? data : &empty;
     impl->size = data != nullptr ? size : 0;
-    impl->parse();
+    impl->parse_checked();
     return Reader(std::move(impl));
 }
 

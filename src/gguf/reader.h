@@ -37,11 +37,19 @@ struct TensorInfo {
     int64_t n_elements() const;
 };
 
+// Map: the file is memory-mapped (the default: pages load on demand and are shared with the page cache; a file
+// truncated while mapped ends the process with SIGBUS). Read: the whole file is read into memory at open (costs
+// its size in RAM and the read time up front; later changes to the file cannot affect the process).
+enum class LoadMode { Map, Read };
+
 class Reader {
 public:
-    // Maps and validates a file. Throws FileError.
-    static Reader open(const std::string & path);
+    // Maps (or reads) and validates a file. Refuses non-regular files (FIFOs, directories) before opening them.
+    // While the Reader lives, the file is protected from this process's own writes (common/files.h).
+    // Throws FileError (also for running out of memory).
+    static Reader open(const std::string & path, LoadMode mode = LoadMode::Map);
     // Validates a buffer that the caller keeps alive (tests, fuzzing). `name` is used in error messages.
+    // Arrays of numbers and bools are kept packed (gguf/value.h): memory stays proportional to the file.
     static Reader from_memory(const uint8_t * data, size_t size, std::string name = "<memory>");
 
     Reader(Reader &&) noexcept;

@@ -1,7 +1,11 @@
 // GGUF metadata values: scalars, strings and (nested) arrays.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <iterator>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -14,6 +18,60 @@ enum class ValueType : uint32_t {
 
 const char * value_type_name(ValueType t);
 
+struct Value;
+
+// The elements of an array value. Arrays of numbers and bools read from a file are kept packed (the file's own
+// little-endian bytes, shared between copies), so a large array costs its size in the file and no more; arrays of
+// strings and of arrays hold one Value per element. Elements are handed out by value either way.
+class ValueArray {
+public:
+    ValueArray() = default;
+    explicit ValueArray(std::vector<Value> elems);
+    ValueArray & operator=(std::vector<Value> elems);
+    // `bytes` holds count * fixed_value_bytes(elem) bytes of a number or bool type.
+    static ValueArray packed(ValueType elem, std::vector<uint8_t> bytes);
+
+    size_t size() const;
+    bool empty() const { return size() == 0; }
+    Value operator[](size_t i) const;
+    Value back() const;
+    // Element i by reference, for unpacked arrays (strings, arrays); throws std::out_of_range otherwise.
+    const Value & at(size_t i) const;
+    operator std::vector<Value>() const;  // every element (callers that want a plain vector)
+    bool operator==(const ValueArray & o) const;
+
+    bool is_packed() const { return packed_ != nullptr; }
+    std::span<const uint8_t> packed_bytes() const;  // empty unless is_packed()
+
+    class const_iterator {
+    public:
+        using iterator_category = std::input_iterator_tag;
+        using value_type = Value;
+        using difference_type = std::ptrdiff_t;
+        using pointer = void;
+        using reference = Value;
+        const_iterator(const ValueArray * a, size_t i) : a_(a), i_(i) {}
+        Value operator*() const;
+        const_iterator & operator++() {
+            ++i_;
+            return *this;
+        }
+        bool operator==(const const_iterator & o) const { return i_ == o.i_; }
+
+    private:
+        const ValueArray * a_;
+        size_t i_;
+    };
+    const_iterator begin() const { return {this, 0}; }
+    const_iterator end() const { return {this, size()}; }
+
+private:
+    std::vector<Value> values_;                          // unpacked elements
+    ValueType packed_type_ = ValueType::U8;
+    size_t packed_count_ = 0;
+    std::shared_ptr<const std::vector<uint8_t>> packed_;  // packed elements
+};
+
 // One metadata value. Integers are held widened (u64 for unsigned, i64 for signed and bool), floats as f64,
 // with `type` remembering the stored type so a writer gives back the same bytes.
 struct Value {
@@ -23,7 +81,7 @@ struct Value {
     double f = 0;           // F32 F64
     std::string s;          // STRING
     ValueType elem_type = ValueType::U8;   // ARRAY: element type
-    std::vector<Value> array;              // ARRAY: elements (each of elem_type)
+    ValueArray array;                      // ARRAY: elements (each of elem_type)
 
     static Value make_u32(uint32_t v);
     static Value make_i32(int32_t v);

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "common/error.h"
+#include "common/files.h"
 #include "gguf/format.h"
 #include "gguf/reader.h"
 #include "tensor/quantize.h"
@@ -22,6 +23,7 @@ uint64_t value_size(const Value & v) {
     if (v.type == ValueType::STRING) return 8 + v.s.size();
     if (v.type == ValueType::ARRAY) {
         uint64_t n = 4 + 8;
+        if (v.array.is_packed()) return n + v.array.packed_bytes().size();
         for (const Value & e : v.array) n += value_size(e);
         return n;
     }
@@ -45,6 +47,14 @@ void check_value(const std::string & key, const Value & v, int depth) {
     if (static_cast<uint32_t>(v.elem_type) > static_cast<uint32_t>(ValueType::F64)) {
         throw Error("gguf writer: key '" + key + "': unknown array element type id " +
                     std::to_string(static_cast<uint32_t>(v.elem_type)));
+    }
+    if (v.array.is_packed()) {
+        if (v.elem_type == ValueType::BOOL) {
+            for (const uint8_t b : v.array.packed_bytes()) {
+                if (b > 1) throw Error("gguf writer: key '" + key + "': bool value " + std::to_string(b) + " is neither 0 nor 1");
+            }
+        }
+        return;  // packed arrays hold elements of their own type only
     }
     for (const Value & e : v.array) {
         if (e.type != v.elem_type) {
@@ -92,6 +102,10 @@ public:
         case ValueType::ARRAY:
             put<uint32_t>(static_cast<uint32_t>(v.elem_type));
             put<uint64_t>(v.array.size());
+            if (v.array.is_packed()) {
+                out_.write(v.array.packed_bytes().data(), v.array.packed_bytes().size());
+                break;
+            }
             for (const Value & e : v.array) put_value(e);
             break;
         }
@@ -110,8 +124,7 @@ struct VectorSink : Writer::Sink {
 };
 
 struct FileSink : Writer::Sink {
-    std::FILE * f;
-    std::string path;
+    std::FILE * f = nullptr;
     bool failed = false;
     void write(const void * data, size_t n) override {
         if (!failed && n > 0 && std::fwrite(data, 1, n, f) != n) failed = true;
@@ -319,21 +332,12 @@ std::vector<uint8_t> Writer::to_bytes() const {
 }
 
 void Writer::write_file(const std::string & path) const {
-    const std::string tmp = path + ".tmp";
+    AtomicFile file(path, "gguf writer");
     FileSink sink;
-    sink.path = tmp;
-    sink.f = std::fopen(tmp.c_str(), "wb");
-    if (sink.f == nullptr) throw Error("gguf writer: cannot create " + tmp + ": " + std::strerror(errno));
+    sink.f = file.stream();
     serialize(sink);
-    const bool close_failed = std::fclose(sink.f) != 0;
-    if (sink.failed || close_failed) {
-        std::remove(tmp.c_str());
-        throw Error("gguf writer: writing " + tmp + " failed");
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw Error("gguf writer: cannot rename " + tmp + " to " + path + ": " + std::strerror(errno));
-    }
+    if (sink.failed) throw Error("gguf writer: writing " + path + " failed");  // the temporary file is removed
+    file.commit();
 }
 
 }  // namespace offgrid::gguf

@@ -299,6 +299,7 @@ void HybridMemory::finish() {
     kv_.journal_clear();
     last_plan_ = std::move(call_->plan);  // the last plan stays readable until the memory changes again
     call_.reset();
+    debug_check();
 }
 
 void HybridMemory::undo() {
@@ -310,6 +311,7 @@ void HybridMemory::undo() {
     call_.reset();
     relayout(seqs);
     layout_.set_stale_all(stale);
+    debug_check();
 }
 
 void HybridMemory::relayout(const SeqSet & seqs) {
@@ -373,11 +375,30 @@ Pos HybridMemory::stale_pos(SeqId s, Pos p0) const {
     return p0;
 }
 
+void HybridMemory::sync_after_edit(const SeqSet & changed, const std::function<Pos(SeqId)> & stale, bool forget_snapshots) {
+    for (SeqId q = 0; q < kMaxSeq; ++q) {
+        if (!changed.test(q)) continue;
+        layout_.mark_stale(q, stale(q));
+        if ((uint32_t)q >= params_.n_seq_max) continue;
+        if (kv_.seq_pos_max(q) < 0) {
+            rec_.drop(q);
+        } else {
+            rec_.set_pos(q, kv_.seq_pos_max(q));
+            if (forget_snapshots) rec_.forget_snapshots(q);
+        }
+    }
+    relayout(changed);
+}
+
+void HybridMemory::debug_check() const {
+#ifndef NDEBUG
+    check_invariants();
+#endif
+}
+
 void HybridMemory::remove_whole(SeqId s) {
     const SeqSet changed = kv_.seq_rm(s, -1, -1);
-    rec_.drop(s);
-    layout_.mark_stale(s, 0);
-    relayout(changed | SeqSet().set(s));
+    sync_after_edit(changed | SeqSet().set(s), [s](SeqId q) { return q == s ? 0 : kPosInf; }, false);
 }
 
 bool HybridMemory::seq_rm(SeqId s, Pos p0, Pos p1) {
@@ -395,12 +416,9 @@ bool HybridMemory::seq_rm(SeqId s, Pos p0, Pos p1) {
                 if (shares_cells_unevenly(q, p0, p1)) return false;
         const Pos stale = stale_pos(s, p0);
         const SeqSet changed = kv_.seq_rm(s, p0, p1);
-        if (s < 0) layout_.mark_all_stale(0); else layout_.mark_stale(s, stale);
-        relayout(changed);
-        for (SeqId q = 0; q < (SeqId)params_.n_seq_max; ++q) {
-            if (!changed.test(q)) continue;
-            if (kv_.seq_pos_max(q) < 0) rec_.drop(q); else rec_.set_pos(q, kv_.seq_pos_max(q));
-        }
+        if (s < 0) layout_.mark_all_stale(0);
+        sync_after_edit(changed, [&](SeqId q) { return q == s ? stale : kPosInf; }, false);
+        debug_check();
         return true;
     }
     // What removing [p0, p1) means for one sequence: nothing, all of it, a rollback of k tokens, or refused.
@@ -439,6 +457,7 @@ bool HybridMemory::seq_rm(SeqId s, Pos p0, Pos p1) {
         layout_.mark_stale(q, stale);
         relayout(changed);
     }
+    debug_check();
     return true;
 }
 
@@ -456,6 +475,7 @@ void HybridMemory::seq_cp(SeqId src, SeqId dst, Pos p0, Pos p1) {
     // The destination gets the source's pools and rep rows; it regroups and pools them once more.
     layout_.mark_stale(dst, 0);
     relayout(changed | SeqSet().set(dst));
+    debug_check();
 }
 
 void HybridMemory::seq_keep(SeqId s) {
@@ -466,11 +486,11 @@ void HybridMemory::seq_keep(SeqId s) {
     for (SeqId q = 0; q < (SeqId)params_.n_seq_max; ++q) {
         if (q == s) continue;
         if (kv_.n_stream() > 1) changed |= kv_.seq_rm(q, -1, -1);
-        rec_.drop(q);
         changed.set(q);
     }
     layout_.mark_all_stale(0);
-    relayout(changed);
+    sync_after_edit(changed, [](SeqId) { return kPosInf; }, false);
+    debug_check();
 }
 
 void HybridMemory::seq_add(SeqId s, Pos p0, Pos p1, Pos delta) {
@@ -485,16 +505,10 @@ void HybridMemory::seq_add(SeqId s, Pos p0, Pos p1, Pos delta) {
                     " shares cells with a sequence holding other cells; shifting them would split their pools");
     const Pos stale = stale_pos(s, delta < 0 ? normalize_range(p0, p1).first + delta : normalize_range(p0, p1).first);
     const SeqSet changed = kv_.seq_add(s, p0, p1, delta);
-    for (SeqId q = 0; q < kMaxSeq; ++q) {
-        if (!changed.test(q)) continue;
-        // Other sequences sharing a moved cell moved too: they regroup from the start.
-        layout_.mark_stale(q, q == s ? stale : 0);
-        if ((uint32_t)q < params_.n_seq_max) {
-            if (kv_.seq_pos_max(q) < 0) rec_.drop(q); else if (rec_.present(q)) rec_.set_pos(q, kv_.seq_pos_max(q));
-            rec_.forget_snapshots(q);  // a rollback by position is ambiguous once positions moved
-        }
-    }
-    relayout(changed);
+    // Other sequences sharing a moved cell moved too: they regroup from the start. A rollback by position is
+    // ambiguous once positions moved: snapshots are forgotten.
+    sync_after_edit(changed, [&](SeqId q) { return q == s ? stale : 0; }, true);
+    debug_check();
 }
 
 void HybridMemory::seq_div(SeqId s, Pos p0, Pos p1, int d) {
@@ -505,15 +519,8 @@ void HybridMemory::seq_div(SeqId s, Pos p0, Pos p1, int d) {
         throw Error("seq_div: sequence " + std::to_string(s) +
                     " shares cells with a sequence holding other cells; dividing them would split their pools");
     const SeqSet changed = kv_.seq_div(s, p0, p1, d);
-    for (SeqId q = 0; q < kMaxSeq; ++q) {
-        if (!changed.test(q)) continue;
-        layout_.mark_stale(q, 0);
-        if ((uint32_t)q < params_.n_seq_max && rec_.present(q)) {
-            rec_.set_pos(q, kv_.seq_pos_max(q));
-            rec_.forget_snapshots(q);
-        }
-    }
-    relayout(changed);
+    sync_after_edit(changed, [](SeqId) { return 0; }, true);
+    debug_check();
 }
 
 Pos HybridMemory::seq_pos_max(SeqId s) const {
@@ -545,6 +552,7 @@ void HybridMemory::clear() {
     rec_.clear();
     for (SeqId s = 0; s < kMaxSeq; ++s) layout_.clear_seq(s);
     layout_.mark_all_stale(0);
+    debug_check();
 }
 
 void HybridMemory::apply_pending_shifts(const RotateFn & rotate) {

@@ -8,12 +8,38 @@
 //                  The model runs forward(plan, *this) before the next apply().
 //   finish()       commit the call (every ubatch applied).   undo()  forget everything the call did, in all three
 //                  caches (also after the last ubatch, before finish()).
+//
+// Thread safety
+// -------------
+// None inside: one HybridMemory is used by one thread at a time (the Context serialises its callers). During a
+// call, the model's forward pass may read and write rows through Storage from several threads at once, each
+// thread on rows of its own; the books (cells, layouts, recurrent metadata) are only touched by the calling
+// thread, between apply() calls.
+//
+// Invariants (checked by check_invariants(); Debug builds check them after every operation)
+// ----------
+// Between calls (no begin() without finish() or undo()):
+//   (1) Streams: one stream when unified, else one per sequence, and sequence s's cells are all in stream s.
+//   (2) Books: a cell is empty (position -1, no sequence) or holds at least one sequence id < n_seq_max; every
+//       stream's used count is its number of non-empty cells; each sequence's (position, cell) index lists exactly
+//       the cells holding it.
+//   (3) Positions are at most 2^31 - 3, so every pos_max + 1 fits in an int32 (batches and restores refuse more).
+//   (4) Layout: each sequence's k-pool layout is the one a rebuild from its cells gives (edits rebuild it at once,
+//       appends extend it); pooled keys of stale pools are re-pooled by the next call's first ubatch.
+//   (5) Recurrent: a sequence has a recurrent state iff it has attention cells, at the position of its last cell;
+//       it has at most n_rs_seq valid snapshots; a shared slot is another valid sequence's.
+//   (6) Rows: K, V and indexer rows of a cell belong to that cell (a restore or copy writes them with the books).
+// During a call, (1)-(6) hold again after finish() or undo(); undo() restores the exact rows and books.
+//
+// Every edit of the attention cells is carried to the other two caches by sync_after_edit (recurrent position
+// or drop, staleness, layout rebuild), so no operation repeats those steps by hand.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -76,15 +102,20 @@ public:
     const MemoryParams & params() const { return params_; }
 
     // --- one decode call ---
+    // REQUIRES: no call in progress; pending shifts applied (apply_pending_shifts), else it throws.
     BeginResult begin(const Batch & batch);
     bool has_next() const;
+    // REQUIRES: has_next().
     const Plan & apply();
+    // REQUIRES: every ubatch applied (else it throws: a call that stops early must be undone).
     void finish();
+    // Any time during a call; no-op without one.
     void undo();
     bool in_call() const { return call_ != nullptr; }
     const ValidBatch & call_batch() const;  // the validated batch of the current call
 
-    // --- sequence operations (not during a call; bad ids throw offgrid::Error) ---
+    // --- sequence operations ---
+    // REQUIRES for all of them: no call in progress (else offgrid::Error); valid sequence ids (else offgrid::Error).
     // Whole-sequence removal always works; removing the last k tokens is a rollback (k <= valid snapshots);
     // any other partial removal is refused (false, nothing changed) when the model has recurrent state.
     bool seq_rm(SeqId s, Pos p0, Pos p1);
@@ -106,6 +137,17 @@ public:
 
     std::vector<BreakdownEntry> breakdown() const;
 
+    // --- state (format and failure rules: memory/state_io.h; code: state_io.cpp and each cache's *_state.cpp) ---
+    // REQUIRES: no call in progress; seq in [-1, n_seq_max) (-1: the whole memory). Else offgrid::Error.
+    std::vector<uint8_t> save_state(SeqId seq, uint32_t flags = 0) const;
+    void load_state(std::span<const uint8_t> data, SeqId seq, uint32_t flags = 0, const std::string & name = "state");
+
+    // --- invariants (the list at the top of this file) ---
+    // "" when all hold, else the number and what is broken. Always "" during a call (the books are mid-edit).
+    std::string invariant_violation() const;
+    // Throws std::logic_error with invariant_violation() when it is not empty: a broken invariant is a bug.
+    void check_invariants() const;
+
     // --- Storage ---
     void * k_row(uint32_t attn_layer, uint32_t cell) override { return kv_.k_row(attn_layer, cell); }
     void * v_row(uint32_t attn_layer, uint32_t cell) override { return kv_.v_row(attn_layer, cell); }
@@ -124,11 +166,18 @@ public:
     bool has_recurrent() const { return has_recurrent_; }
     void relayout(const SeqSet & seqs);  // rebuild these sequences' layouts from the cells
     // Drops s from all three caches unconditionally (s = -1: everything), as a failed restore does.
+    // REQUIRES: no call in progress.
     void drop(SeqId s);
 
 private:
     struct Call;
     class PlanImpl;
+
+    // After an edit of the attention cells of `changed`: each such sequence's recurrent state follows its cells
+    // (dropped when none are left, else at its last position; snapshots forgotten when asked), its pools are
+    // marked stale from stale(q) (kPosInf: not at all), and its layout is rebuilt.
+    void sync_after_edit(const SeqSet & changed, const std::function<Pos(SeqId)> & stale, bool forget_snapshots);
+    void debug_check() const;  // check_invariants() in Debug builds, nothing otherwise
 
     void check_seq(SeqId s, const char * op, bool allow_all = false) const;
     void check_idle(const char * op) const;

@@ -22,6 +22,9 @@
 
 namespace offgrid::memory {
 
+class StateWriter;
+class StateReader;
+
 // Bytes per element of a cache row type (F32 or F16); throws offgrid::Error naming `field` otherwise.
 uint32_t cache_elem_bytes(tensor::ElemType type, const char * field);
 // Bytes of a row of `width` elements: F32, F16, or Q8_0 (blocks of 32 as f16 scale + 32 int8, width a multiple
@@ -100,6 +103,28 @@ public:
     uint64_t v_bytes() const { return (uint64_t)v_row_bytes_ * n_cells() * v_.size(); }
     bool has_v() const { return !v_.empty(); }
     uint64_t idx_bytes() const { return (uint64_t)idx_row_bytes_ * n_cells() * idx_.size(); }
+
+    // --- state sections (memory/state_io.h; kv_state.cpp). Parsing changes nothing and throws FileError.
+    struct StateCell {
+        Pos pos, shift;
+        CellExt ext;
+        SeqSet seqs;
+        uint32_t cell;  // global cell: where it was (save) / goes (restore, set by the caller)
+    };
+    struct StateStream {
+        std::vector<StateCell> cells;
+        std::vector<const uint8_t *> k, v, idx;  // restore: per layer the rows of all cells, back to back, in the state
+    };
+    // The cells a save of `seq` covers (-1: all), in stream order then cell order; a sequence save lists seq alone.
+    std::vector<StateStream> state_cells(SeqId seq) const;
+    // Attention section: per stream the cell count and records (pos, shift, x, y, token, n_seq, seq ids), then per
+    // layer the K rows and the V rows. Indexer section: per stream and layer the rows of the same cells.
+    void write_attention(const std::vector<StateStream> & streams, StateWriter & w) const;
+    void write_indexer(const std::vector<StateStream> & streams, StateWriter & w) const;
+    std::vector<StateStream> read_attention(StateReader & r, SeqId seq, uint32_t n_seq_max) const;
+    void read_indexer(StateReader & r, std::vector<StateStream> & streams) const;
+    // REQUIRES: every StateCell::cell names an empty cell. Writes the books and rows there.
+    void restore_cells(const std::vector<StateStream> & streams);
 
 private:
     void copy_rows(uint32_t dst_cell, uint32_t src_cell);

@@ -17,6 +17,9 @@
 
 namespace offgrid::memory {
 
+class StateWriter;
+class StateReader;
+
 class RecurrentCache {
 public:
     struct SeqState {
@@ -73,6 +76,20 @@ public:
     void write_plane(uint32_t slot, uint32_t plane, const float * in);
     void claim(SeqId s);  // s will be overwritten: detach its sharers and itself
     void set_state(SeqId s, const SeqState & st) { seqs_[s] = st; }
+
+    // --- the recurrent section of a memory state (memory/state_io.h; recurrent_state.cpp) ---
+    struct StateRecord {
+        SeqId seq;
+        Pos pos;
+        uint32_t snaps;
+        std::vector<float> planes;  // every plane of the slot, all layers
+    };
+    // Per sequence (seq < 0: every present one): id, last position, valid snapshots, all planes.
+    void write_states(SeqId seq, uint32_t n_seq_max, StateWriter & w) const;
+    // Parses without changing anything; throws FileError naming the field.
+    std::vector<StateRecord> read_states(StateReader & r, SeqId seq, uint32_t n_seq_max) const;
+    // Each record into its sequence (seq >= 0: into seq), in a slot of its own.
+    void restore_states(const std::vector<StateRecord> & recs, SeqId seq);
 
 private:
     void touch(uint32_t slot);          // journal a slot before it is written

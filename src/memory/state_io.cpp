@@ -1,66 +1,18 @@
+// The memory state's format (memory/state_io.h): header and framing here; each cache reads and writes its own
+// sections (KvCache: kv_state.cpp, RecurrentCache: recurrent_state.cpp); HybridMemory keeps them in step.
 #include "memory/state_io.h"
 
 #include <cstring>
 #include <map>
+#include <stdexcept>
 
+#include "common/crc32c.h"
 #include "common/error.h"
+#include "memory/state_bytes.h"
 
 namespace offgrid::memory {
 
 namespace {
-
-class Writer {
-public:
-    void u32(uint32_t v) { raw(&v, 4); }
-    void i32(int32_t v) { raw(&v, 4); }
-    void raw(const void * p, size_t n) {
-        const uint8_t * b = (const uint8_t *)p;
-        out.insert(out.end(), b, b + n);
-    }
-    std::vector<uint8_t> out;
-};
-
-class Reader {
-public:
-    Reader(std::span<const uint8_t> d, const std::string & name) : d_(d), name_(name) {}
-    uint32_t u32(const char * field) {
-        uint32_t v;
-        raw(&v, 4, field);
-        return v;
-    }
-    int32_t i32(const char * field) {
-        int32_t v;
-        raw(&v, 4, field);
-        return v;
-    }
-    void raw(void * p, size_t n, const char * field) {
-        if (n > d_.size() - off_) truncated_ = true;
-        if (n > d_.size() - off_) fail(field, "truncated: " + std::to_string(n) + " bytes wanted, " +
-                                                  std::to_string(d_.size() - off_) + " left");
-        if (n > 0) std::memcpy(p, d_.data() + off_, n);  // an empty destination may be a null pointer
-        off_ += n;
-    }
-    const uint8_t * take(size_t n, const char * field) {
-        if (n > d_.size() - off_) truncated_ = true;
-        if (n > d_.size() - off_) fail(field, "truncated: " + std::to_string(n) + " bytes wanted, " +
-                                                  std::to_string(d_.size() - off_) + " left");
-        const uint8_t * p = d_.data() + off_;
-        off_ += n;
-        return p;
-    }
-    [[noreturn]] void fail(const std::string & field, const std::string & what) const {
-        throw FileError(name_, off_, field, what);
-    }
-    size_t offset() const { return off_; }
-    size_t left() const { return d_.size() - off_; }
-    bool truncated() const { return truncated_; }
-
-private:
-    bool truncated_ = false;
-    std::span<const uint8_t> d_;
-    std::string name_;
-    size_t off_ = 0;
-};
 
 // Everything in the header that must match the memory reading it.
 std::vector<std::pair<const char *, uint32_t>> fingerprint(const HybridMemory & mem) {
@@ -78,44 +30,10 @@ std::vector<std::pair<const char *, uint32_t>> fingerprint(const HybridMemory & 
     };
 }
 
-struct CellRecord {
-    Pos pos, shift;
-    CellExt ext;
-    SeqSet seqs;
-    uint32_t cell = 0;  // where it was (save) / goes (load), global
-};
-
-struct RecRecord {
-    SeqId seq;
-    Pos pos;
-    uint32_t snaps;
-    std::vector<float> planes;
-};
-
-// The cells a save covers, in stream order then cell order.
-std::vector<std::vector<CellRecord>> saved_cells(const HybridMemory & mem, SeqId seq) {
-    const KvCache & kv = mem.kv();
-    std::vector<std::vector<CellRecord>> out(kv.n_stream());
-    for (uint32_t st = 0; st < kv.n_stream(); ++st) {
-        if (seq >= 0 && kv.stream_of(seq) != st) continue;
-        const CellStream & cs = kv.stream(st);
-        for (uint32_t i = 0; i < cs.size(); ++i) {
-            if (cs.is_empty(i)) continue;
-            if (seq >= 0 && !cs.seqs(i).test(seq)) continue;
-            CellRecord r{cs.pos(i), cs.shift(i), cs.ext(i), cs.seqs(i), kv.global(st, i)};
-            if (seq >= 0) r.seqs = SeqSet().set(seq);
-            out[st].push_back(r);
-        }
-    }
-    return out;
-}
-
-// Header: a mismatch is a refusal and changes nothing.
-void read_header(Reader & r, const HybridMemory & mem, SeqId seq, uint32_t flags) {
-    if (r.u32("magic") != kStateMagic) r.fail("magic", "not an offgrid memory state");
-    const uint32_t version = r.u32("version");
-    if (version != kStateVersion)
-        r.fail("version", "version " + std::to_string(version) + ", this build reads " + std::to_string(kStateVersion));
+// Header: a mismatch is a refusal and changes nothing. The checksum was verified first (frame()).
+void read_header(StateReader & r, const HybridMemory & mem, SeqId seq, uint32_t flags) {
+    r.u32("magic");
+    r.u32("version");
     const uint32_t kind = r.u32("kind");
     if (kind != (seq < 0 ? 0u : 1u))
         r.fail("kind", seq < 0 ? "a sequence state cannot replace the whole context"
@@ -128,151 +46,138 @@ void read_header(Reader & r, const HybridMemory & mem, SeqId seq, uint32_t flags
         const uint32_t got = r.u32(field);
         if (got != v) r.fail(field, "the state was made with " + std::to_string(got) + ", this memory has " + std::to_string(v));
     }
+}
 
+constexpr const char * kSectionNames[3] = {"attention section", "recurrent section", "indexer section"};
+constexpr size_t kShapeFields = 17;  // fingerprint()'s entries
+constexpr size_t kHeaderBytes = (5 + kShapeFields) * 4;  // magic, version, kind, flags, source seq id, the shape
+
+struct Frame {
+    std::span<const uint8_t> header;   // up to the header checksum
+    std::span<const uint8_t> body[3];  // attention, recurrent, indexer
+    size_t body_at[3] = {0, 0, 0};     // offsets of the bodies in the state
+};
+
+// Checks the framing and every checksum before anything is parsed: a damaged state is refused whole, with the
+// offset of the damaged part, and nothing changes.
+Frame frame(std::span<const uint8_t> data, const std::string & name) {
+    StateReader r(data, name);
+    if (r.u32("magic") != kStateMagic) r.fail("magic", "not an offgrid memory state");
+    const uint32_t version = r.u32("version");
+    if (version != kStateVersion) {
+        r.fail("version", "version " + std::to_string(version) + ", this build reads version " +
+                              std::to_string(kStateVersion) +
+                              (version < kStateVersion ? " only (older states carry no checksums: save them again)" : ""));
+    }
+    if (data.size() < kHeaderBytes + 4) r.fail("header", "truncated: " + std::to_string(data.size()) + " bytes");
+    Frame f;
+    f.header = data.subspan(0, kHeaderBytes);
+    uint32_t stored = 0;
+    std::memcpy(&stored, data.data() + kHeaderBytes, 4);
+    if (crc32c(f.header.data(), f.header.size()) != stored) {
+        throw FileError(name, 0, "header", "checksum mismatch: the header (bytes 0.." + std::to_string(kHeaderBytes) +
+                                               ") is damaged");
+    }
+    size_t at = kHeaderBytes + 4;
+    for (int k = 0; k < 3; ++k) {
+        StateReader fr(data.subspan(at), name, at);
+        uint64_t n = 0;
+        fr.raw(&n, 8, kSectionNames[k]);
+        const uint32_t crc = fr.u32(kSectionNames[k]);
+        if (n > fr.left()) {
+            throw FileError(name, at, kSectionNames[k], "size " + std::to_string(n) + " runs past the end (" +
+                                                            std::to_string(fr.left()) + " bytes left): damaged or cut");
+        }
+        f.body_at[k] = at + 12;
+        f.body[k] = data.subspan(at + 12, static_cast<size_t>(n));
+        if (crc32c(f.body[k].data(), f.body[k].size()) != crc) {
+            throw FileError(name, at, kSectionNames[k], "checksum mismatch: the section (bytes " + std::to_string(at) +
+                                                            ".." + std::to_string(at + 12 + n) + ") is damaged");
+        }
+        at += 12 + static_cast<size_t>(n);
+    }
+    if (at != data.size()) throw FileError(name, at, "end", std::to_string(data.size() - at) + " bytes after the last section");
+    return f;
+}
+
+void put_section(StateWriter & out, const std::vector<uint8_t> & body) {
+    const uint64_t n = body.size();
+    out.raw(&n, 8);
+    out.u32(crc32c(body.data(), body.size()));
+    out.raw(body.data(), body.size());
 }
 
 }  // namespace
 
-std::vector<uint8_t> state_save(const HybridMemory & mem_c, SeqId seq, uint32_t flags) {
-    if (mem_c.in_call()) throw Error("state_save: not allowed while a decode call is in progress");
-    if (seq < -1 || seq >= (SeqId)mem_c.params().n_seq_max)
+void state_reseal(std::span<uint8_t> data) {
+    if (data.size() < kHeaderBytes + 4) return;
+    const uint32_t h = crc32c(data.data(), kHeaderBytes);
+    std::memcpy(data.data() + kHeaderBytes, &h, 4);
+    size_t at = kHeaderBytes + 4;
+    for (int k = 0; k < 3 && data.size() - at >= 12; ++k) {
+        uint64_t n = 0;
+        std::memcpy(&n, data.data() + at, 8);
+        if (n > data.size() - at - 12) return;
+        const uint32_t crc = crc32c(data.data() + at + 12, static_cast<size_t>(n));
+        std::memcpy(data.data() + at + 8, &crc, 4);
+        at += 12 + static_cast<size_t>(n);
+    }
+}
+
+std::vector<uint8_t> HybridMemory::save_state(SeqId seq, uint32_t flags) const {
+    check_idle("state_save");
+    if (seq < -1 || seq >= (SeqId)params_.n_seq_max)
         throw Error("state_save: sequence id " + std::to_string(seq) + " is out of range");
-    HybridMemory & mem = const_cast<HybridMemory &>(mem_c);  // row access only; nothing is modified
-    KvCache & kv = mem.kv();
-    Writer w;
+    StateWriter w;
     w.u32(kStateMagic);
     w.u32(kStateVersion);
     w.u32(seq < 0 ? 0 : 1);
     w.u32(flags);
     w.i32(seq);
-    for (auto & [name, v] : fingerprint(mem)) w.u32(v);
+    for (auto & [name, v] : fingerprint(*this)) w.u32(v);
+    if (w.out.size() != kHeaderBytes) throw std::logic_error("state_save: the header has " + std::to_string(w.out.size()) + " bytes");
+    w.u32(crc32c(w.out.data(), w.out.size()));
 
     const bool partial = (flags & kPartialOnly) != 0;
-    const auto cells = saved_cells(mem, seq);
+    StateWriter att, recw, idxw;
     if (!partial) {
-        // Attention: per stream the cell books, then per layer the K rows and the V rows of those cells.
-        for (uint32_t st = 0; st < kv.n_stream(); ++st) {
-            w.u32((uint32_t)cells[st].size());
-            for (auto & r : cells[st]) {
-                w.i32(r.pos);
-                w.i32(r.shift);
-                w.i32(r.ext.x);
-                w.i32(r.ext.y);
-                w.i32(r.ext.tok);
-                w.u32((uint32_t)r.seqs.count());
-                for (size_t s = r.seqs._Find_first(); s < r.seqs.size(); s = r.seqs._Find_next(s)) w.i32((int32_t)s);
-            }
-            for (uint32_t l = 0; l < kv.n_layers(); ++l) {
-                for (auto & r : cells[st]) w.raw(kv.k_row(l, r.cell), kv.k_row_bytes());
-                for (auto & r : cells[st]) w.raw(kv.v_row(l, r.cell), kv.v_row_bytes());
-            }
-        }
+        const auto cells = kv_.state_cells(seq);
+        kv_.write_attention(cells, att);
+        kv_.write_indexer(cells, idxw);
     }
-    // Recurrent: per sequence its position, valid snapshots and every plane of its state.
-    const RecurrentCache & rec = mem.recurrent();
-    std::vector<SeqId> rs;
-    for (SeqId s = 0; s < (SeqId)mem.params().n_seq_max; ++s)
-        if ((seq < 0 || s == seq) && rec.present(s)) rs.push_back(s);
-    w.u32((uint32_t)rs.size());
-    for (SeqId s : rs) {
-        w.i32(s);
-        w.i32(rec.pos(s));
-        w.u32(rec.seq(s).snaps);
-        std::vector<float> planes;
-        rec.read_slot(rec.slot_of(s), 1 + rec.n_rs_seq(), planes);
-        w.raw(planes.data(), planes.size() * 4);
-    }
-    if (!partial && kv.idx_row_bytes() > 0) {
-        // Indexer: per layer the [raw | pooled] rows of the attention section's cells, in the same order.
-        for (uint32_t st = 0; st < kv.n_stream(); ++st)
-            for (uint32_t l = 0; l < kv.n_layers(); ++l)
-                for (auto & r : cells[st]) w.raw(kv.idx_row(l, r.cell), kv.idx_row_bytes());
-    }
+    rec_.write_states(seq, params_.n_seq_max, recw);
+    put_section(w, att.out);
+    put_section(w, recw.out);
+    put_section(w, idxw.out);
     return std::move(w.out);
 }
 
-void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, uint32_t flags, const std::string & name) {
-    if (mem.in_call()) throw Error("state_load: not allowed while a decode call is in progress");
-    if (seq < -1 || seq >= (SeqId)mem.params().n_seq_max)
+void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t flags, const std::string & name) {
+    check_idle("state_load");
+    if (seq < -1 || seq >= (SeqId)params_.n_seq_max)
         throw Error("state_load: sequence id " + std::to_string(seq) + " is out of range");
-    Reader r(data, name);
-    try {
-        read_header(r, mem, seq, flags);
-    } catch (const FileError &) {
-        if (r.truncated()) mem.drop(seq);  // a cut state fails like any other; a mismatch is a refusal
-        throw;
+    // Framing and checksums, then the header: any failure so far is a refusal, and nothing changes.
+    const Frame f = frame(data, name);
+    {
+        StateReader h(f.header, name);
+        read_header(h, *this, seq, flags);
     }
+    StateReader ra(f.body[0], name, f.body_at[0]), rrec(f.body[1], name, f.body_at[1]), ri(f.body[2], name, f.body_at[2]);
     // Parse the whole body before touching the memory; any failure from here on drops the destination.
-    KvCache & kv = mem.kv();
-    RecurrentCache & rec = mem.recurrent();
     const bool partial = (flags & kPartialOnly) != 0;
-    const uint32_t n_seq_max = mem.params().n_seq_max;
-    struct StreamData {
-        std::vector<CellRecord> cells;
-        std::vector<const uint8_t *> k, v, idx;  // per layer: the rows of all cells, back to back
-    };
-    std::vector<StreamData> streams(kv.n_stream());
-    std::vector<RecRecord> recs;
+    const uint32_t n_seq_max = params_.n_seq_max;
+    std::vector<KvCache::StateStream> streams(kv_.n_stream());
+    std::vector<RecurrentCache::StateRecord> recs;
     try {
-        if (!partial) {
-            for (uint32_t st = 0; st < kv.n_stream(); ++st) {
-                const uint32_t count = r.u32("cell_count");
-                if (count > kv.kv_size())
-                    r.fail("cell_count", std::to_string(count) + " cells for a stream of " + std::to_string(kv.kv_size()));
-                auto & sd = streams[st];
-                for (uint32_t i = 0; i < count; ++i) {
-                    CellRecord c;
-                    c.pos = r.i32("cell pos");
-                    if (c.pos < 0) r.fail("cell pos", "negative position " + std::to_string(c.pos));
-                    c.shift = r.i32("cell shift");
-                    c.ext.x = r.i32("cell x");
-                    c.ext.y = r.i32("cell y");
-                    c.ext.tok = r.i32("cell token");
-                    const uint32_t n = r.u32("cell n_seq");
-                    if (n == 0 || n > n_seq_max) r.fail("cell n_seq", std::to_string(n) + " sequences in one cell");
-                    for (uint32_t k = 0; k < n; ++k) {
-                        const int32_t s = r.i32("cell seq id");
-                        if (s < 0 || (uint32_t)s >= n_seq_max) r.fail("cell seq id", "sequence id " + std::to_string(s) + " is out of range");
-                        if (seq < 0 && kv.n_stream() > 1 && (uint32_t)s != st)
-                            r.fail("cell seq id", "sequence " + std::to_string(s) + " stored in stream " + std::to_string(st));
-                        c.seqs.set(s);
-                    }
-                    sd.cells.push_back(c);
-                }
-                for (uint32_t l = 0; l < kv.n_layers(); ++l) {
-                    sd.k.push_back(r.take((size_t)count * kv.k_row_bytes(), "K rows"));
-                    sd.v.push_back(r.take((size_t)count * kv.v_row_bytes(), "V rows"));
-                }
-            }
-        }
-        const uint32_t n_rec = r.u32("recurrent count");
-        if (n_rec > (seq < 0 ? n_seq_max : 1u)) r.fail("recurrent count", std::to_string(n_rec) + " states");
-        SeqSet seen;
-        const size_t slot_floats = rec.slot_floats();
-        for (uint32_t i = 0; i < n_rec; ++i) {
-            RecRecord rr;
-            rr.seq = r.i32("recurrent seq id");
-            if (rr.seq < 0 || (uint32_t)rr.seq >= n_seq_max) r.fail("recurrent seq id", "sequence id " + std::to_string(rr.seq) + " is out of range");
-            if (seq < 0 && seen.test(rr.seq)) r.fail("recurrent seq id", "sequence " + std::to_string(rr.seq) + " appears twice");
-            seen.set(rr.seq);
-            rr.pos = r.i32("recurrent pos");
-            if (rr.pos < 0) r.fail("recurrent pos", "negative position");
-            rr.snaps = r.u32("recurrent snapshots");
-            if (rr.snaps > rec.n_rs_seq()) r.fail("recurrent snapshots", std::to_string(rr.snaps) + " > n_rs_seq");
-            rr.planes.resize(slot_floats);
-            r.raw(rr.planes.data(), slot_floats * 4, "recurrent rows");
-            recs.push_back(std::move(rr));
-        }
-        if (!partial && kv.idx_row_bytes() > 0) {
-            for (uint32_t st = 0; st < kv.n_stream(); ++st)
-                for (uint32_t l = 0; l < kv.n_layers(); ++l)
-                    streams[st].idx.push_back(r.take(streams[st].cells.size() * kv.idx_row_bytes(), "indexer rows"));
-        }
-        if (r.left() != 0) r.fail("end", std::to_string(r.left()) + " bytes after the last section");
+        if (!partial) streams = kv_.read_attention(ra, seq, n_seq_max);
+        recs = rec_.read_states(rrec, seq, n_seq_max);
+        if (!partial) kv_.read_indexer(ri, streams);
+        for (StateReader * sr : {&ra, &rrec, &ri})
+            if (sr->left() != 0) sr->fail("end", std::to_string(sr->left()) + " bytes after the section's last field");
 
-        // The sections must describe the same sequences at the same last positions. A partial state is checked
-        // against the attention cells already in memory.
-        if (mem.has_recurrent()) {
+        // The sections must describe the same sequences at the same last positions (invariant 5). A partial state
+        // is checked against the attention cells already in memory.
+        if (has_recurrent_) {
             std::map<SeqId, Pos> last;
             if (!partial) {
                 for (auto & sd : streams)
@@ -284,90 +189,72 @@ void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, ui
                         }
             } else {
                 for (SeqId s = 0; s < (SeqId)n_seq_max; ++s)
-                    if ((seq < 0 || s == seq) && kv.seq_pos_max(s) >= 0) last[s] = kv.seq_pos_max(s);
+                    if ((seq < 0 || s == seq) && kv_.seq_pos_max(s) >= 0) last[s] = kv_.seq_pos_max(s);
             }
             if (last.size() != recs.size())
-                r.fail("recurrent count", "the recurrent section does not cover the same sequences as the attention cells");
+                rrec.fail("recurrent count", "the recurrent section does not cover the same sequences as the attention cells");
             for (auto & rr : recs) {
                 const SeqId s = seq >= 0 ? seq : rr.seq;
                 if (!last.count(s) || last[s] != rr.pos)
-                    r.fail("recurrent pos", "sequence " + std::to_string(s) + " ends at " + std::to_string(rr.pos) +
-                                                " in the recurrent section but not in the attention cells");
+                    rrec.fail("recurrent pos", "sequence " + std::to_string(s) + " ends at " + std::to_string(rr.pos) +
+                                                   " in the recurrent section but not in the attention cells");
             }
         }
     } catch (const FileError &) {
-        mem.drop(seq);
+        drop(seq);
         throw;
     }
 
-    // Apply. Only "no room" can still fail.
-    const size_t off = r.offset();
+    // Where the cells go. Only "no room" can still fail.
     if (seq < 0) {
         if (!partial) {
-            mem.clear();
-            for (uint32_t st = 0; st < kv.n_stream(); ++st) {
+            clear();
+            for (uint32_t st = 0; st < kv_.n_stream(); ++st) {
                 auto & sd = streams[st];
-                for (size_t i = 0; i < sd.cells.size(); ++i) sd.cells[i].cell = kv.global(st, (uint32_t)i);
+                for (size_t i = 0; i < sd.cells.size(); ++i) sd.cells[i].cell = kv_.global(st, (uint32_t)i);
             }
         } else {
-            for (SeqId s = 0; s < (SeqId)n_seq_max; ++s) rec.drop(s);
+            for (SeqId s = 0; s < (SeqId)n_seq_max; ++s) rec_.drop(s);
         }
+    } else if (!partial) {
+        drop(seq);
+        // Fragmented placement is fine: any free cells of the sequence's stream, scanned from the head. With a
+        // window, cells out of their owners' windows may be taken, as a decode takes them.
+        const uint32_t st = kv_.stream_of(seq);
+        size_t total = 0;
+        for (auto & sd : streams) total += sd.cells.size();
+        std::vector<uint32_t> free_cells;
+        SeqSet lost;
+        if (!kv_.take_cells(st, total, free_cells, lost)) {
+            throw FileError(name, f.body_at[0], "cell_count",
+                            "no room: " + std::to_string(total) + " cells wanted, " + std::to_string(free_cells.size()) + " free");
+        }
+        relayout(lost);
+        size_t k = 0;
+        for (auto & sd : streams)
+            for (auto & c : sd.cells) {
+                c.cell = kv_.global(st, free_cells[k++]);
+                c.seqs = SeqSet().set(seq);
+            }
     } else {
-        if (!partial) {
-            mem.drop(seq);
-            // Fragmented placement is fine: any free cells of the sequence's stream, scanned from the head.
-            const uint32_t st = kv.stream_of(seq);
-            size_t total = 0;
-            for (auto & sd : streams) total += sd.cells.size();
-            // With a window, cells out of their owners' windows may be taken, as a decode takes them.
-            std::vector<uint32_t> free_cells;
-            SeqSet lost;
-            if (!kv.take_cells(st, total, free_cells, lost)) {
-                throw FileError(name, off, "cell_count",
-                                "no room: " + std::to_string(total) + " cells wanted, " + std::to_string(free_cells.size()) + " free");
-            }
-            mem.relayout(lost);
-            size_t k = 0;
-            for (auto & sd : streams)
-                for (auto & c : sd.cells) {
-                    c.cell = kv.global(st, free_cells[k++]);
-                    c.seqs = SeqSet().set(seq);
-                }
-        } else {
-            rec.drop(seq);
-        }
+        rec_.drop(seq);
     }
-    if (!partial) {
-        for (uint32_t st = 0; st < kv.n_stream(); ++st) {
-            auto & sd = streams[st];
-            for (size_t i = 0; i < sd.cells.size(); ++i) {
-                const CellRecord & c = sd.cells[i];
-                CellStream & cs = kv.stream(c.cell / kv.kv_size());
-                const uint32_t local = c.cell % kv.kv_size();
-                cs.place_with_shift(local, c.pos, c.seqs, c.ext, c.shift);
-                cs.head = std::max(cs.head, local + 1);
-                for (uint32_t l = 0; l < kv.n_layers(); ++l) {
-                    std::memcpy(kv.k_row(l, c.cell), sd.k[l] + i * kv.k_row_bytes(), kv.k_row_bytes());
-                    if (kv.has_v()) std::memcpy(kv.v_row(l, c.cell), sd.v[l] + i * kv.v_row_bytes(), kv.v_row_bytes());
-                    if (!sd.idx.empty())
-                        std::memcpy(kv.idx_row(l, c.cell), sd.idx[l] + i * kv.idx_row_bytes(), kv.idx_row_bytes());
-                }
-            }
-        }
-    }
-    for (auto & rr : recs) {
-        const SeqId s = seq >= 0 ? seq : rr.seq;
-        rec.claim(s);
-        rec.write_slot((uint32_t)s, 1 + rec.n_rs_seq(), rr.planes.data());
-        rec.set_state(s, RecurrentCache::SeqState{rr.pos, -1, rr.snaps});
-    }
+    if (!partial) kv_.restore_cells(streams);
+    rec_.restore_states(recs, seq);
     // The pool layout follows the new cells; every restored sequence is pooled again at its next decode.
     SeqSet all;
     for (SeqId s = 0; s < (SeqId)n_seq_max; ++s)
         if (seq < 0 || s == seq) all.set(s);
-    mem.relayout(all);
+    relayout(all);
     for (SeqId s = 0; s < (SeqId)n_seq_max; ++s)
-        if (all.test(s)) mem.layout().mark_stale(s, 0);
+        if (all.test(s)) layout_.mark_stale(s, 0);
+    debug_check();
+}
+
+std::vector<uint8_t> state_save(const HybridMemory & mem, SeqId seq, uint32_t flags) { return mem.save_state(seq, flags); }
+
+void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, uint32_t flags, const std::string & name) {
+    mem.load_state(data, seq, flags, name);
 }
 
 }  // namespace offgrid::memory

@@ -1,13 +1,15 @@
 // Saving and restoring the hybrid memory (memory.md section 7, own format): the whole context or one sequence.
 //
-// Layout (little endian): header {magic "OGMS", version, kind (0 whole, 1 sequence), flags, source seq id, the
-// shape the state was made with}, then the sections attention, recurrent, indexer, in that order. With
-// kPartialOnly only the recurrent section is written and read.
+// Layout (little endian, version 2): header {magic "OGMS", version, kind (0 whole, 1 sequence), flags, source seq
+// id, the shape the state was made with}, u32 CRC-32C of the header, then the sections attention, recurrent,
+// indexer in that order, each framed as {u64 size, u32 CRC-32C of the body, body}. With kPartialOnly the
+// attention and indexer sections are empty.
 //
-// Restore: a header that does not match this memory (other sizes, layers or element types) is refused with a
-// message and nothing changes. Any later failure (truncated or corrupt body, no room) leaves the three caches
-// consistent: the destination sequence (or, for a whole restore, everything) is dropped from all three, and an
-// offgrid::FileError says where and why.
+// Restore: the framing and every checksum are verified first, then the header is compared with this memory
+// (other sizes, layers or element types): a damaged, cut or foreign state is refused with an offgrid::FileError
+// naming the damaged part and its offset, and nothing changes. A state with valid checksums whose content is
+// still inconsistent (only a crafted one can be), or that finds no room, leaves the three caches consistent:
+// the destination sequence (or, for a whole restore, everything) is dropped from all three.
 #pragma once
 
 #include <cstdint>
@@ -20,7 +22,7 @@
 namespace offgrid::memory {
 
 inline constexpr uint32_t kStateMagic = 0x534D474F;  // "OGMS"
-inline constexpr uint32_t kStateVersion = 2;  // 2: separate K and V widths, indexer row parts
+inline constexpr uint32_t kStateVersion = 3;  // 2: separate K and V widths, indexer row parts; 3: checksums
 inline constexpr uint32_t kPartialOnly = 1;
 
 // seq = -1: the whole context.
@@ -29,5 +31,8 @@ std::vector<uint8_t> state_save(const HybridMemory & mem, SeqId seq, uint32_t fl
 // `name` is used in error messages (a file name, or "state").
 void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, uint32_t flags = 0,
                 const std::string & name = "state");
+// Tests and fuzzing: recomputes the checksums of an edited state (as far as its framing holds), so that the body
+// parser behind them is reached.
+void state_reseal(std::span<uint8_t> data);
 
 }  // namespace offgrid::memory

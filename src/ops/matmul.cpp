@@ -56,6 +56,7 @@ const uint8_t * prepare_activations(const cpu::TypeKernels * k, const float * x,
 // Activation bytes a thread keeps hot while it sweeps its rows: a chunk of token rows that fits in L2 next to the
 // weights, so each weight tile is reused for every token of the chunk from L1 and the chunk is read from L2.
 constexpr size_t kActChunkBytes = 256 * 1024;
+constexpr size_t kMinBytesPerPart = 32 * 1024;
 
 // Rows [r0, r1) of Y for every token, through the type's kernels: token chunks outer, tiles of up to kTileMax
 // rows by kTileMax tokens inner. Each output is one vec_dot (or the tile's bit-identical equivalent), so the
@@ -165,6 +166,10 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
     // are the same either way, but it keeps the tiles full).
     const int64_t tile = cpu::kTileMax;
     const size_t n_tiles = static_cast<size_t>((w.rows + tile - 1) / tile);
+    // A thread's share is at least kMinBytesPerPart of weights times tokens: below that the wake-up and the
+    // barrier cost more than the rows (small products run inline, on the caller).
+    const size_t tile_work = static_cast<size_t>(tile) * w.row_bytes * static_cast<size_t>(n_tokens);
+    const size_t min_tiles = std::max<size_t>(4, (kMinBytesPerPart + tile_work - 1) / tile_work);
     parallel_for(
         pool, n_tiles,
         [&](size_t begin, size_t end) {
@@ -176,7 +181,7 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
                 rows_generic(w, x, n_tokens, y, r0, r1);
             }
         },
-        4);
+        min_tiles);
 }
 
 void matmul_ref(const Matrix & w, const float * x, int64_t n_tokens, float * y) {

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <exception>
+#include <string>
+
+#include "common/error.h"
 
 namespace offgrid::ops {
 
@@ -26,18 +29,35 @@ void part_range(size_t n, int n_parts, int p, size_t & begin, size_t & end) {
 }  // namespace
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-    for (int i = 1; i < n_threads_; ++i) {
-        workers_.emplace_back([this, i] { worker_loop(i); });
+    if (n_threads_ > kMaxThreads) {
+        throw Error("thread pool: " + std::to_string(n_threads_) + " threads requested, at most " +
+                    std::to_string(kMaxThreads));
+    }
+    try {
+        workers_.reserve(static_cast<size_t>(n_threads_ - 1));
+        for (int i = 1; i < n_threads_; ++i) {
+            workers_.emplace_back([this, i] { worker_loop(i); });
+        }
+    } catch (const std::exception & e) {
+        // The destructor does not run for a constructor that throws: stop and join the workers that started,
+        // or their std::thread objects would end the process (and the condition variables die under them).
+        const size_t started = workers_.size();
+        stop_workers();
+        throw Error("thread pool: could not start thread " + std::to_string(started + 1) + " of " +
+                    std::to_string(n_threads_) + " (" + e.what() + "); try fewer threads with -t");
     }
 }
 
-ThreadPool::~ThreadPool() {
+ThreadPool::~ThreadPool() { stop_workers(); }
+
+void ThreadPool::stop_workers() {
     {
         std::lock_guard<std::mutex> lock(mutex_);
         stop_ = true;
     }
     wake_.notify_all();
     for (auto & w : workers_) w.join();
+    workers_.clear();
 }
 
 std::exception_ptr ThreadPool::claim_parts() {

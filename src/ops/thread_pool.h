@@ -18,7 +18,12 @@ namespace offgrid::ops {
 
 class ThreadPool {
 public:
-    // n_threads counts the calling thread: 1 means no workers (everything runs inline).
+    // The most threads a pool takes (every `-t` and `set threads` is capped here): far above any CPU this runs
+    // on, small enough that the stacks fit in ordinary address-space limits.
+    static constexpr int kMaxThreads = 256;
+
+    // n_threads counts the calling thread: 1 means no workers (everything runs inline). Throws offgrid::Error
+    // for more than kMaxThreads, or when a thread cannot be created (the ones that started are joined first).
     explicit ThreadPool(int n_threads = 1);
     ~ThreadPool();
     ThreadPool(const ThreadPool &) = delete;
@@ -33,6 +38,7 @@ public:
 
 private:
     void worker_loop(int index);
+    void stop_workers();  // wakes every worker with stop_ set and joins it
 
     int n_threads_;
     std::vector<std::thread> workers_;

@@ -8,7 +8,13 @@
 #include <iterator>
 #include <map>
 
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "common/crc32c.h"
 #include "common/error.h"
+#include "common/files.h"
+#include "gguf/reader.h"
 #include "memory/hybrid_memory.h"
 #include "memory/state_io.h"
 #include "model/architecture.h"
@@ -22,8 +28,9 @@ namespace offgrid {
 Model::Model(std::shared_ptr<const model::Architecture> impl, std::string path)
     : impl_(std::move(impl)), path_(std::move(path)) {}
 
-std::shared_ptr<const Model> Model::load(const std::string & path) {
-    std::shared_ptr<const model::Architecture> m = model::load_model(path);
+std::shared_ptr<const Model> Model::load(const std::string & path, bool use_mmap) {
+    const gguf::LoadMode mode = use_mmap ? gguf::LoadMode::Map : gguf::LoadMode::Read;
+    std::shared_ptr<const model::Architecture> m = model::load_model(gguf::Reader::open(path, mode));
     return std::make_shared<const Model>(std::move(m), path);
 }
 
@@ -83,7 +90,10 @@ tensor::ElemType cache_type(const std::string & name, const char * what) {
 }
 
 constexpr char kFileMagic[8] = {'O', 'G', 'S', 'T', 'A', 'T', 'E', '1'};
-constexpr uint32_t kFileVersion = 1;
+constexpr uint32_t kFileVersion = 2;  // 2: header checksum (and memory states with checksums)
+
+// The most cells a context takes: positions are int32 and the padding to 256 must not wrap.
+constexpr uint32_t kMaxContextCells = 1u << 30;
 
 }  // namespace
 
@@ -95,27 +105,114 @@ public:
         if (params_.n_seq_max == 0 || params_.n_seq_max > static_cast<uint32_t>(memory::kMaxSeq)) {
             throw Error("n_seq_max must be in 1.." + std::to_string(memory::kMaxSeq));
         }
-        const uint32_t n_ctx = params_.n_ctx == 0 ? m.n_ctx_train() : params_.n_ctx;
+        const uint32_t n_ctx_train = m.n_ctx_train();
+        if (n_ctx_train == 0) throw Error(model_->path() + ": context_length is 0");
+        if (n_ctx_train > kMaxContextCells) {
+            throw Error(model_->path() + ": context_length " + std::to_string(n_ctx_train) + " is larger than " +
+                        std::to_string(kMaxContextCells) + " cells, more than this engine supports");
+        }
+        if (params_.n_ctx > kMaxContextCells) {
+            throw Error("n_ctx " + std::to_string(params_.n_ctx) + " is larger than " + std::to_string(kMaxContextCells));
+        }
+        const uint32_t n_ctx = params_.n_ctx == 0 ? default_n_ctx(n_ctx_train) : params_.n_ctx;
         const uint32_t per_stream = memory::cells_per_stream(n_ctx, params_.n_seq_max, params_.unified);
         params_.n_ctx = params_.unified ? per_stream : per_stream * params_.n_seq_max;
         params_.n_batch = params_.n_batch == 0 ? params_.n_ctx : std::min(params_.n_batch, params_.n_ctx);
         params_.n_ubatch = std::min(params_.n_ubatch == 0 ? 512u : params_.n_ubatch, params_.n_batch);
         params_.n_threads = pool_.n_threads();
 
+        try {
+            mem_ = std::make_unique<memory::HybridMemory>(memory_params(params_.n_ctx, params_.n_ubatch));
+        } catch (const std::bad_alloc &) {
+            throw Error("not enough memory for a context of " + std::to_string(params_.n_ctx) +
+                        " cells; ask for fewer (n_ctx, -c)");
+        }
+    }
+
+    memory::MemoryParams memory_params(uint32_t n_ctx, uint32_t n_ubatch) {
+        const model::Architecture & m = model_->impl();
         shape_ = m.cache_shape(cache_type(params_.type_k, "type_k"), cache_type(params_.type_v, "type_v"));
         memory::MemoryParams mp;
         mp.shape = shape_;
-        mp.n_ctx = params_.n_ctx;  // all cells; the memory gives each per-sequence stream n_ctx / n_seq_max
+        mp.n_ctx = n_ctx;  // all cells; the memory gives each per-sequence stream n_ctx / n_seq_max
         mp.n_seq_max = params_.n_seq_max;
         mp.unified = params_.unified;
         mp.n_rs_seq = params_.n_rs_seq;
-        mp.n_ubatch = params_.n_ubatch;
+        mp.n_ubatch = n_ubatch;
         const model::MemoryTraits traits = m.memory_traits();
         mp.kpool = traits.kpool;
         mp.by_order = traits.kpool_by_order;
         mp.window = traits.window;
         mp.n_vocab = m.n_vocab();
-        mem_ = std::make_unique<memory::HybridMemory>(mp);
+        return mp;
+    }
+
+    // The default context: the model's length, or less when its caches would take more than half of the
+    // memory available now (callers ask for more with an explicit n_ctx). The bytes per cell are measured on a
+    // small memory of the same shape, so they follow whatever the caches hold.
+    uint32_t default_n_ctx(uint32_t n_ctx_train) {
+        const uint64_t available = available_memory_bytes();
+        if (available == 0) return n_ctx_train;
+        const uint32_t probe_cells = 256 * params_.n_seq_max;
+        const auto per_cell_bytes = [&] {
+            memory::HybridMemory probe(memory_params(probe_cells, std::min(params_.n_ubatch == 0 ? 512u : params_.n_ubatch, 256u)));
+            uint64_t bytes = 0;
+            for (const auto & e : probe.breakdown())
+                if (e.cache != "recurrent") bytes += e.bytes;
+            return std::max<uint64_t>(1, bytes / probe_cells);
+        }();
+        const uint64_t budget = available / 2;
+        if (static_cast<uint64_t>(n_ctx_train) * per_cell_bytes <= budget) return n_ctx_train;
+        const uint64_t fits = budget / per_cell_bytes / 256 * 256;
+        return static_cast<uint32_t>(std::max<uint64_t>(256 * params_.n_seq_max, fits));
+    }
+
+    static uint64_t available_memory_bytes() {
+        // MemAvailable from /proc/meminfo (what can be allocated without swapping), else the physical memory;
+        // less when an address-space limit (ulimit -v) leaves less room than that.
+        uint64_t avail = physical_or_available_bytes();
+        struct rlimit lim {};
+        if (::getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+            const uint64_t used = mapped_bytes();
+            const uint64_t room = lim.rlim_cur > used ? lim.rlim_cur - used : 0;
+            avail = avail == 0 ? room : std::min(avail, room);
+        }
+        return avail;
+    }
+
+    // The process's address space now (VmSize), 0 when unknown.
+    static uint64_t mapped_bytes() {
+        uint64_t kb = 0;
+        if (std::FILE * f = std::fopen("/proc/self/status", "r")) {
+            char line[256];
+            unsigned long long v = 0;
+            while (std::fgets(line, sizeof line, f)) {
+                if (std::sscanf(line, "VmSize: %llu kB", &v) == 1) {
+                    kb = v;
+                    break;
+                }
+            }
+            std::fclose(f);
+        }
+        return kb * 1024;
+    }
+
+    static uint64_t physical_or_available_bytes() {
+        if (std::FILE * f = std::fopen("/proc/meminfo", "r")) {
+            char line[256];
+            unsigned long long kb = 0;
+            bool found = false;
+            while (std::fgets(line, sizeof line, f)) {
+                if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+                    found = true;
+                    break;
+                }
+            }
+            std::fclose(f);
+            if (found) return static_cast<uint64_t>(kb) * 1024;
+        }
+        const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+        return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
     }
 
     DecodeResult decode(const std::vector<BatchToken> & in) {
@@ -165,7 +262,7 @@ public:
 
         try {
             while (mem_->has_next()) {
-                if (abort_ && abort_()) {
+                if (abort_requested()) {
                     mem_->undo();
                     return {DecodeStatus::Aborted, "decode: aborted by the callback"};
                 }
@@ -191,6 +288,9 @@ public:
         } catch (const std::exception & e) {
             mem_->undo();
             return {DecodeStatus::Failed, std::string("decode: ") + e.what()};
+        } catch (...) {
+            mem_->undo();
+            return {DecodeStatus::Failed, "decode: failed with an exception of unknown type"};
         }
         if (params_.embeddings) pool_embeddings(vb, hidden, n_embd);  // vb lives until finish()
         mem_->finish();
@@ -227,6 +327,17 @@ public:
             const double div = params_.pooling == Pooling::Mean ? static_cast<double>(v.second) : 1.0;
             for (size_t j = 0; j < n_embd; ++j) row[j] = static_cast<float>(v.first[j] / div);
             embd_seq_[s] = std::move(row);
+        }
+    }
+
+    // The callback's answer; one that throws (anything at all) counts as a request to abort, so the call is
+    // undone and the context stays usable.
+    bool abort_requested() {
+        if (!abort_) return false;
+        try {
+            return abort_();
+        } catch (...) {
+            return true;
         }
     }
 
@@ -343,9 +454,11 @@ void Context::state_set(const std::vector<uint8_t> & data, int32_t seq) {
     memory::state_load(*impl_->mem_, data, seq, 0, "state");
 }
 
-// State file: magic "OGSTATE1", u32 version, u64 model fingerprint, i32 seq (-1: whole context), u32 n_tokens,
-// i32 tokens[n_tokens], u64 n_bytes, memory state[n_bytes].
+// State file (version 2): magic "OGSTATE1", u32 version, u64 model fingerprint, i32 seq (-1: whole context),
+// u32 n_tokens, i32 tokens[n_tokens], u64 n_bytes, u32 CRC-32C of every byte before it, then the memory state
+// [n_bytes] (which carries its own checksums, memory/state_io.h).
 void Context::state_save_file(const std::string & path, const std::vector<int32_t> & tokens, int32_t seq) const {
+    check_output_path(path, "state file");
     const std::vector<uint8_t> body = state_get(seq);
     std::vector<uint8_t> out;
     auto put = [&](const void * p, size_t n) {
@@ -363,29 +476,14 @@ void Context::state_save_file(const std::string & path, const std::vector<int32_
     put(tokens.data(), tokens.size() * 4);
     const uint64_t n_bytes = body.size();
     put(&n_bytes, 8);
+    const uint32_t crc = crc32c(out.data(), out.size());
+    put(&crc, 4);
     put(body.data(), body.size());
-
-    // Written to a temporary name first, so a failed write never leaves half a state file behind.
-    const std::string tmp = path + ".tmp";
-    {
-        std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-        if (!f) throw Error(path + ": cannot open for writing");
-        f.write(reinterpret_cast<const char *>(out.data()), static_cast<std::streamsize>(out.size()));
-        if (!f) {
-            std::remove(tmp.c_str());
-            throw Error(path + ": write failed");
-        }
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        throw Error(path + ": cannot rename the written state into place");
-    }
+    write_file_atomic(path, out, "state file");  // a failed write never leaves half a state file behind
 }
 
 std::vector<int32_t> Context::state_load_file(const std::string & path, int32_t seq) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) throw Error(path + ": cannot open the state file");
-    const std::vector<uint8_t> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::vector<uint8_t> buf = read_file_bytes(path, "state file");
     size_t off = 0;
     auto get = [&](void * p, size_t n, const char * field) {
         if (buf.size() - off < n) throw FileError(path, off, field, "the file ends early");
@@ -397,27 +495,41 @@ std::vector<int32_t> Context::state_load_file(const std::string & path, int32_t 
     if (std::memcmp(magic, runtime::kFileMagic, 8) != 0) throw FileError(path, 0, "magic", "not an offgrid state file");
     uint32_t version = 0;
     get(&version, 4, "version");
-    if (version != runtime::kFileVersion) throw FileError(path, 8, "version", "unsupported version " + std::to_string(version));
+    if (version != runtime::kFileVersion) {
+        throw FileError(path, 8, "version", "unsupported version " + std::to_string(version) + " (this build reads " +
+                                                std::to_string(runtime::kFileVersion) +
+                                                (version < runtime::kFileVersion ? "; older files have no checksums: "
+                                                                                   "save the state again)" : ")"));
+    }
     uint64_t fp = 0;
     get(&fp, 8, "model fingerprint");
+    int32_t saved_seq = 0;
+    get(&saved_seq, 4, "sequence");
+    uint32_t n_tokens = 0;
+    get(&n_tokens, 4, "token count");
+    if (static_cast<uint64_t>(n_tokens) * 4 + 12 > buf.size() - off) {
+        throw FileError(path, off - 4, "token count", "larger than the file");
+    }
+    std::vector<int32_t> tokens(n_tokens);
+    get(tokens.data(), static_cast<size_t>(n_tokens) * 4, "tokens");
+    uint64_t n_bytes = 0;
+    get(&n_bytes, 8, "state size");
+    const size_t header_end = off;
+    uint32_t crc = 0;
+    get(&crc, 4, "header checksum");
+    if (crc32c(buf.data(), header_end) != crc) {
+        throw FileError(path, header_end, "header checksum",
+                        "mismatch: the header or token list (bytes 0.." + std::to_string(header_end) + ") is damaged");
+    }
     if (fp != impl_->model_->fingerprint()) {
         throw FileError(path, 12, "model fingerprint", "the state was saved with another model");
     }
-    int32_t saved_seq = 0;
-    get(&saved_seq, 4, "sequence");
     if ((saved_seq < 0) != (seq < 0)) {
         throw FileError(path, 20, "sequence",
                         saved_seq < 0 ? "a whole-context state cannot be loaded into one sequence"
                                       : "a one-sequence state cannot be loaded as the whole context");
     }
-    uint32_t n_tokens = 0;
-    get(&n_tokens, 4, "token count");
-    if (static_cast<uint64_t>(n_tokens) * 4 > buf.size() - off) throw FileError(path, off - 4, "token count", "larger than the file");
-    std::vector<int32_t> tokens(n_tokens);
-    get(tokens.data(), static_cast<size_t>(n_tokens) * 4, "tokens");
-    uint64_t n_bytes = 0;
-    get(&n_bytes, 8, "state size");
-    if (n_bytes != buf.size() - off) throw FileError(path, off - 8, "state size", "does not match the file size");
+    if (n_bytes != buf.size() - off) throw FileError(path, header_end - 8, "state size", "does not match the file size");
     try {
         memory::state_load(*impl_->mem_, std::span<const uint8_t>(buf.data() + off, n_bytes), seq, 0, path);
     } catch (const FileError & e) {

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include "runtime/default_model.h"
 
 #include <cerrno>
@@ -29,50 +30,34 @@ std::string env(const char * name) {
 
 model::qwen4exp::GenConfig with_byte_vocab(model::qwen4exp::GenConfig config) {
     const TokenizerSpec & spec = byte_vocab_spec();
-    config.n_vocab = static_cast<uint32_t>(spec.tokens.size());
+    config.n_vocab = std::max(config.n_vocab, static_cast<uint32_t>(spec.tokens.size()));
     config.eos_token = static_cast<uint32_t>(spec.eos.value_or(0));
     return config;
 }
 
-std::vector<gguf::KeyValue> byte_vocab_metadata() { return tokenizer_metadata(byte_vocab_spec()); }
-
-namespace {
-
-void write_atomically(const gguf::Writer & w, const std::string & path);
-
-}  // namespace
+std::vector<gguf::KeyValue> byte_vocab_metadata(uint32_t n_vocab) {
+    const TokenizerSpec & base = byte_vocab_spec();
+    if (n_vocab <= base.tokens.size()) return tokenizer_metadata(base);
+    // A wider head than the vocabulary (the bench shape): the extra ids are Unused tokens, which tokenizing never
+    // produces and detokenizing prints as nothing, so the embedding and output matrices have the asked rows.
+    TokenizerSpec spec = base;
+    if (spec.token_types.empty()) spec.token_types.assign(spec.tokens.size(), static_cast<int32_t>(TokenType::Normal));
+    for (size_t id = base.tokens.size(); id < n_vocab; ++id) {
+        spec.tokens.push_back("<|unused_" + std::to_string(id) + "|>");
+        spec.token_types.push_back(static_cast<int32_t>(TokenType::Unused));
+    }
+    return tokenizer_metadata(spec);
+}
 
 void write_model_file(const model::qwen4exp::GenConfig & config, const std::string & path) {
-    write_atomically(model::qwen4exp::generate_model(with_byte_vocab(config), byte_vocab_metadata()), path);
+    const model::qwen4exp::GenConfig c = with_byte_vocab(config);
+    model::qwen4exp::generate_model(c, byte_vocab_metadata(c.n_vocab)).write_file(path);  // atomic
 }
 
 void write_model_file(model::glm5next::GenConfig config, const std::string & path) {
     config.n_vocab = static_cast<uint32_t>(byte_vocab_spec().tokens.size());
-    write_atomically(model::glm5next::generate_model(config, byte_vocab_metadata()), path);
+    model::glm5next::generate_model(config, byte_vocab_metadata()).write_file(path);  // atomic
 }
-
-namespace {
-
-void write_atomically(const gguf::Writer & w, const std::string & path) {
-    const std::vector<uint8_t> bytes = w.to_bytes();
-    // A name of our own beside the target (same file system, so the rename is atomic), unique per process.
-    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-    std::FILE * f = std::fopen(tmp.c_str(), "wb");
-    if (!f) throw Error(path + ": cannot create " + tmp + ": " + std::strerror(errno));
-    const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-    const bool closed = std::fclose(f) == 0;
-    if (!ok || !closed) {
-        std::remove(tmp.c_str());
-        throw Error(path + ": writing " + tmp + " failed");
-    }
-    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-        const std::string why = std::strerror(errno);
-        std::remove(tmp.c_str());
-        throw Error(path + ": cannot rename " + tmp + " into place: " + why);
-    }
-}
-
-}  // namespace
 
 std::string cache_dir() {
     if (const std::string d = env("OFFGRID_CACHE"); !d.empty()) return d;

@@ -11,10 +11,11 @@
 
 namespace offgrid::runtime {
 
-// Attaches the embedded byte-level vocabulary: n_vocab and the PLE end-of-sequence token follow it.
+// Attaches the embedded byte-level vocabulary: the PLE end-of-sequence token follows it, and n_vocab becomes its
+// size unless the config asks for more rows (then the vocabulary is padded with Unused tokens).
 model::qwen4exp::GenConfig with_byte_vocab(model::qwen4exp::GenConfig config);
-// The tokenizer.ggml.* key/values of the embedded vocabulary.
-std::vector<gguf::KeyValue> byte_vocab_metadata();
+// The tokenizer.ggml.* key/values of the embedded vocabulary, padded with Unused tokens up to n_vocab.
+std::vector<gguf::KeyValue> byte_vocab_metadata(uint32_t n_vocab = 0);
 
 // Generates a model with the embedded vocabulary and writes it to `path` through a temporary file in the same
 // directory that is renamed into place, so `path` is either absent or complete. Throws offgrid::Error.

@@ -5,6 +5,7 @@
 #include <iterator>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace offgrid::runtime {
 
@@ -12,46 +13,27 @@ namespace {
 constexpr char kMagic[8] = {'L', 'O', 'G', 'R', 'E', 'C', '0', '1'};
 }
 
-LogrecWriter::LogrecWriter(const std::string & path, int32_t n_vocab) : path_(path), n_vocab_(n_vocab) {
-    f_ = std::fopen(path.c_str(), "wb");
-    if (f_ == nullptr) {
-        throw Error(path + ": cannot open for writing");
-    }
+LogrecWriter::LogrecWriter(const std::string & path, int32_t n_vocab)
+    : path_(path), file_(std::make_unique<AtomicFile>(path, "logit record")), n_vocab_(n_vocab) {
     const int32_t head[2] = {n_vocab, 0};
-    std::fwrite(kMagic, 1, sizeof(kMagic), f_);
-    std::fwrite(head, sizeof(int32_t), 2, f_);
+    file_->write(kMagic, sizeof(kMagic));
+    file_->write(head, sizeof(head));
 }
 
-LogrecWriter::~LogrecWriter() {
-    if (f_ != nullptr) {
-        std::fclose(f_);
-    }
-}
+LogrecWriter::~LogrecWriter() = default;  // without close(), the temporary file is removed
 
 void LogrecWriter::write(int32_t step, int32_t seq, int32_t pos, int32_t tok, const float * logits) {
     const int32_t meta[4] = {step, seq, pos, tok};
-    std::fwrite(meta, sizeof(int32_t), 4, f_);
-    std::fwrite(logits, sizeof(float), static_cast<size_t>(n_vocab_), f_);
+    file_->write(meta, sizeof(meta));
+    file_->write(logits, sizeof(float) * static_cast<size_t>(n_vocab_));
 }
 
 void LogrecWriter::close() {
-    if (f_ == nullptr) {
-        return;
-    }
-    const bool bad = std::ferror(f_) != 0;
-    const bool close_failed = std::fclose(f_) != 0;
-    f_ = nullptr;
-    if (bad || close_failed) {
-        throw Error(path_ + ": write failed");
-    }
+    if (file_) file_->commit();
 }
 
 Logrec Logrec::read(const std::string & path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        throw Error(path + ": cannot open");
-    }
-    const std::vector<char> buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+    const std::vector<uint8_t> buf = read_file_bytes(path, "logit record");
     if (buf.size() < 16 || std::memcmp(buf.data(), kMagic, 8) != 0) {
         throw FileError(path, 0, "magic", "not a LOGREC01 file");
     }

@@ -4,8 +4,13 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
+
+namespace offgrid {
+class AtomicFile;
+}
 
 namespace offgrid::runtime {
 
@@ -19,18 +24,19 @@ struct LogitRow {
 
 class LogrecWriter {
 public:
-    // Opens (truncates) the file and writes the header. Throws offgrid::Error.
+    // Starts the file (through a temporary file beside it) and writes the header. Throws offgrid::Error.
+    // Nothing reaches `path` until close(): a writer destroyed without close() leaves the target untouched.
     LogrecWriter(const std::string & path, int32_t n_vocab);
     ~LogrecWriter();
     LogrecWriter(const LogrecWriter &) = delete;
     LogrecWriter & operator=(const LogrecWriter &) = delete;
 
     void write(int32_t step, int32_t seq, int32_t pos, int32_t tok, const float * logits);
-    void close();  // flushes; throws if the disk write failed
+    void close();  // flushes and renames into place; throws if the disk write failed
 
 private:
     std::string path_;
-    std::FILE * f_ = nullptr;
+    std::unique_ptr<AtomicFile> file_;
     int32_t n_vocab_;
 };
 

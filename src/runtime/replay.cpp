@@ -1,6 +1,7 @@
 #include "runtime/replay.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cinttypes>
 #include <cstdarg>
 #include <cstdio>
@@ -10,6 +11,8 @@
 #include <optional>
 
 #include "common/error.h"
+#include "common/files.h"
+#include "ops/thread_pool.h"
 #include "runtime/logrec.h"
 
 namespace offgrid::runtime {
@@ -36,6 +39,10 @@ int32_t argmax(const float * v, int32_t n) {
     return best;
 }
 
+// The last position a token may take: the memory's batch rule (positions below 2^31 - 2), so that every
+// sequence's pos_max + 1 fits in int32.
+constexpr int64_t kMaxPos = INT32_MAX - 2;
+
 // The `set` keys the script may use, with their defaults.
 struct Settings {
     uint32_t n_ctx = 0;
@@ -49,44 +56,55 @@ struct Settings {
     int threads = 1;
     bool outputs_all = true;
     int log_logits = 8;
+    bool expect_failures = false;  // own key: failed decode calls are part of the test (exit status 0)
 };
 
 class Runner {
 public:
     Runner(std::shared_ptr<const Model> model, const Workload & wl, const ReplayOptions & opt)
         : model_(std::move(model)), wl_(wl), opt_(opt), n_vocab_(model_->n_vocab()) {
+        if (opt.n_threads < 0 || opt.n_threads > ops::ThreadPool::kMaxThreads) {
+            throw Error("-t " + std::to_string(opt.n_threads) + " is outside 1.." + std::to_string(ops::ThreadPool::kMaxThreads));
+        }
+        // Both outputs go through temporary files renamed into place at the end: a script that fails leaves no
+        // partial output, and an output path that is the model itself is refused before anything runs.
+        if (!opt.bin_path.empty()) check_output_path(opt.bin_path, "-b");
+        if (!opt.text_path.empty() && opt.text_path != "-") check_output_path(opt.text_path, "-o");
         if (!opt.bin_path.empty()) {
             bin_ = std::make_unique<LogrecWriter>(opt.bin_path, n_vocab_);
         }
         if (opt.text_path == "-") {
             text_ = stdout;
         } else if (!opt.text_path.empty()) {
-            text_ = std::fopen(opt.text_path.c_str(), "w");
-            if (text_ == nullptr) {
-                throw Error(opt.text_path + ": cannot open for writing");
-            }
-            own_text_ = true;
+            text_file_ = std::make_unique<AtomicFile>(opt.text_path, "-o");
+            text_ = text_file_->stream();
         }
         log("# offgrid replay model=%s script=%s\n", model_->path().c_str(), wl.name.c_str());
         log("# model %s\n", model_->describe().c_str());
         log("# columns: out STEP SEQ POS TOK ARGMAX MAXLOGIT FNV64(all logits) LOGITS[0..n)\n");
     }
 
-    ~Runner() {
-        if (own_text_) {
-            std::fclose(text_);
-        }
-    }
-
     ReplaySummary run() {
         for (const auto & c : wl_.commands) {
             line_ = c.line;
-            run_command(c);
+            try {
+                run_command(c);
+            } catch (const Error & e) {
+                // Every failure names the script line it happened on.
+                const std::string where = wl_.name + ":" + std::to_string(line_) + ": ";
+                if (std::string(e.what()).rfind(where, 0) == 0) throw;
+                throw Error(where + e.what());
+            }
         }
         log("# done steps=%d tokens=%d\n", summary_.steps, summary_.rows);
         if (bin_) {
             bin_->close();
         }
+        if (text_file_) {
+            text_ = nullptr;
+            text_file_->commit();
+        }
+        summary_.failures_expected = s_.expect_failures;
         return summary_;
     }
 
@@ -134,28 +152,33 @@ private:
     }
 
     void set(const std::string & key, const std::string & value) {
-        auto u32 = [&]() -> uint32_t {
-            try {
-                const long v = std::stol(value);
-                if (v < 0 || v > UINT32_MAX) throw std::out_of_range("range");
-                return static_cast<uint32_t>(v);
-            } catch (const std::exception &) {
+        // Values outside [0, hi] are refused here, with the line, rather than later without it.
+        auto u32 = [&](uint64_t hi = UINT32_MAX) -> uint32_t {
+            uint64_t v = 0;
+            const auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+            if (ec == std::errc::invalid_argument || p != value.data() + value.size() || value.empty()) {
                 fail("set " + key + ": expected a non-negative integer, got '" + value + "'");
             }
+            if (ec == std::errc::result_out_of_range || v > hi) {
+                fail("set " + key + ": " + value + " is outside 0.." + std::to_string(hi));
+            }
+            return static_cast<uint32_t>(v);
         };
-        if (key == "n_ctx") s_.n_ctx = u32();
-        else if (key == "n_batch") s_.n_batch = u32();
-        else if (key == "n_ubatch") s_.n_ubatch = u32();
-        else if (key == "n_seq_max") s_.n_seq_max = u32();
-        else if (key == "unified") s_.unified = u32() != 0;
-        else if (key == "n_rs_seq") s_.n_rs_seq = u32();
+        constexpr uint64_t kMaxCells = 1u << 30;  // the context's limit (offgrid/context.h)
+        if (key == "n_ctx") s_.n_ctx = u32(kMaxCells);
+        else if (key == "n_batch") s_.n_batch = u32(kMaxCells);
+        else if (key == "n_ubatch") s_.n_ubatch = u32(kMaxCells);
+        else if (key == "n_seq_max") s_.n_seq_max = u32(256);
+        else if (key == "unified") s_.unified = u32(1) != 0;
+        else if (key == "n_rs_seq") s_.n_rs_seq = u32(1024);
         else if (key == "type_k") s_.type_k = value;
         else if (key == "type_v") s_.type_v = value;
-        else if (key == "threads") s_.threads = static_cast<int>(u32());
+        else if (key == "threads") s_.threads = static_cast<int>(u32(ops::ThreadPool::kMaxThreads));
+        else if (key == "expect_failures") s_.expect_failures = u32(1) != 0;
         else if (key == "outputs") {
             if (value != "all" && value != "last") fail("set outputs: expected all or last");
             s_.outputs_all = value == "all";
-        } else if (key == "logits") s_.log_logits = static_cast<int>(u32());
+        } else if (key == "logits") s_.log_logits = static_cast<int>(u32(INT32_MAX));
         else if (key == "fa") {
             // The engine has one attention path; the golden set records fa off, which it matches.
         } else if (key == "embeddings") {
@@ -208,7 +231,12 @@ private:
     // Tokens of one sequence group, at explicit or continuing positions.
     std::vector<BatchToken> group_tokens(int32_t seq, const TokenList & list) {
         const auto toks = list.resolve(n_vocab_);
-        int32_t pos = list.start_pos ? *list.start_pos : ctx().seq_pos_max(seq) + 1;
+        // In 64 bits: a list may start near the top of the position range.
+        int64_t pos = list.start_pos ? *list.start_pos : int64_t{ctx().seq_pos_max(seq)} + 1;
+        if (!toks.empty() && pos + static_cast<int64_t>(toks.size()) - 1 > kMaxPos) {
+            fail("positions " + std::to_string(pos) + ".." + std::to_string(pos + static_cast<int64_t>(toks.size()) - 1) +
+                 " go past " + std::to_string(kMaxPos) + ", the last position the memory can continue");
+        }
         std::vector<BatchToken> out;
         for (int32_t t : toks) {
             if (t < 0 || t >= n_vocab_) {
@@ -216,7 +244,7 @@ private:
             }
             BatchToken b;
             b.token = t;
-            b.pos = pos++;
+            b.pos = static_cast<int32_t>(pos++);
             b.seqs = {seq};
             b.output = s_.outputs_all;
             out.push_back(std::move(b));
@@ -281,6 +309,8 @@ private:
             return;
         case K::Unknown:
             log("# unknown command skipped: %s\n", c.text.c_str());
+            std::fprintf(stderr, "%s:%d: unknown command skipped: %s\n", wl_.name.c_str(), line_, c.text.c_str());
+            ++summary_.unknown;
             return;
         case K::Decode: {
             auto batch = group_tokens(c.seq, c.groups[0].second);
@@ -319,6 +349,7 @@ private:
                 }
                 BatchToken t;
                 t.token = it->second;
+                if (ctx().seq_pos_max(c.seq) >= kMaxPos) fail("gen: sequence " + std::to_string(c.seq) + " is at the last position");
                 t.pos = ctx().seq_pos_max(c.seq) + 1;
                 t.seqs = {c.seq};
                 t.output = true;
@@ -373,8 +404,8 @@ private:
             const auto toks = ctx().state_load_file(c.name, c.seq);
             auto & dst = seq_tokens_[c.seq];
             dst.clear();
-            const int32_t p0 = ctx().seq_pos_max(c.seq) + 1 - static_cast<int32_t>(toks.size());
-            for (size_t i = 0; i < toks.size(); ++i) dst[p0 + static_cast<int32_t>(i)] = toks[i];
+            const int64_t p0 = int64_t{ctx().seq_pos_max(c.seq)} + 1 - static_cast<int64_t>(toks.size());
+            for (size_t i = 0; i < toks.size(); ++i) dst[static_cast<int32_t>(p0 + static_cast<int64_t>(i))] = toks[i];
             log("op load-state %d %s -> %" PRIu64 " (tokens=%zu)\n", c.seq, c.name.c_str(), file_size(c.name), toks.size());
             return;
         }
@@ -407,8 +438,8 @@ private:
     Settings s_;
     std::unique_ptr<Context> ctx_;
     std::unique_ptr<LogrecWriter> bin_;
-    std::FILE * text_ = nullptr;
-    bool own_text_ = false;
+    std::unique_ptr<AtomicFile> text_file_;
+    std::FILE * text_ = nullptr;  // text_file_'s stream, stdout or none
     int line_ = 0;
     ReplaySummary summary_;
     std::map<int32_t, int32_t> last_argmax_;

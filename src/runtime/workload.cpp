@@ -1,10 +1,12 @@
 #include "runtime/workload.h"
 
 #include <charconv>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace offgrid::runtime {
 
@@ -42,7 +44,8 @@ std::vector<int32_t> TokenList::resolve(int32_t n_vocab) const {
             }
             break;
         case TokenItem::Kind::Rep:
-            out.insert(out.end(), static_cast<size_t>(it.a), static_cast<int32_t>(it.b));
+            // The parser refused tokens outside int32; the cast gives back the signed value it checked.
+            out.insert(out.end(), static_cast<size_t>(it.a), static_cast<int32_t>(static_cast<int64_t>(it.b)));
             break;
         }
     }
@@ -103,23 +106,36 @@ struct LineParser {
         }
         const size_t open = item.find('(');
         if (open == std::string::npos) {
+            if (list.n_tokens + 1 > kMaxListTokens) fail("the list is longer than " + std::to_string(kMaxListTokens) + " tokens");
             list.items.push_back({TokenItem::Kind::Id, int32(item, "token id"), 0});
+            ++list.n_tokens;
             return;
         }
         const std::string fn = item.substr(0, open);
         auto [a, b] = call_args(item, open);
+        int64_t count = 0;
         if (fn == "rand") {
             if (a < 0) fail("rand(): negative count");
+            count = a;
             list.items.push_back({TokenItem::Kind::Rand, a, static_cast<uint64_t>(b)});
         } else if (fn == "range") {
             if (b < a) fail("range(): end before start");
+            // b - a in unsigned arithmetic: exact for b >= a, where the signed difference could overflow.
+            const uint64_t span = static_cast<uint64_t>(b) - static_cast<uint64_t>(a);
+            count = span > static_cast<uint64_t>(kMaxListTokens) ? kMaxListTokens + 1 : static_cast<int64_t>(span);
             list.items.push_back({TokenItem::Kind::Range, a, static_cast<uint64_t>(b)});
         } else if (fn == "rep") {
             if (a < 0) fail("rep(): negative count");
+            if (b < INT32_MIN || b > INT32_MAX) fail("rep(): token " + std::to_string(b) + " does not fit in 32 bits");
+            count = a;
             list.items.push_back({TokenItem::Kind::Rep, a, static_cast<uint64_t>(b)});
         } else {
             fail("unknown token function '" + fn + "'");
         }
+        if (count > kMaxListTokens || list.n_tokens + count > kMaxListTokens) {
+            fail(fn + "(): " + item + " makes the list longer than " + std::to_string(kMaxListTokens) + " tokens");
+        }
+        list.n_tokens += count;
     }
 
     // Items separated by `sep` (white space was already split off; mdecode groups use commas).
@@ -188,6 +204,14 @@ Workload Workload::parse(const std::string & text, const std::string & name) {
 
     while (std::getline(in, raw)) {
         ++line_no;
+        for (const char ch : raw) {
+            const auto u = static_cast<unsigned char>(ch);
+            if ((u < 0x20 && ch != '\t' && ch != '\r') || u == 0x7f) {
+                char hex[8];
+                std::snprintf(hex, sizeof hex, "0x%02x", u);
+                throw Error(name + ":" + std::to_string(line_no) + ": byte " + hex + " is not text (not a workload script?)");
+            }
+        }
         const std::string line = raw.substr(0, raw.find('#'));
         const auto w = words(line);
         if (w.empty()) {
@@ -296,7 +320,7 @@ Workload Workload::parse(const std::string & text, const std::string & name) {
             need(3, 3);
             c.seq = lp.int32(w[1], "sequence id");
             c.n = lp.int32(w[2], "count");
-            if (c.n < 0) lp.fail("count must not be negative");
+            if (c.n < 0 || c.n > kMaxListTokens) lp.fail("count must be in 0.." + std::to_string(kMaxListTokens));
             break;
         case Command::Kind::Rm:
             need(4, 4);
@@ -361,13 +385,7 @@ Workload Workload::parse(const std::string & text, const std::string & name) {
 }
 
 Workload Workload::load(const std::string & path) {
-    std::ifstream f(path, std::ios::binary);
-    if (!f) {
-        throw Error(path + ": cannot open the workload script");
-    }
-    std::stringstream ss;
-    ss << f.rdbuf();
-    return parse(ss.str(), path);
+    return parse(read_file_text(path, "workload script"), path);
 }
 
 }  // namespace offgrid::runtime

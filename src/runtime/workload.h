@@ -16,10 +16,15 @@ struct TokenItem {
     uint64_t b = 0;  // Rand: SEED; Range: B; Rep: TOK
 };
 
+// The most tokens one token list (so one command) may produce: rep, rand and range counts, and their sum, are
+// refused above it with the line named, so no script line can allocate without bound.
+inline constexpr int64_t kMaxListTokens = int64_t{1} << 24;
+
 // A token list with an optional explicit start position (@POS). Tokens are resolved once n_vocab is known.
 struct TokenList {
     std::vector<TokenItem> items;
     std::optional<int32_t> start_pos;
+    int64_t n_tokens = 0;  // what resolve() will produce (at most kMaxListTokens)
 
     std::vector<int32_t> resolve(int32_t n_vocab) const;
 };
@@ -62,7 +67,8 @@ struct Workload {
     std::string name;
     std::vector<Command> commands;
 
-    // Throws offgrid::Error naming the script and line for malformed input.
+    // Throws offgrid::Error naming the script and line for malformed input (also bytes that are not text, and
+    // counts beyond kMaxListTokens). load() refuses anything but a regular file by name.
     static Workload parse(const std::string & text, const std::string & name);
     static Workload load(const std::string & path);
 };

@@ -1,5 +1,8 @@
 #include "server/cache_files.h"
 
+#include "common/error.h"
+#include "common/files.h"
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -64,20 +67,10 @@ size_t save_prefix_cache(const PrefixCache & cache, const std::string & dir, uin
         char name[32];
         std::snprintf(name, sizeof(name), "prefix-%06zu", n);  // in LRU order: loading keeps the order
         const fs::path path = fs::path(dir) / (std::string(name) + kSuffix);
-        const fs::path tmp = path.string() + ".tmp";
-        {
-            std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-            f.write(out.data(), static_cast<std::streamsize>(out.size()));
-            if (!f) {
-                std::fprintf(stderr, "serve: cannot write %s\n", tmp.c_str());
-                fs::remove(tmp, ec);
-                return;
-            }
-        }
-        fs::rename(tmp, path, ec);
-        if (ec) {
-            std::fprintf(stderr, "serve: cannot rename %s into place\n", tmp.c_str());
-            fs::remove(tmp, ec);
+        try {
+            write_file_atomic(path.string(), out, "serve --slot-save-path");  // temporary file, fsync, rename
+        } catch (const Error & e) {
+            std::fprintf(stderr, "serve: %s\n", e.what());
             return;
         }
         ++n;

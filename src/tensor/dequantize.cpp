@@ -2,10 +2,10 @@
 //
 // Bit equality needs more than the right formula: each value must come from the same f32 operations in the
 // same order as ggml's reference code, e.g. q4_K is (d * sc) * q - (dmin * m), computed as two products and a
-// subtraction, never fused into an fma and never regrouped. The build compiles C++ in ISO mode, where GCC
-// does not contract a * b - c; clang contracts by default, so it is told not to below. The golden test
-// (tests/tensor/golden_dequant_test.cpp) hashes every tensor of llama.cpp-quantised models against ggml's
-// own output.
+// subtraction, never fused into an fma and never regrouped. GCC and clang both contract a * b - c into an
+// fma when the target has one (a -march=native build), so both are told not to below. The golden test
+// (tests/quant/golden_dequant_test.cpp) hashes every tensor of llama.cpp-quantised models against ggml's own
+// output.
 #include <cstring>
 #include <string>
 
@@ -15,6 +15,8 @@
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")
 #endif
 
 namespace offgrid::tensor {

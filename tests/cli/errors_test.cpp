@@ -53,7 +53,7 @@ TEST_F(CliErrors, MissingValue) {
 TEST_F(CliErrors, MalformedValues) {
     expect_one_line_error(run("run -n ten"), "-n: expected an integer, got 'ten'");
     expect_one_line_error(run("run -n 5x"), "-n: expected an integer, got '5x'");
-    expect_one_line_error(run("run -t 0"), "-t: 0 is outside 1..1024");
+    expect_one_line_error(run("run -t 0"), "-t: 0 is outside 1..256");
     expect_one_line_error(run("run -c -5"), "-c: -5 is outside");
     expect_one_line_error(run("run --temp warm"), "--temp: expected a number, got 'warm'");
     expect_one_line_error(run("bench -d 0,1k"), "-d: expected an integer, got '1k'");

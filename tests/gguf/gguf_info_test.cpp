@@ -4,10 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "common/shared_dir.h"
@@ -205,4 +207,36 @@ TEST_F(GgufInfo, BadFilePrintsOneLineAndFails) {
     EXPECT_EQ(run("a b").status, 2);
     EXPECT_EQ(run("--bogus x").status, 2);
     EXPECT_EQ(run("--help").status, 0);
+}
+
+// Each tensor's type as the ecosystem names it: the type column of the quantised golden set's dequant/*.fnv
+// (written with ggml's own type names) against gguf-info's text table, for files that mix up to seven types.
+TEST_F(GgufInfo, TypeNamesAreGgmlsOnQuantisedFiles) {
+    OFFGRID_REQUIRE_SHARED();
+    const std::string q = offgrid::test::shared_dir() + "/golden/quant";
+    if (!std::filesystem::exists(q + "/models")) GTEST_SKIP() << q << " is absent";
+    size_t n = 0;
+    for (const auto & e : std::filesystem::directory_iterator(q + "/models")) {
+        SCOPED_TRACE(e.path().string());
+        const CommandResult res = run(quoted(e.path().string()));
+        ASSERT_EQ(res.status, 0) << res.err;
+        std::map<std::string, std::string> shown;  // tensor name -> type column
+        std::istringstream lines(res.out);
+        std::string line;
+        while (std::getline(lines, line)) {
+            std::istringstream f(line);
+            std::string index, name, type;
+            if (f >> index >> name >> type && !index.empty() && std::isdigit(static_cast<unsigned char>(index[0]))) {
+                shown[name] = type;
+            }
+        }
+        std::ifstream fnv(q + "/dequant/" + e.path().stem().string() + ".fnv");
+        std::string name, type, count, hash;
+        while (fnv >> name >> type >> count >> hash) {
+            ASSERT_TRUE(shown.count(name)) << name << " not listed";
+            EXPECT_EQ(shown[name], type) << name;
+            ++n;
+        }
+    }
+    EXPECT_GT(n, 1000u);
 }

@@ -396,7 +396,8 @@ TEST(WellFormed, EightLevelsOfArraysAreAccepted) {
     const Reader r = Reader::from_memory(f.b.data(), f.b.size());
     const auto * v = r.find("k");
     for (int level = 0; level < 7; ++level) v = &v->array.at(0);
-    EXPECT_EQ(v->array.at(0).u, 9u);
+    EXPECT_TRUE(v->array.is_packed());  // numbers stay packed, at any depth
+    EXPECT_EQ(v->array[0].u, 9u);
 }
 
 TEST(WellFormed, HeaderOnlyFile) {

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "runtime/logrec.h"
 
 namespace offgrid::test {
@@ -25,7 +27,8 @@ inline int argmax(const std::vector<float> & v) {
 inline runtime::Logrec run_replay(const std::string & model_path, const std::string & workload_path,
                                   const std::string & name) {
     namespace fs = std::filesystem;
-    const fs::path dir = fs::temp_directory_path() / ("offgrid_golden_" + name);
+    // The process id keeps apart the same test run at once from several worktrees (/tmp is shared).
+    const fs::path dir = fs::temp_directory_path() / ("offgrid_golden_" + name + "_" + std::to_string(getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
     const std::string cmd = "cd '" + dir.string() + "' && '" OFFGRID_BINARY "' replay '" + model_path + "' '" +
@@ -34,7 +37,8 @@ inline runtime::Logrec run_replay(const std::string & model_path, const std::str
     EXPECT_EQ(rc, 0) << cmd;
     runtime::Logrec out;
     if (rc == 0) out = runtime::Logrec::read((dir / "out.bin").string());
-    fs::remove_all(dir);
+    std::error_code ec;
+    fs::remove_all(dir, ec);
     return out;
 }
 

@@ -57,6 +57,7 @@ public:
     // Checks everything; returns "" or the first violation.
     std::string check() {
         HybridMemory & mem = *mem_;
+        if (std::string v = mem.invariant_violation(); !v.empty()) return "invariant " + v;
         const KvCache & kv = mem.kv();
         KPoolLayout fresh(cfg_.kpool, cfg_.by_order);
         for (SeqId s = 0; s < (SeqId)cfg_.n_seq_max; ++s) {
@@ -393,9 +394,12 @@ public:
             // Only "no room" may refuse an intact state (the destination's stream can be full).
             if (!cut && std::string(e.what()).find("no room") == std::string::npos)
                 return std::string("a state was refused: ") + e.what();
-            // A failed restore drops the destination from all three caches.
-            if (whole) for (auto & n : naive_) n = NaiveSeq{};
-            else naive_[dst] = NaiveSeq{};
+            // A cut state fails its framing or checksums: refused, nothing changed. Finding no room drops the
+            // destination from all three caches.
+            if (!cut) {
+                if (whole) for (auto & n : naive_) n = NaiveSeq{};
+                else naive_[dst] = NaiveSeq{};
+            }
         }
         if (!cut && !whole && state_save(mem, dst) != state_save(mem, dst)) return "unstable save";
         if (cfg_.window.active()) {  // a sequence restore may take other sequences' out-of-window cells

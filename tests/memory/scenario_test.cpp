@@ -31,8 +31,12 @@ int32_t i32_at(const Bytes & b, size_t off) {
 // Our state header, as docs/memory.md "State format" lists it: magic, version, kind, flags, source seq id, then
 // 17 shape fields (streams, cells per stream, n_seq_max, attention layers, k width, v width, idx width, idx
 // parts, type_k, type_v, recurrent layers, conv floats, ssm floats, ple floats, n_rs_seq, kpool, by_order).
+// Then the header's CRC-32C and three sections (attention, recurrent, indexer), each framed by a u64 size and a
+// u32 CRC-32C of its body.
 constexpr size_t kHeaderBytes = 5 * 4 + 17 * 4;
 constexpr size_t kShapeAt = 20;
+constexpr size_t kFrame = 8 + 4;
+constexpr size_t kAttentionAt = kHeaderBytes + 4 + kFrame;  // the attention section's body
 
 // A pure recurrent memory (model class R): no attention or indexer rows, one state per sequence.
 MemoryParams recurrent_only(uint32_t n_rs_seq = 0) {
@@ -71,10 +75,10 @@ TEST(Scenario, T33_SequenceStateOfASeparateStream) {
     EXPECT_EQ(u32_at(b, kShapeAt), 3u);       // n_stream
     EXPECT_EQ(u32_at(b, kShapeAt + 4), 32u);  // cells per stream
     EXPECT_EQ(i32_at(b, 16), 1);              // source sequence
-    EXPECT_EQ(u32_at(b, kHeaderBytes), 0u);   // stream 0: none of seq 0's cells
-    ASSERT_EQ(u32_at(b, kHeaderBytes + 4), 8u);
+    EXPECT_EQ(u32_at(b, kAttentionAt), 0u);   // stream 0: none of seq 0's cells
+    ASSERT_EQ(u32_at(b, kAttentionAt + 4), 8u);
     // The first record is position 0 of seq 1 (pos, shift, x, y, token, n_seq, seq).
-    const size_t rec = kHeaderBytes + 8;
+    const size_t rec = kAttentionAt + 8;
     EXPECT_EQ(i32_at(b, rec), 0);
     EXPECT_EQ(i32_at(b, rec + 16), 100);
     EXPECT_EQ(u32_at(b, rec + 20), 1u);
@@ -83,31 +87,32 @@ TEST(Scenario, T33_SequenceStateOfASeparateStream) {
     // attention-only memory still books each sequence's last position there), 8 indexer rows of 4 floats.
     const size_t stream2 = rec + 8 * 28 + 8 * 8 + 8 * 8;
     EXPECT_EQ(u32_at(b, stream2), 0u);
-    EXPECT_EQ(u32_at(b, stream2 + 4), 1u);
-    EXPECT_EQ(i32_at(b, stream2 + 8), 1);   // seq 1
-    EXPECT_EQ(i32_at(b, stream2 + 12), 7);  // its last position
-    EXPECT_EQ(b.size(), stream2 + 8 + 12 + 8 * 16);
+    const size_t rec_section = stream2 + 4 + kFrame;
+    EXPECT_EQ(u32_at(b, rec_section), 1u);
+    EXPECT_EQ(i32_at(b, rec_section + 4), 1);   // seq 1
+    EXPECT_EQ(i32_at(b, rec_section + 8), 7);  // its last position
+    EXPECT_EQ(b.size(), rec_section + 4 + 12 + kFrame + 8 * 16);
     // An empty sequence: header, three zero cell counts, zero recurrent states.
-    EXPECT_EQ(state_save(mem, 2).size(), kHeaderBytes + 4 * 4);
+    EXPECT_EQ(state_save(mem, 2).size(), kHeaderBytes + 4 + 3 * kFrame + 4 * 4);
 }
 
-// T34: the reference's blob starts with its own magic and records; ours with "OGMS", version 2, kind 1 and the
+// T34: the reference's blob starts with its own magic and records; ours with "OGMS", version 3, kind 1 and the
 // shape, then per cell (pos, shift, x, y, token, n_seq, seq ids).
 TEST(Scenario, T34_SequenceStateHeaderAndRecords) {
     HybridMemory mem(small_params());
     dec(mem, 0, 0, 3);
     const Bytes b = state_save(mem, 0);
     EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "OGMS");
-    EXPECT_EQ(u32_at(b, 4), 2u);   // version
+    EXPECT_EQ(u32_at(b, 4), 3u);   // version
     EXPECT_EQ(u32_at(b, 8), 1u);   // kind: one sequence
     EXPECT_EQ(u32_at(b, 12), 0u);  // flags
     EXPECT_EQ(i32_at(b, 16), 0);   // source sequence
     const uint32_t shape[17] = {1, 64, 4, 1, 2, 2, 2, 2, (uint32_t)tensor::ElemType::F32, (uint32_t)tensor::ElemType::F32,
                                 1, 2, 1, 0, 0, 0, 1};
     for (size_t k = 0; k < 17; ++k) EXPECT_EQ(u32_at(b, kShapeAt + 4 * k), shape[k]) << "shape field " << k;
-    ASSERT_EQ(u32_at(b, kHeaderBytes), 3u);  // cell count
+    ASSERT_EQ(u32_at(b, kAttentionAt), 3u);  // cell count
     for (int c = 0; c < 3; ++c) {
-        const size_t at = kHeaderBytes + 4 + 28 * c;
+        const size_t at = kAttentionAt + 4 + 28 * c;
         EXPECT_EQ(i32_at(b, at), c);              // pos
         EXPECT_EQ(i32_at(b, at + 4), 0);          // pending shift
         EXPECT_EQ(i32_at(b, at + 8), c);          // x (a text token's 2-D position is its position)
@@ -119,7 +124,8 @@ TEST(Scenario, T34_SequenceStateHeaderAndRecords) {
 }
 
 // T35: the size of a sequence state follows from the documented format, independently of the code:
-// header + [count + c records + L (K and V rows)] + [count + per state (seq, pos, snaps, planes)] + indexer rows.
+// header + checksum + 3 section frames + [count + c records + L (K and V rows)] + [count + per state (seq, pos,
+// snaps, planes)] + indexer rows.
 TEST(Scenario, T35_SequenceStateSize) {
     for (uint32_t n_rs : {0u, 3u}) {
         HybridMemory mem(small_params(64, 4, true, n_rs, 16, 2));
@@ -127,7 +133,7 @@ TEST(Scenario, T35_SequenceStateSize) {
         const size_t c = 3, layers = 1, k_row = 2 * 4, v_row = 2 * 4, idx_row = 2 * 2 * 4;
         const size_t record = 7 * 4;                      // one sequence per cell
         const size_t plane_floats = 2 + 1;                // conv 2 + ssm 1, one recurrent layer, no PLE
-        const size_t expected = kHeaderBytes + 4 + c * record + layers * c * (k_row + v_row) + 4 +
+        const size_t expected = kHeaderBytes + 4 + 3 * kFrame + 4 + c * record + layers * c * (k_row + v_row) + 4 +
                                 (12 + (1 + n_rs) * plane_floats * 4) + layers * c * idx_row;
         EXPECT_EQ(state_save(mem, 0).size(), expected) << "n_rs_seq " << n_rs;
     }
@@ -144,6 +150,7 @@ TEST(Scenario, T36_WholeStateHeader) {
     ASSERT_EQ(whole.size(), one.size());
     std::memcpy(one.data() + 8, whole.data() + 8, 4);
     std::memcpy(one.data() + 16, whole.data() + 16, 4);
+    std::memcpy(one.data() + kHeaderBytes, whole.data() + kHeaderBytes, 4);  // and so the header's checksum
     EXPECT_EQ(one, whole);
 }
 
@@ -157,6 +164,13 @@ TEST(Scenario, T42_WholeStateOfAnotherShapeRefusedUnchanged) {
     const uint32_t other_layers = 2;
     std::memcpy(b.data() + kShapeAt + 12, &other_layers, 4);  // n_attn_layers
     const Bytes before = state_save(mem, -1);
+    try {
+        state_load(mem, b, -1);
+        FAIL() << "a damaged header was accepted";
+    } catch (const FileError & e) {
+        EXPECT_NE(std::string(e.what()).find("header: checksum mismatch"), std::string::npos) << e.what();
+    }
+    state_reseal(b);  // as if another memory had written it
     try {
         state_load(mem, b, -1);
         FAIL() << "a state of another shape was accepted";
@@ -228,13 +242,13 @@ TEST(Scenario, T63_PureRecurrentState) {
     dec(mem, 0, 0, 12);
     const Bytes b = state_save(mem, 0);
     EXPECT_EQ(u32_at(b, kShapeAt + 12), 0u);  // no attention layers
-    ASSERT_EQ(u32_at(b, kHeaderBytes), 12u);
-    const size_t rec_at = kHeaderBytes + 4 + 12 * 28;  // no K / V rows with zero layers
+    ASSERT_EQ(u32_at(b, kAttentionAt), 12u);
+    const size_t rec_at = kAttentionAt + 4 + 12 * 28 + kFrame;  // no K / V rows with zero layers
     EXPECT_EQ(u32_at(b, rec_at), 1u);        // one recurrent state
     EXPECT_EQ(i32_at(b, rec_at + 4), 0);     // seq 0
     EXPECT_EQ(i32_at(b, rec_at + 8), 11);    // its last position
     EXPECT_EQ(u32_at(b, rec_at + 12), 0u);   // no valid snapshots
-    EXPECT_EQ(b.size(), rec_at + 16 + 3 * 4);
+    EXPECT_EQ(b.size(), rec_at + 16 + 3 * 4 + kFrame);  // and an empty indexer section
 }
 
 // T64: the reference's pure recurrent memory splits sequentially and so refuses tokens shared by two fresh
@@ -291,7 +305,7 @@ TEST(Scenario, T71_RollbackEqualsNeverDecoded) {
     // are never read: only written snapshots can be rolled back to.)
     const Bytes sa = state_save(a, 0), sr = state_save(ref, 0);
     ASSERT_EQ(sa.size(), sr.size());
-    const size_t c = 10, attention_end = kHeaderBytes + 4 + c * 28 + c * 16, idx_bytes = c * 16;
+    const size_t c = 10, attention_end = kAttentionAt + 4 + c * 28 + c * 16, idx_bytes = c * 16;
     EXPECT_TRUE(std::equal(sa.begin(), sa.begin() + attention_end, sr.begin()));
     EXPECT_TRUE(std::equal(sa.end() - idx_bytes, sa.end(), sr.end() - idx_bytes));
     EXPECT_EQ(check_contents(a), "");

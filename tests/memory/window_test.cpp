@@ -145,7 +145,7 @@ TEST(Window, T55_SequenceStateKeepsEveryCell) {
     dec(mem, 0, 0, 300);
     const Bytes b = state_save(mem, 0);
     uint32_t count;
-    std::memcpy(&count, b.data() + 88, 4);  // after the 88-byte header: the stream's cell count
+    std::memcpy(&count, b.data() + 104, 4);  // after the header (88), its checksum (4), the attention frame (12)
     EXPECT_EQ(count, 256u);
     EXPECT_TRUE(mem.seq_rm(0, -1, -1));
     state_load(mem, b, 1);

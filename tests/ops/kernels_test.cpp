@@ -182,6 +182,51 @@ TEST(Dispatch, TileIsBitIdenticalToVecDot) {
     }
 }
 
+// The int8 variant of Q8_0 (outside the table unless OFFGRID_Q8_0_ACT=q8_0): the same checks as the table's entries.
+TEST(Dispatch, Q8_0Int8VariantMatchesItsTwin) {
+    const ElemType type = ElemType::Q8_0;
+    const TypeKernels & ref = *q8_0_int8_kernels(Isa::Scalar);
+    ASSERT_EQ(ref.act_type, ElemType::Q8_0);
+    for (Isa isa : available_isas()) {
+        const TypeKernels & k = *q8_0_int8_kernels(isa);
+        ASSERT_EQ(k.act_type, ElemType::Q8_0);
+        for (int64_t n : widths(type)) {
+            const Rows w = encode_rows(type, random_floats(n * kTileMax, 13 + n), n, kTileMax);
+            const auto xf = random_floats(n * kTileMax, 14 + n);
+            const Rows a = activations(k, xf, n, kTileMax), a_ref = activations(ref, xf, n, kTileMax);
+            ASSERT_EQ(a.bytes, a_ref.bytes) << isa_name(isa) << ": activation quantisers differ, n=" << n;
+            for (int r = 0; r < kTileMax; ++r) {
+                std::vector<float> wd(n), xd(n);
+                tensor::dequantize_row(type, w.bytes.data() + r * w.stride, wd.data(), n);
+                tensor::dequantize_row(ElemType::Q8_0, a.bytes.data() + r * a.stride, xd.data(), n);
+                double exact = 0, magnitude = 0;
+                for (int64_t i = 0; i < n; ++i) {
+                    exact += double(wd[i]) * xd[i];
+                    magnitude += std::fabs(double(wd[i]) * xd[i]);
+                }
+                const float want = ref.vec_dot(w.bytes.data() + r * w.stride, a_ref.bytes.data() + r * a.stride, n);
+                const float got = k.vec_dot(w.bytes.data() + r * w.stride, a.bytes.data() + r * a.stride, n);
+                EXPECT_NEAR(want, exact, 1e-5 * magnitude + 1e-30) << "scalar n=" << n;
+                EXPECT_NEAR(got, want, 1e-5 * magnitude + 1e-30) << isa_name(isa) << " n=" << n;
+            }
+            if (k.dot_tile == nullptr) continue;
+            for (int nr = 1; nr <= kTileMax; ++nr) {
+                for (int nt = 1; nt <= kTileMax; ++nt) {
+                    std::vector<float> y(kTileMax * kTileMax, -1.0f);
+                    k.dot_tile(w.bytes.data(), w.stride, a.bytes.data(), a.stride, n, nr, nt, y.data(), kTileMax);
+                    for (int t = 0; t < nt; ++t) {
+                        for (int r = 0; r < nr; ++r) {
+                            const float one = k.vec_dot(w.bytes.data() + r * w.stride, a.bytes.data() + t * a.stride, n);
+                            ASSERT_EQ(std::memcmp(&y[t * kTileMax + r], &one, 4), 0)
+                                << isa_name(isa) << " n=" << n << " tile " << nr << "x" << nt;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 TEST(Dispatch, Q8_0ActivationQuantiser) {
     // Hand-checked block: max |x| = 127 gives d = 1, so the quants are x rounded to nearest even.
     std::vector<float> x(32, 0.0f);
@@ -191,7 +236,7 @@ TEST(Dispatch, Q8_0ActivationQuantiser) {
     x[3] = -127.0f;
     x[4] = 0.49f;
     for (Isa isa : available_isas()) {
-        const TypeKernels & k = *kernels_for(ElemType::Q8_0, isa);
+        const TypeKernels & k = *q8_0_int8_kernels(isa);
         ASSERT_EQ(k.act_type, ElemType::Q8_0);
         std::vector<uint8_t> out(34);
         k.quantize_act(x.data(), out.data(), 32);

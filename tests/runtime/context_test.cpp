@@ -1,9 +1,14 @@
 // The public context's sizing and decode contract, on a small generated model.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "model/qwen4exp/gen_model.h"
@@ -136,13 +141,86 @@ TEST(Context, StateFileOfAnotherContextSizeIsRefusedAtItsFileOffset) {
         b.state_load_file(path);
         FAIL() << "a state file of another size was accepted";
     } catch (const offgrid::FileError & e) {
-        const uint64_t header = 8 + 4 + 8 + 4 + 4 + 4 * toks.size() + 8;
+        const uint64_t header = 8 + 4 + 8 + 4 + 4 + 4 * toks.size() + 8 + 4;  // ending with its checksum
         EXPECT_EQ(e.offset(), header + blob_offset) << e.what();
         EXPECT_EQ(e.field(), field);
         EXPECT_EQ(e.file(), path);
     }
     EXPECT_EQ(b.seq_pos_max(0), -1);
     std::filesystem::remove(path);
+}
+
+
+// Issue 12 defect 8: a callback that throws something that is not a std::exception left the context "in a call",
+// so every later decode failed. Any throw now counts as an abort: undone, Aborted, and the context goes on.
+TEST(Context, ThrowingAbortCallbackOfAnyTypeIsAnAbort) {
+    offgrid::ContextParams p;
+    p.n_ctx = 256;
+    p.n_ubatch = 4;
+    offgrid::Context ctx(small_model(), p);
+    offgrid::Context ref(small_model(), p);
+    ASSERT_TRUE(ctx.decode(tokens(0, 0, 6)).ok());
+    ASSERT_TRUE(ref.decode(tokens(0, 0, 6)).ok());
+    const std::function<bool()> throwers[] = {
+        [] () -> bool { throw 42; },
+        [] () -> bool { throw std::string("not an exception class"); },
+        [] () -> bool { throw std::runtime_error("a std::exception"); },
+    };
+    for (const auto & cb : throwers) {
+        ctx.set_abort_callback(cb);
+        const auto r = ctx.decode(tokens(0, 6, 9));
+        EXPECT_EQ(r.status, offgrid::DecodeStatus::Aborted) << r.message;
+        EXPECT_EQ(ctx.seq_pos_max(0), 5);  // undone
+    }
+    ctx.set_abort_callback(nullptr);
+    const auto r = ctx.decode(tokens(0, 6, 9));
+    ASSERT_TRUE(r.ok()) << r.message;
+    ASSERT_TRUE(ref.decode(tokens(0, 6, 9)).ok());
+    const int32_t n_vocab = small_model()->n_vocab();
+    for (int32_t v = 0; v < n_vocab; ++v) ASSERT_EQ(ctx.logits(0)[v], ref.logits(0)[v]) << v;
+}
+
+// Issue 12: every byte of a small state file, flipped in turn, is refused, and the context keeps its memory.
+TEST(Context, EveryFlippedByteOfAStateFileIsRefused) {
+    offgrid::ContextParams p;
+    p.n_ctx = 256;
+    p.type_k = p.type_v = "f16";
+    offgrid::Context a(small_model(), p);
+    ASSERT_TRUE(a.decode(tokens(0, 0, 3)).ok());
+    const auto dir = std::filesystem::temp_directory_path() / ("offgrid_ctx_flip_" + std::to_string(getpid()));
+    std::filesystem::create_directories(dir);
+    const std::string good = (dir / "good.state").string(), bad = (dir / "bad.state").string();
+    a.state_save_file(good, {5, 6, 7, 8});
+    std::ifstream in(good, std::ios::binary);
+    const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    ASSERT_GT(bytes.size(), 100u);
+
+    offgrid::Context b(small_model(), p);
+    ASSERT_TRUE(b.decode(tokens(0, 0, 5)).ok());
+    const std::vector<uint8_t> before = b.state_get();
+    std::filesystem::copy_file(good, bad);
+    // The byte is changed in place and put back (rewriting the whole file each time is slow on ext4).
+    const int fd = ::open(bad.c_str(), O_WRONLY);
+    ASSERT_GE(fd, 0);
+    size_t refused = 0;
+    for (size_t i = 0; i < bytes.size(); ++i) {
+        const char flipped = static_cast<char>(bytes[i] ^ 0xFF);
+        ASSERT_EQ(::pwrite(fd, &flipped, 1, static_cast<off_t>(i)), 1);
+        try {
+            b.state_load_file(bad);
+            ADD_FAILURE() << "flipped byte " << i << " of " << bytes.size() << " was accepted";
+        } catch (const offgrid::FileError & e) {
+            ++refused;
+            EXPECT_EQ(e.file(), bad);
+        }
+        ASSERT_EQ(b.state_get(), before) << "flipped byte " << i << " changed the memory";
+        ASSERT_EQ(::pwrite(fd, &bytes[i], 1, static_cast<off_t>(i)), 1);
+    }
+    ::close(fd);
+    EXPECT_EQ(refused, bytes.size());
+    EXPECT_EQ(b.state_load_file(good), (std::vector<int32_t>{5, 6, 7, 8}));  // the intact file still loads
+    EXPECT_EQ(b.seq_pos_max(0), 2);
+    std::filesystem::remove_all(dir);
 }
 
 }  // namespace

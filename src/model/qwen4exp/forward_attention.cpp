@@ -170,14 +170,21 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         const ops::CacheRows K = ops::widen_cache_rows({krows, type_k}, kvdim, k_wide, krows);
         const ops::CacheRows V = ops::widen_cache_rows({vrows, type_v}, kvdim, v_wide, vrows);
         ops::parallel_for(inner, H, [&](size_t h0, size_t h1) {
-            std::vector<float> scratch(cells.size()), head(D);
-            for (size_t h = h0; h < h1; ++h) {
-                const float * qh = &q[t * qdim + 2 * D * h];
-                const float * gate = qh + D;
+            // The heads of one KV group read the same rows: one attend_heads call per group (in this range)
+            // reads each K/V block once for all of them, with attend_head's bits for each.
+            std::vector<float> heads(group * D);
+            for (size_t h = h0; h < h1;) {
                 const size_t kv_head = h / group;  // contiguous GQA groups
-                ops::attend_head(qh, D, K, V, kv_head * D, kq_scale, scratch.data(), head.data());
-                float * out = &attn[(t * H + h) * D];
-                for (size_t d = 0; d < D; ++d) out[d] = head[d] * ops::sigmoid(gate[d]);
+                const size_t h_end = std::min(h1, (kv_head + 1) * group);
+                ops::attend_heads(&q[t * qdim + 2 * D * h], h_end - h, 2 * D, D, K, V, kv_head * D, kq_scale,
+                                  heads.data(), D);
+                for (size_t hh = h; hh < h_end; ++hh) {
+                    const float * gate = &q[t * qdim + 2 * D * hh] + D;
+                    const float * head = &heads[(hh - h) * D];
+                    float * out = &attn[(t * H + hh) * D];
+                    for (size_t d = 0; d < D; ++d) out[d] = head[d] * ops::sigmoid(gate[d]);
+                }
+                h = h_end;
             }
         });
     };

@@ -106,7 +106,7 @@ uint32_t file_type(ElemType t) {
 }  // namespace
 
 const std::vector<std::string> & gen_preset_names() {
-    static const std::vector<std::string> names{"tiny", "small", "bench"};
+    static const std::vector<std::string> names{"tiny", "small", "bench", "bench-small"};
     return names;
 }
 
@@ -134,8 +134,38 @@ GenConfig gen_preset(const std::string & name) {
         return c;
     }
     if (name == "bench") {
-        // Long-context speed runs on a small CPU: modest widths, 64k cells, r = 8 so the pool scores that a
-        // sparse decode reads grow slowly with depth.
+        // The shape of every speed figure of the project (issue 8): one file serves offgrid and llama.cpp.
+        c.n_vocab = 16384;  // the byte vocabulary padded with unused tokens
+        c.n_ctx = 131072;
+        c.n_embd = 1024;
+        c.n_layer = 8;
+        c.attn_interval = 4;
+        c.n_head = 8;
+        c.n_head_kv = 2;
+        c.head_dim = 128;
+        c.n_rot = 64;
+        c.n_expert = 16;
+        c.n_expert_used = 4;
+        c.n_ff_exp = 256;
+        c.n_ff_shexp = 256;
+        c.ssm_d_conv = 4;
+        c.ssm_d_state = 128;
+        c.ssm_n_v_heads = 8;
+        c.ssm_n_k_heads = 4;
+        c.hc = 4;
+        c.hc_lr = 8;
+        c.qsa_ratio = 4;
+        c.top_k = 2048;
+        c.idx_heads = 4;
+        c.idx_dim = 128;
+        c.ple_ngram = 3;
+        c.ple_heads_per_ngram = 2;
+        c.ple_conv_kernel = 4;
+        return c;
+    }
+    if (name == "bench-small") {
+        // The former bench preset (long-context runs on a small CPU: modest widths, 64k cells, r = 8 so the
+        // pool scores that a sparse decode reads grow slowly with depth); bench_decode_depth uses it.
         c.n_ctx = 65536;
         c.n_embd = 256;
         c.n_layer = 4;

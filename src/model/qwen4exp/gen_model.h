@@ -59,7 +59,8 @@ struct GenConfig {
     float weight_scale = 1.0f;       // multiplies the standard deviation of every random matrix
 };
 
-// The preset names: "tiny" (the embedded default model), "small" and "bench" (long-context speed runs).
+// The preset names: "tiny" (the embedded default model), "small", "bench" (the shape of the project's speed
+// figures, docs/kernels.md) and "bench-small" (the former bench preset, long-context runs).
 const std::vector<std::string> & gen_preset_names();
 // Throws offgrid::Error for an unknown name.
 GenConfig gen_preset(const std::string & name);

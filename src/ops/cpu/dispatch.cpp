@@ -6,6 +6,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
+
 #include "ops/cpu/kernels_float.h"
 #include "ops/cpu/kernels_quant.h"
 
@@ -17,12 +21,22 @@ using tensor::ElemType;
 
 constexpr int kIsaCount = 3;
 
+// clang 14 does not know "f16c" in __builtin_cpu_supports (the fuzz build uses clang): CPUID leaf 1, ECX bit 29.
+// The OS support of the wide registers F16C needs is the AVX2 check's.
+bool cpu_has_f16c() {
+#if defined(__x86_64__) || defined(__i386__)
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+#else
+    return false;
+#endif
+}
+
 Isa detect() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     // __builtin_cpu_supports also checks that the OS saves the wide registers (XCR0), not just CPUID.
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-                      __builtin_cpu_supports("f16c");
+    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && cpu_has_f16c();
     const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
                         __builtin_cpu_supports("avx512vnni");
@@ -58,19 +72,35 @@ Isa from_env(Isa detected) {
 using Table = std::array<TypeKernels, kTypeTableSize>;
 
 // Level L starts from level L-1's table, so a type without a faster kernel at L keeps the best lower one.
+bool int8_q8_0_in_table() {
+    const char * env = std::getenv("OFFGRID_Q8_0_ACT");
+    return env != nullptr && std::strcmp(env, "q8_0") == 0;
+}
+
 struct Tables {
     std::array<Table, kIsaCount> by_isa{};
+    std::array<TypeKernels, kIsaCount> q8_0_int8{};
     Tables() {
         Table t{};
+        TypeKernels q8{};
         add_float_kernels_scalar(t.data());
         add_quant_kernels(Isa::Scalar, t.data());
+        add_q8_0_int8_kernels_scalar(q8);
         by_isa[0] = t;
+        q8_0_int8[0] = q8;
         add_float_kernels_avx2(t.data());
         add_quant_kernels(Isa::Avx2, t.data());
+        add_q8_0_int8_kernels_avx2(q8);
         by_isa[1] = t;
+        q8_0_int8[1] = q8;
         add_float_kernels_avx512(t.data());
         add_quant_kernels(Isa::Avx512, t.data());
+        add_q8_0_int8_kernels_avx512(q8);
         by_isa[2] = t;
+        q8_0_int8[2] = q8;
+        if (int8_q8_0_in_table()) {
+            for (int i = 0; i < kIsaCount; ++i) by_isa[i][static_cast<uint32_t>(ElemType::Q8_0)] = q8_0_int8[i];
+        }
     }
 };
 
@@ -112,6 +142,12 @@ const TypeKernels * kernels_for(ElemType type, Isa isa) {
     if (id >= kTypeTableSize || level < 0 || level >= kIsaCount) return nullptr;
     const TypeKernels & k = tables().by_isa[level][id];
     return k.vec_dot != nullptr ? &k : nullptr;
+}
+
+const TypeKernels * q8_0_int8_kernels(Isa isa) {
+    const int level = static_cast<int>(isa);
+    if (level < 0 || level >= kIsaCount) return nullptr;
+    return &tables().q8_0_int8[level];
 }
 
 size_t act_row_bytes(ElemType act_type, int64_t n) {

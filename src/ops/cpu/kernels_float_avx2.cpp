@@ -4,7 +4,9 @@
 // Reduction order (the same in vec_dot and dot_tile, which makes the tile bit-identical):
 //  - F32 / F16 / BF16: one 8-lane accumulator, lane j sums the elements i = j (mod 8) in index order (the last
 //    partial vector zero-padded), then a fixed horizontal sum.
-//  - Q8_0: per block the exact integer dot as 8 int32 lanes (maddubs + madd), converted to float and
+//  - Q8_0 against f32 activations: like the float types (lane j sums elements j mod 8), each weight widened to
+//    d * q in registers (the same float product as dequantize_row), walked block by block.
+//  - Q8_0 against Q8_0 activations (the int8 variant): per block the exact integer dot as 8 int32 lanes (maddubs + madd), converted to float and
 //    multiplied-added with d_w * d_x into one 8-lane accumulator, then the same horizontal sum.
 #include <cstring>
 
@@ -65,6 +67,13 @@ struct LoadBF16 {
     }
 };
 
+// A Q8_0 block's scale d (f16) as a float.
+inline float q8_scale_of(const uint8_t * block) {
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    return _cvtsh_ss(bits);
+}
+
 template <typename L>
 float vec_dot_float(const void * w, const void * xv, int64_t n) {
     const auto * x = static_cast<const float *>(xv);
@@ -124,6 +133,53 @@ void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stri
     }
     for (int t = 0; t < n_tok; ++t)
         for (int r = 0; r < n_rows; ++r) y[t * y_stride + r] = Dot(wb + r * w_stride, ab + t * act_stride, n);
+}
+
+// ---- Q8_0 x f32, block by block ----
+// The order of the float types (lane j sums elements i = j mod 8 in index order), walked one block at a time
+// so each row's scale is converted once per block.
+
+inline void q8_widen(const uint8_t * blk, __m256 (&wv)[4]) {
+    const __m256 d = _mm256_set1_ps(q8_scale_of(blk));
+    for (int k = 0; k < 4; ++k) {
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i *>(blk + 2 + 8 * k));
+        wv[k] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), d);
+    }
+}
+
+float vec_dot_q8_0_f32(const void * w, const void * xv, int64_t n) {
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * x = static_cast<const float *>(xv);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQ8Block; ++b) {
+        __m256 wv[4];
+        q8_widen(wb + b * kQ8BlockBytes, wv);
+        for (int k = 0; k < 4; ++k) acc = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(x + b * kQ8Block + 8 * k), acc);
+    }
+    return hsum(acc);
+}
+
+template <int NT>
+void tile4_q8_0_f32(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                    size_t y_stride) {
+    __m256 acc[4][NT];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    for (int64_t b = 0; b < n / kQ8Block; ++b) {
+        for (int r = 0; r < 4; ++r) {
+            __m256 wv[4];
+            q8_widen(w + r * w_stride + b * kQ8BlockBytes, wv);
+            for (int k = 0; k < 4; ++k) {
+                for (int t = 0; t < NT; ++t) {
+                    acc[r][t] = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(x[t] + b * kQ8Block + 8 * k), acc[r][t]);
+                }
+            }
+        }
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
 }
 
 // ---- Q8_0 x Q8_0 ----
@@ -201,7 +257,7 @@ void quantize_row_q8_0_avx2(const float * x, void * dst, int64_t n) {
         m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
         const float amax = _mm_cvtss_f32(m4);
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const uint16_t d_bits = float_to_half(d);
         std::memcpy(out, &d_bits, 2);
         const __m256 idv = _mm256_set1_ps(id);
@@ -230,16 +286,20 @@ void add_float_kernels_avx2(TypeKernels * table) {
         dot_tile<vec_dot_float<LoadF16>, tile4_float<LoadF16, 1>, tile4_float<LoadF16, 2>>);
     set(ElemType::BF16, vec_dot_float<LoadBF16>,
         dot_tile<vec_dot_float<LoadBF16>, tile4_float<LoadBF16, 1>, tile4_float<LoadBF16, 2>>);
-    TypeKernels & q8 = table[static_cast<uint32_t>(ElemType::Q8_0)];
-    q8.act_type = ElemType::Q8_0;
-    q8.quantize_act = quantize_row_q8_0_avx2;
-    q8.vec_dot = vec_dot_q8_0;
-    q8.dot_tile = dot_tile<vec_dot_q8_0, tile4_q8_0<1>, tile4_q8_0<2>>;
+    set(ElemType::Q8_0, vec_dot_q8_0_f32, dot_tile<vec_dot_q8_0_f32, tile4_q8_0_f32<1>, tile4_q8_0_f32<2>>);
+}
+
+void add_q8_0_int8_kernels_avx2(TypeKernels & k) {
+    k.act_type = ElemType::Q8_0;
+    k.quantize_act = quantize_row_q8_0_avx2;
+    k.vec_dot = vec_dot_q8_0;
+    k.dot_tile = dot_tile<vec_dot_q8_0, tile4_q8_0<1>, tile4_q8_0<2>>;
 }
 
 #else
 
 void add_float_kernels_avx2(TypeKernels * /*table*/) {}
+void add_q8_0_int8_kernels_avx2(TypeKernels & /*k*/) {}
 
 #endif
 

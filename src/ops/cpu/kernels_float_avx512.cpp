@@ -4,7 +4,9 @@
 // Reduction order (the same in vec_dot and dot_tile, which makes the tile bit-identical):
 //  - F32 / F16 / BF16: one 16-lane accumulator, lane j sums the elements i = j (mod 16) in index order (the
 //    last partial vector zero-padded), then a fixed horizontal sum.
-//  - Q8_0: blocks in pairs, the pair's exact integer dots (vpdpbusd) converted to float and multiplied-added
+//  - Q8_0 against f32 activations: like the float types (lane j sums elements j mod 16), each weight widened to
+//    d * q in registers (the same float product as dequantize_row), walked block by block.
+//  - Q8_0 against Q8_0 activations (the int8 variant): blocks in pairs, the pair's exact integer dots (vpdpbusd) converted to float and multiplied-added
 //    with d_w * d_x into one 16-lane accumulator (lanes 0-7 even blocks, 8-15 odd blocks), then reduced.
 #include <cstring>
 
@@ -65,6 +67,13 @@ inline float hsum(__m512 v) {
     const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
     const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
+}
+
+// A Q8_0 block's scale d (f16) as a float.
+inline float q8_scale_of(const uint8_t * block) {
+    uint16_t bits;
+    std::memcpy(&bits, block, 2);
+    return _cvtsh_ss(bits);
 }
 
 inline __m512 load_x(const float * x, int64_t i) { return _mm512_loadu_ps(x + i); }
@@ -135,6 +144,67 @@ void dot_tile_float(const void * w, size_t w_stride, const void * act, size_t ac
                                             case 2: tile4_float<L, 2>(wb, ws, ab, as, nn, yy, ys); return true;
                                             case 3: tile4_float<L, 3>(wb, ws, ab, as, nn, yy, ys); return true;
                                             case 4: tile4_float<L, 4>(wb, ws, ab, as, nn, yy, ys); return true;
+                                        }
+                                        return false;
+                                    });
+}
+
+// ---- Q8_0 x f32, block by block ----
+// The order of the float types (lane j sums elements i = j mod 16 in index order), walked one block
+// at a time so each row's scale is converted once per block rather than once per 16 weights.
+
+inline void q8_widen(const uint8_t * blk, __m512 & lo, __m512 & hi) {
+    const __m512 d = _mm512_set1_ps(q8_scale_of(blk));
+    const auto * q = reinterpret_cast<const __m128i *>(blk + 2);
+    lo = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q))), d);
+    hi = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(q + 1))), d);
+}
+
+float vec_dot_q8_0_f32(const void * w, const void * xv, int64_t n) {
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * x = static_cast<const float *>(xv);
+    __m512 acc = _mm512_setzero_ps();
+    for (int64_t b = 0; b < n / kQ8Block; ++b) {
+        __m512 lo, hi;
+        q8_widen(wb + b * kQ8BlockBytes, lo, hi);
+        acc = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x + b * kQ8Block), acc);
+        acc = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x + b * kQ8Block + kLanes), acc);
+    }
+    return hsum(acc);
+}
+
+template <int NT>
+void tile4_q8_0_f32(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                    size_t y_stride) {
+    __m512 acc[4][NT];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    for (int64_t b = 0; b < n / kQ8Block; ++b) {
+        for (int r = 0; r < 4; ++r) {
+            __m512 lo, hi;
+            q8_widen(w + r * w_stride + b * kQ8BlockBytes, lo, hi);
+            for (int t = 0; t < NT; ++t) {
+                acc[r][t] = _mm512_fmadd_ps(lo, _mm512_loadu_ps(x[t] + b * kQ8Block), acc[r][t]);
+                acc[r][t] = _mm512_fmadd_ps(hi, _mm512_loadu_ps(x[t] + b * kQ8Block + kLanes), acc[r][t]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+}
+
+void dot_tile_q8_0_f32(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                       int n_tok, float * y, size_t y_stride) {
+    tile_dispatch<vec_dot_q8_0_f32>(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride,
+                                    [](const uint8_t * wb, size_t ws, const uint8_t * ab, size_t as, int64_t nn,
+                                       int nt, float * yy, size_t ys) {
+                                        switch (nt) {
+                                            case 1: tile4_q8_0_f32<1>(wb, ws, ab, as, nn, yy, ys); return true;
+                                            case 2: tile4_q8_0_f32<2>(wb, ws, ab, as, nn, yy, ys); return true;
+                                            case 3: tile4_q8_0_f32<3>(wb, ws, ab, as, nn, yy, ys); return true;
+                                            case 4: tile4_q8_0_f32<4>(wb, ws, ab, as, nn, yy, ys); return true;
                                         }
                                         return false;
                                     });
@@ -243,16 +313,20 @@ void add_float_kernels_avx512(TypeKernels * table) {
     set(ElemType::F32, vec_dot_float<LoadF32>, dot_tile_float<LoadF32>);
     set(ElemType::F16, vec_dot_float<LoadF16>, dot_tile_float<LoadF16>);
     set(ElemType::BF16, vec_dot_float<LoadBF16>, dot_tile_float<LoadBF16>);
-    TypeKernels & q8 = table[static_cast<uint32_t>(ElemType::Q8_0)];
-    q8.act_type = ElemType::Q8_0;
-    q8.vec_dot = vec_dot_q8_0;
-    q8.dot_tile = dot_tile_q8_0;
-    // quantize_act: the AVX2 quantiser (inherited from the Avx2 table) gives the same bytes and is cheap.
+    set(ElemType::Q8_0, vec_dot_q8_0_f32, dot_tile_q8_0_f32);
+}
+
+void add_q8_0_int8_kernels_avx512(TypeKernels & k) {
+    // quantize_act: the AVX2 quantiser (from the Avx2 level) gives the same bytes and is cheap.
+    k.act_type = ElemType::Q8_0;
+    k.vec_dot = vec_dot_q8_0;
+    k.dot_tile = dot_tile_q8_0;
 }
 
 #else
 
 void add_float_kernels_avx512(TypeKernels * /*table*/) {}
+void add_q8_0_int8_kernels_avx512(TypeKernels & /*k*/) {}
 
 #endif
 

@@ -54,6 +54,26 @@ float vec_dot_bf16(const void * w, const void * x, int64_t n) {
     return dot8([h](int64_t i) { return bf16_to_float(h[i]); }, static_cast<const float *>(x), n);
 }
 
+// Q8_0 weights against f32 activations: each weight is d * q (exactly dequantize_row's value), then the float
+// order above.
+float vec_dot_q8_0_f32(const void * w, const void * xv, int64_t n) {
+    // dot8's order (eight partial sums over consecutive elements; n is whole blocks, so no tail), walked block
+    // by block so the scale is read once per block.
+    const auto * row = static_cast<const uint8_t *>(w);
+    const auto * x = static_cast<const float *>(xv);
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t b = 0; b < n / kQ8Block; ++b) {
+        const uint8_t * blk = row + b * kQ8BlockBytes;
+        const float d = q8_scale(blk);
+        const auto * q = reinterpret_cast<const int8_t *>(blk + 2);
+        const float * xb = x + b * kQ8Block;
+        for (int i = 0; i < kQ8Block; i += 8) {
+            for (int j = 0; j < 8; ++j) acc[j] += (d * static_cast<float>(q[i + j])) * xb[i + j];
+        }
+    }
+    return combine8(acc);
+}
+
 // Q8_0 weights against Q8_0 activations: an exact integer dot per block, scaled by d_w * d_x, blocks summed in
 // order.
 float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
@@ -76,10 +96,14 @@ void add_float_kernels_scalar(TypeKernels * table) {
     table[static_cast<uint32_t>(ElemType::F32)].vec_dot = vec_dot_f32;
     table[static_cast<uint32_t>(ElemType::F16)].vec_dot = vec_dot_f16;
     table[static_cast<uint32_t>(ElemType::BF16)].vec_dot = vec_dot_bf16;
-    TypeKernels & q8 = table[static_cast<uint32_t>(ElemType::Q8_0)];
-    q8.act_type = ElemType::Q8_0;
-    q8.quantize_act = quantize_row_q8_0;
-    q8.vec_dot = vec_dot_q8_0;
+    table[static_cast<uint32_t>(ElemType::Q8_0)].vec_dot = vec_dot_q8_0_f32;
+}
+
+void add_q8_0_int8_kernels_scalar(TypeKernels & k) {
+    k.act_type = ElemType::Q8_0;
+    k.quantize_act = quantize_row_q8_0;
+    k.vec_dot = vec_dot_q8_0;
+    k.dot_tile = nullptr;
 }
 
 void quantize_row_q8_0(const float * x, void * dst, int64_t n) {
@@ -88,7 +112,7 @@ void quantize_row_q8_0(const float * x, void * dst, int64_t n) {
         float amax = 0;
         for (int i = 0; i < kQ8Block; ++i) amax = std::max(amax, std::fabs(x[i]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         const uint16_t d_bits = float_to_half(d);
         std::memcpy(out, &d_bits, 2);
         for (int i = 0; i < kQ8Block; ++i) {

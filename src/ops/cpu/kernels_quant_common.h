@@ -3,7 +3,7 @@
 // The integer kernels (8-bit activations): a kernel splits its dot product into integer sums per block
 // (exact, so any SIMD order gives the same integers) and folds them into the f32 result with the functions
 // below, one block after the other, in index order. Only the integer part is vectorised; the float part is
-// these scalar expressions, compiled without contraction (ISO C++ mode for GCC, the pragma for clang), so a
+// these scalar expressions, compiled without contraction (the pragmas below), so a
 // row's result would be the same at every level and tile shape.
 #pragma once
 
@@ -15,6 +15,8 @@
 
 #if defined(__clang__)
 #pragma clang fp contract(off)
+#elif defined(__GNUC__)
+#pragma GCC optimize("fp-contract=off")  // GCC contracts in ISO C++ mode too, intrinsics included
 #endif
 
 namespace offgrid::ops::cpu::quant {
@@ -69,11 +71,11 @@ void quantize_row_q8_0_ref(const float * x, void * dst, int64_t n);
 
 // --- the default path: exact dequantisation fused with the f32 dot ------------------------------------------
 //
-// Each type's entry multiplies with f32 activations: vec_dot dequantises the weight row (bit for bit as
-// tensor::dequantize_row, with the level's SIMD dequantiser where there is one) into per-thread scratch and
-// takes the level's F32 vec_dot of it, so the result equals the generic path's exactly and the model keeps
-// the exact computation of its quantised weights (docs/weights.md says why this is the default). dot_tile
-// dequantises each row once for up to kTileMax tokens, with the same calls, so it is bit-identical.
+// Each type's entry multiplies with f32 activations, so the model keeps the exact computation of its
+// quantised weights (docs/weights.md says why this is the default). The Scalar entries (the twins) dequantise
+// the row with tensor::dequantize_row into per-thread scratch and take the level's F32 vec_dot; the avx2 /
+// avx512 entries of every type dequantise in registers (bit-identical values) and multiply-add at once.
+// Each dot_tile computes every (row, token) with the operations of its vec_dot, so it is bit-identical.
 
 using RowDequant = void (*)(const void * src, float * dst, int64_t n);
 

@@ -1,5 +1,6 @@
-// The fused exact entries: dequantise the weight row (the level's dequantiser, bit-exact), then the level's
-// F32 dot. Baseline code: the SIMD is inside the two function pointers.
+// The exact entries: at the Scalar level (the twins), and at a level whose ISA file the compiler could not build,
+// dequantise the weight row (the reference dequantiser) and take the level's F32 dot; the avx2 / avx512 files
+// overwrite every type with kernels that dequantise in registers. Baseline code: the SIMD is behind pointers.
 #include <vector>
 
 #include "ops/cpu/kernels_quant_common.h"
@@ -7,15 +8,12 @@
 
 namespace offgrid::ops::cpu::quant {
 
-// Defined in the ISA files (the reference dequantiser when the compiler cannot target the level).
-void dequant_q4_k_avx2(const void * src, float * dst, int64_t n);
-void dequant_q5_k_avx2(const void * src, float * dst, int64_t n);
-void dequant_q6_k_avx2(const void * src, float * dst, int64_t n);
-void dequant_q4_k_avx512(const void * src, float * dst, int64_t n);
-void dequant_q5_k_avx512(const void * src, float * dst, int64_t n);
-void dequant_q6_k_avx512(const void * src, float * dst, int64_t n);
-bool avx2_compiled();
-bool avx512_compiled();
+// Defined in the ISA files (null / no-op when the compiler cannot target the level): the SIMD row
+// dequantisers, and the fused kernels that dequantise in registers and dot with the f32 activations.
+RowDequant dequantizer_avx2(tensor::ElemType type);
+RowDequant dequantizer_avx512(tensor::ElemType type);
+void add_fused_avx2(TypeKernels * table);
+void add_fused_avx512(TypeKernels * table);
 
 namespace {
 
@@ -84,23 +82,11 @@ void set_reference_entries(TypeKernels * table) {
 }  // namespace
 
 RowDequant dequantizer(ElemType type, Isa isa) {
-    if (isa == Isa::Avx2 && avx2_compiled()) {
-        switch (type) {
-            case ElemType::Q4_K: return dequant_q4_k_avx2;
-            case ElemType::Q5_K: return dequant_q5_k_avx2;
-            case ElemType::Q6_K: return dequant_q6_k_avx2;
-            default: return nullptr;
-        }
+    switch (isa) {
+        case Isa::Avx2: return dequantizer_avx2(type);
+        case Isa::Avx512: return dequantizer_avx512(type);
+        default: return nullptr;
     }
-    if (isa == Isa::Avx512 && avx512_compiled()) {
-        switch (type) {
-            case ElemType::Q4_K: return dequant_q4_k_avx512;
-            case ElemType::Q5_K: return dequant_q5_k_avx512;
-            case ElemType::Q6_K: return dequant_q6_k_avx512;
-            default: return nullptr;
-        }
-    }
-    return nullptr;
 }
 
 void add_dequant_entries(Isa isa, TypeKernels * table) {
@@ -110,17 +96,11 @@ void add_dequant_entries(Isa isa, TypeKernels * table) {
         case Isa::Scalar: set_reference_entries<0>(table); return;
         case Isa::Avx2:
             set_reference_entries<1>(table);
-            if (!avx2_compiled()) return;
-            set_fused<dequant_q4_k_avx2, 1>(table, ElemType::Q4_K);
-            set_fused<dequant_q5_k_avx2, 1>(table, ElemType::Q5_K);
-            set_fused<dequant_q6_k_avx2, 1>(table, ElemType::Q6_K);
+            add_fused_avx2(table);
             return;
         case Isa::Avx512:
             set_reference_entries<2>(table);
-            if (!avx512_compiled()) return;
-            set_fused<dequant_q4_k_avx512, 2>(table, ElemType::Q4_K);
-            set_fused<dequant_q5_k_avx512, 2>(table, ElemType::Q5_K);
-            set_fused<dequant_q6_k_avx512, 2>(table, ElemType::Q6_K);
+            add_fused_avx512(table);
             return;
     }
 }

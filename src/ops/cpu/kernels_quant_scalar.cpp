@@ -131,7 +131,9 @@ float dot_q4_1(const void * wv, const void * av, int64_t n) {
     float acc = 0;
     for (int64_t b = 0; b < n / kQK; ++b) {
         int32_t isum = 0;
-        for (int j = 0; j < kQK / 2; ++j) isum += (w[b].qs[j] & 0x0f) * a[b].qs[j] + (w[b].qs[j] >> 4) * a[b].qs[j + kQK / 2];
+        for (int j = 0; j < kQK / 2; ++j) {
+            isum += (w[b].qs[j] & 0x0f) * a[b].qs[j] + (w[b].qs[j] >> 4) * a[b].qs[j + kQK / 2];
+        }
         acc = fold_q8_1(acc, w[b].d, w[b].m, a[b].d, a[b].s, isum);
     }
     return acc;
