@@ -254,3 +254,45 @@ INSTANTIATE_TEST_SUITE_P(Equivalence, ByCacheType, ::testing::Values("f32", "q8_
                          [](const ::testing::TestParamInfo<const char *> & i) { return std::string(i.param); });
 
 }  // namespace
+
+namespace {
+
+// PLE with shared tokens: a prompt decoded once for two sequences (every token in both), then divergent
+// continuations in one batch, give each sequence the logits it gets decoded alone.
+TEST(Equivalence, SharedTokensOnAPleModelEqualDecodingEachSequenceAlone) {
+    auto model = sparse_model();  // has PLE on layer 0
+    const auto prompt = tokens(23, 40), a = tokens(9, 41), b = tokens(6, 42);
+    ContextParams p = params(2, true);  // shared tokens need one stream
+    Context both(model, p);
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({prompt[i], static_cast<int32_t>(i), {0, 1}, true});
+    const auto r = both.decode(batch);
+    ASSERT_TRUE(r.ok()) << r.message;
+    const int32_t n_vocab = both.model().n_vocab();
+    Rows shared;
+    for (int32_t k = 0; k < both.n_outputs(); ++k) shared.emplace_back(both.logits(k), both.logits(k) + n_vocab);
+    batch.clear();
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+        const int32_t pos = static_cast<int32_t>(prompt.size() + i);
+        if (i < a.size()) batch.push_back({a[i], pos, {0}, true});
+        if (i < b.size()) batch.push_back({b[i], pos, {1}, true});
+    }
+    ASSERT_TRUE(both.decode(batch).ok());
+    Rows got_a, got_b;
+    for (size_t k = 0; k < batch.size(); ++k) {
+        Rows & dst = batch[k].seqs[0] == 0 ? got_a : got_b;
+        dst.emplace_back(both.logits(static_cast<int32_t>(k)), both.logits(static_cast<int32_t>(k)) + n_vocab);
+    }
+    auto alone = [&](const std::vector<int32_t> & cont) {
+        Context c(model, params());
+        std::vector<int32_t> all = prompt;
+        all.insert(all.end(), cont.begin(), cont.end());
+        return decode(c, 0, all);
+    };
+    const Rows want_a = alone(a), want_b = alone(b);
+    expect_close("shared prompt (seqs 0 and 1) vs alone", Rows(want_a.begin(), want_a.begin() + 23), shared, 1e-5);
+    expect_close("continuation of seq 0 after the shared prompt vs alone", tail(want_a, a.size()), got_a, 1e-5);
+    expect_close("continuation of seq 1 after the shared prompt vs alone", tail(want_b, b.size()), got_b, 1e-5);
+}
+
+}  // namespace

@@ -57,12 +57,12 @@ MemoryTraits Model::memory_traits() const {
     return t;
 }
 
-std::string Model::check_token_seqs(const std::vector<memory::SeqId> & seqs) const {
-    if (seqs.size() > 1 && hp_.has_ple) {
-        return "a token shared by several sequences is not supported by a model with PLE n-gram embeddings";
-    }
-    return {};
-}
+// A token shared by several sequences has one cell and one hidden state, and the memory continues every
+// sequence of the set from its first sequence's recurrent row (PLE conv history included). Its PLE n-gram is
+// taken from that first sequence's predecessors, the history the whole set continues from: with equal
+// histories (a prompt decoded once for several sequences) every sequence gets exactly the row it would get
+// decoded alone. So no batch rule is needed beyond the memory's own.
+std::string Model::check_token_seqs(const std::vector<memory::SeqId> &) const { return {}; }
 
 ForwardResult Model::forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
                              ops::ThreadPool * pool, const ForwardOptions & options) const {

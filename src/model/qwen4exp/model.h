@@ -42,7 +42,7 @@ public:
     const gguf::Reader & reader() const override { return *reader_; }
     // Pools by order, no window (spec 5.5).
     MemoryTraits memory_traits() const override;
-    // A token's PLE n-gram is made of its own sequence's predecessors: with PLE a token belongs to one sequence.
+    // Shared tokens are allowed with PLE too (see model.cpp: the n-gram follows the set's first sequence).
     std::string check_token_seqs(const std::vector<memory::SeqId> & seqs) const override;
     ForwardResult forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
                           ops::ThreadPool * pool, const ForwardOptions & options) const override;
