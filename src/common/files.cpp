@@ -16,14 +16,16 @@ namespace offgrid {
 
 namespace {
 
+// Both live until the process ends and are never destroyed: a model held in a static (a test's cache of loaded
+// models) releases its ProtectedFile during exit, possibly after function-local statics are gone.
 std::mutex & registry_mutex() {
-    static std::mutex m;
-    return m;
+    static auto * m = new std::mutex;
+    return *m;
 }
 
 std::map<std::pair<uint64_t, uint64_t>, int> & registry() {
-    static std::map<std::pair<uint64_t, uint64_t>, int> r;
-    return r;
+    static auto * r = new std::map<std::pair<uint64_t, uint64_t>, int>;
+    return *r;
 }
 
 bool is_protected(uint64_t dev, uint64_t ino) {

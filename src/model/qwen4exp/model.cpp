@@ -26,8 +26,12 @@ Model Model::from_reader(gguf::Reader reader) {
 
 memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType type_v) const {
     for (auto t : {type_k, type_v}) {
-        if (t != tensor::ElemType::F32 && t != tensor::ElemType::F16) {
-            throw Error("cache type " + std::to_string(static_cast<uint32_t>(t)) + " is not supported (f32, f16)");
+        if (t != tensor::ElemType::F32 && t != tensor::ElemType::F16 && t != tensor::ElemType::Q8_0) {
+            throw Error("cache type " + std::to_string(static_cast<uint32_t>(t)) + " is not supported (f32, f16, q8_0)");
+        }
+        if (t == tensor::ElemType::Q8_0 && hp_.head_dim % 32 != 0) {
+            throw Error("cache type q8_0 needs a head size that is a multiple of 32 (its blocks of 32 must not "
+                        "straddle heads); this model's head size is " + std::to_string(hp_.head_dim));
         }
     }
     memory::CacheShape s;
@@ -42,6 +46,7 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
     s.ple_floats = hp_.has_ple ? (hp_.ple_conv_kernel - 1) * hp_.ple_ngram * hp_.hc * hp_.n_embd : 0;
     s.type_k = type_k;
     s.type_v = type_v;
+    s.type_idx = type_k == tensor::ElemType::Q8_0 ? tensor::ElemType::F16 : type_k;
     return s;
 }
 

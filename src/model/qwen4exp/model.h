@@ -23,8 +23,9 @@ public:
     const Hparams & hparams() const { return hp_; }
     const Weights & weights() const { return w_; }
 
-    // What the memory must store for this model. type_k applies to K rows and indexer rows, type_v to V rows;
-    // both must be F32 or F16.
+    // What the memory must store for this model. type_k applies to K rows, type_v to V rows: F32, F16 or Q8_0
+    // (Q8_0 only when the head size is a multiple of 32, so no block straddles two heads). The indexer rows take
+    // type_k when it is F32 or F16, else F16.
     memory::CacheShape cache_shape(tensor::ElemType type_k = tensor::ElemType::F16,
                                    tensor::ElemType type_v = tensor::ElemType::F16) const override;
 
