@@ -16,14 +16,16 @@ namespace offgrid {
 
 namespace {
 
+// Never destroyed: Readers held by other static objects (a test's model cache) release their registration during
+// static destruction, possibly after a function-local static registry would already be gone.
 std::mutex & registry_mutex() {
-    static std::mutex m;
-    return m;
+    static auto * m = new std::mutex;
+    return *m;
 }
 
 std::map<std::pair<uint64_t, uint64_t>, int> & registry() {
-    static std::map<std::pair<uint64_t, uint64_t>, int> r;
-    return r;
+    static auto * r = new std::map<std::pair<uint64_t, uint64_t>, int>;
+    return *r;
 }
 
 bool is_protected(uint64_t dev, uint64_t ino) {
