@@ -53,8 +53,10 @@ struct ContextParams {
     uint32_t n_seq_max = 1;    // sequence ids 0 .. n_seq_max-1
     bool unified = false;      // one stream shared by all sequences, or one per sequence
     uint32_t n_rs_seq = 0;     // recurrent rollback snapshots per sequence
-    std::string type_k = "f16";  // "f32" or "f16": K and indexer rows
-    std::string type_v = "f16";  // "f32" or "f16"
+    // "f32", "f16" or "q8_0" (head sizes a multiple of 32). K rows and, when f32 or f16, the indexer rows; a q8_0
+    // K cache keeps its indexer rows in f16.
+    std::string type_k = "f16";
+    std::string type_v = "f16";  // "f32", "f16" or "q8_0"
     int n_threads = 1;         // 1..256 (ops::ThreadPool::kMaxThreads); more is refused
     bool qsa_dense = false;    // force dense attention on sparse-attention layers (for comparisons)
     // Embeddings output: the model's hidden state per token (qwen4exp: the mean of the hyper-connection streams

@@ -5,11 +5,15 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "cli/command.h"
 #include "common/files.h"
@@ -39,10 +43,58 @@ constexpr const char * kUsage =
     "  -ub, --ubatch-size N    tokens per micro-batch (default 512)\n"
     "  -t, --threads N         threads (default: the hardware's)\n"
     "  --mode sparse|dense|both  which QSA modes to measure (default both)\n"
-    "  -ctk, -ctv T            K / V cache type: f16 (default) or f32\n"
+    "  -ctk, -ctv T            K / V cache type: f16 (default), f32 or q8_0\n"
     "  --json                  print the results as JSON instead of the table\n"
     "  --plot FILE.svg         also draw decode time per token against depth for each mode\n"
+    "  --compare FILE          with --plot: add llama.cpp's decode curve from `llama-bench -o json` output\n"
+    "  --save-states DIR       save the filled context at each depth as DIR/depth-<depth>.ogstate\n"
+    "  --load-state FILE       start from a saved state (its depth); -d may add deeper depths\n"
+    "  -c, --ctx-size N        context cells (default: deepest depth plus the tests, or the model's context\n"
+    "                          length with --save-states / --load-state, so saved states fit later runs)\n"
     "  --no-mmap               read the model into memory instead of mapping it\n";
+
+// One point of llama.cpp's decode curve: depth and ms per decoded token.
+struct ComparePoint {
+    uint32_t depth;
+    double ms;
+};
+
+// The decode records (n_prompt 0, n_gen > 0) of `llama-bench -o json` output, sorted by depth. Throws
+// offgrid::Error naming the file and the record for anything else than such an array.
+std::vector<ComparePoint> read_compare(const std::string & path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) throw Error(path + ": cannot open the llama-bench JSON file");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+    if (doc.is_discarded()) throw Error(path + ": not valid JSON");
+    if (!doc.is_array()) throw Error(path + ": not a llama-bench JSON array of records");
+    std::vector<ComparePoint> out;
+    for (size_t i = 0; i < doc.size(); ++i) {
+        const auto & r = doc[i];
+        const std::string where = path + ": record " + std::to_string(i) + ": ";
+        if (!r.is_object()) throw Error(where + "not an object");
+        for (const char * key : {"n_prompt", "n_gen", "n_depth", "avg_ts"}) {
+            if (!r.contains(key) || !r[key].is_number() || r[key].get<double>() < 0) {
+                throw Error(where + "no non-negative number '" + key + "'");
+            }
+        }
+        if (r["n_prompt"].get<double>() != 0 || r["n_gen"].get<double>() == 0) continue;  // not a decode test
+        const double ts = r["avg_ts"].get<double>();
+        if (!(ts > 0)) throw Error(where + "avg_ts must be > 0");
+        const double depth = r["n_depth"].get<double>();
+        if (depth > (1u << 24)) throw Error(where + "n_depth is too large");
+        out.push_back({static_cast<uint32_t>(depth), 1000.0 / ts});
+    }
+    if (out.empty()) throw Error(path + ": no decode record (n_prompt 0, n_gen > 0)");
+    std::sort(out.begin(), out.end(), [](const ComparePoint & a, const ComparePoint & b) { return a.depth < b.depth; });
+    for (size_t i = 1; i < out.size(); ++i) {
+        if (out[i].depth == out[i - 1].depth) {
+            throw Error(path + ": two decode records at depth " + std::to_string(out[i].depth) +
+                        " (give one model and thread count)");
+        }
+    }
+    return out;
+}
 
 std::string json_escape(const std::string & s) {
     std::string out;
@@ -62,12 +114,17 @@ std::string json_escape(const std::string & s) {
     return out;
 }
 
-std::string svg_plot(const std::vector<runtime::DepthBenchResult> & results, const std::string & title) {
+std::string svg_plot(const std::vector<runtime::DepthBenchResult> & results, const std::vector<ComparePoint> & peer,
+                     const std::string & title) {
     const double W = 640, H = 400, left = 70, right = 20, top = 40, bottom = 50;
     double max_depth = 1, max_ms = 0;
     for (const auto & r : results) {
         max_depth = std::max<double>(max_depth, r.depth);
         max_ms = std::max(max_ms, r.ms_per_decoded_token());
+    }
+    for (const auto & c : peer) {
+        max_depth = std::max<double>(max_depth, c.depth);
+        max_ms = std::max(max_ms, c.ms);
     }
     max_ms = max_ms > 0 ? max_ms * 1.1 : 1;
     auto x = [&](double d) { return left + (W - left - right) * d / max_depth; };
@@ -102,6 +159,7 @@ std::string svg_plot(const std::vector<runtime::DepthBenchResult> & results, con
     }
     std::vector<uint32_t> depths;
     for (const auto & r : results) depths.push_back(r.depth);
+    for (const auto & c : peer) depths.push_back(c.depth);
     std::sort(depths.begin(), depths.end());
     depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
     for (const uint32_t d : depths) {
@@ -135,14 +193,31 @@ std::string svg_plot(const std::vector<runtime::DepthBenchResult> & results, con
         s += buf;
         ++legend;
     }
+    if (!peer.empty()) {
+        const char * colour = "#2ca02c";
+        std::string points;
+        for (const auto & c : peer) {
+            std::snprintf(buf, sizeof(buf), "%.1f,%.1f ", x(c.depth), y(c.ms));
+            points += buf;
+            std::snprintf(buf, sizeof(buf), "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", x(c.depth),
+                          y(c.ms), colour);
+            s += buf;
+        }
+        s += "<polyline fill=\"none\" stroke=\"" + std::string(colour) + "\" stroke-width=\"2\" stroke-dasharray=\"6 3\" points=\"" +
+             points + "\"/>\n";
+        std::snprintf(buf, sizeof(buf),
+                      "<rect x=\"%.1f\" y=\"%.1f\" width=\"12\" height=\"3\" fill=\"%s\"/><text x=\"%.1f\" y=\"%.1f\">llama.cpp</text>\n",
+                      left + 10, top + 10 + 16.0 * legend, colour, left + 28, top + 15 + 16.0 * legend);
+        s += buf;
+    }
     s += "</svg>\n";
     return s;
 }
 
 int bench_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("bench", [&]() -> int {
-        std::string model_path, depths = "0,1024,16384", plot, mode = "both", ctk = "f16", ctv = "f16";
-        int64_t n_prompt = 512, n_gen = 128, n_batch = 512, n_ubatch = 512;
+        std::string model_path, depths, plot, mode = "both", ctk = "f16", ctv = "f16", compare, save_dir, load_state;
+        int64_t n_prompt = 512, n_gen = 128, n_batch = 512, n_ubatch = 512, n_ctx = 0;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
         bool json = false, no_mmap = false;
         runtime::ArgParser p;
@@ -159,6 +234,10 @@ int bench_main(const std::vector<std::string> & args) {
         p.text({"-ctv", "--cache-type-v"}, &ctv);
         p.flag({"--json"}, &json);
         p.text({"--plot"}, &plot);
+        p.text({"--compare"}, &compare);
+        p.text({"--save-states"}, &save_dir);
+        p.text({"--load-state"}, &load_state);
+        p.integer({"-c", "--ctx-size"}, &n_ctx, 0, 1 << 24);
         if (!p.parse(args)) {
             std::fputs(kUsage, stdout);
             return 0;
@@ -166,14 +245,31 @@ int bench_main(const std::vector<std::string> & args) {
         if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
         if (p.given("--plot") && plot.empty()) throw runtime::UsageError("--plot: empty file name");
         if (!plot.empty()) check_output_path(plot, "--plot");  // before the (long) measurement
+        if (!save_dir.empty()) {
+            std::error_code ec;
+            if (!std::filesystem::is_directory(save_dir, ec)) {
+                throw runtime::UsageError("--save-states: directory " + save_dir + " does not exist");
+            }
+        }
+        if (!compare.empty() && plot.empty()) throw runtime::UsageError("--compare: only with --plot");
+        // Read before the (long) measurement, so a bad file costs nothing.
+        const std::vector<ComparePoint> peer = compare.empty() ? std::vector<ComparePoint>{} : read_compare(compare);
         runtime::DepthBenchParams bp;
         bp.depths.clear();
-        for (const int64_t d : runtime::parse_integer_list("-d", depths, 0, 1 << 22)) bp.depths.push_back(static_cast<uint32_t>(d));
+        if (depths.empty() && load_state.empty()) depths = "0,1024,16384";
+        if (!depths.empty()) {
+            for (const int64_t d : runtime::parse_integer_list("-d", depths, 0, 1 << 22)) bp.depths.push_back(static_cast<uint32_t>(d));
+        }
+        bp.save_states_dir = save_dir;
+        bp.load_state = load_state;
+        bp.n_ctx = static_cast<uint32_t>(n_ctx);
         if (mode != "both" && mode != "sparse" && mode != "dense") {
             throw runtime::UsageError("--mode: '" + mode + "' is not sparse, dense or both");
         }
         for (const std::string * t : {&ctk, &ctv}) {
-            if (*t != "f16" && *t != "f32") throw runtime::UsageError("cache type '" + *t + "' is not f16 or f32");
+            if (*t != "f16" && *t != "f32" && *t != "q8_0") {
+                throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
+            }
         }
         if (n_prompt == 0 && n_gen == 0) throw runtime::UsageError("nothing to measure: -p and -n are both 0");
         bp.sparse = mode != "dense";
@@ -196,7 +292,7 @@ int bench_main(const std::vector<std::string> & args) {
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, !no_mmap);
         if (!plot.empty()) check_output_path(plot, "--plot");  // now also refuses the model's own file
-        const uint64_t deepest = *std::max_element(bp.depths.begin(), bp.depths.end()) +
+        const uint64_t deepest = (bp.depths.empty() ? 0 : *std::max_element(bp.depths.begin(), bp.depths.end())) +
                                  static_cast<uint64_t>(std::max(n_prompt, n_gen));
         if (deepest > model->n_ctx_train()) {
             throw Error("depth " + std::to_string(deepest - std::max(n_prompt, n_gen)) + " plus " +
@@ -232,7 +328,7 @@ int bench_main(const std::vector<std::string> & args) {
                             r.prompt_tokens_per_second(), r.gen_tokens_per_second(), r.ms_per_decoded_token());
             }
         }
-        if (!plot.empty()) write_file_atomic(plot, svg_plot(results, model->describe()));
+        if (!plot.empty()) write_file_atomic(plot, svg_plot(results, peer, model->describe()));
         return 0;
     });
 }

@@ -122,6 +122,9 @@ int gen_glm5next(const std::vector<std::string> & args, const std::string & pres
     } catch (const Error & e) {
         throw runtime::UsageError(e.what());
     }
+    for (const auto & kv : runtime::byte_vocab_metadata()) {  // the file's vocabulary is the embedded one
+        if (kv.key == "tokenizer.ggml.tokens") c.n_vocab = static_cast<uint32_t>(kv.value.array.size());
+    }
     runtime::write_model_file(c, output);
     std::printf("wrote %s: %s\n", output.c_str(), model::glm5next::describe(c).c_str());
     return 0;

@@ -39,7 +39,7 @@ constexpr const char * kUsage =
     "  -ub, --ubatch-size N    most tokens per micro-batch (default 512)\n"
     "  -t, --threads N         threads (default: the hardware's)\n"
     "  --half                  score only the second half of each chunk\n"
-    "  -ctk, -ctv T            K / V cache type: f16 (default) or f32\n"
+    "  -ctk, -ctv T            K / V cache type: f16 (default), f32 or q8_0\n"
     "  --qsa-dense             force dense attention on QSA layers\n"
     "  --no-mmap               read the model into memory instead of mapping it\n";
 
@@ -94,7 +94,9 @@ int perplexity_main(const std::vector<std::string> & args) {
         if (file.empty()) throw runtime::UsageError("-f FILE is required");
         if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
         for (const std::string * t : {&ctk, &ctv}) {
-            if (*t != "f16" && *t != "f32") throw runtime::UsageError("cache type '" + *t + "' is not f16 or f32");
+            if (*t != "f16" && *t != "f32" && *t != "q8_0") {
+                throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
+            }
         }
         const std::string text = read_file(file);
         if (model_path.empty()) model_path = runtime::default_model_path();

@@ -49,8 +49,8 @@ constexpr const char * kUsage =
     "  --min-p X                min-p in [0, 1] (default 0.05; 0 = off)\n"
     "  --repeat-penalty X       repetition penalty (default 1.0 = off)\n"
     "  --repeat-last-n N        penalty window (default 64; 0 = off, -1 = whole history)\n"
-    "  -ctk, --cache-type-k T   K and indexer cache type: f16 (default) or f32\n"
-    "  -ctv, --cache-type-v T   V cache type: f16 (default) or f32\n"
+    "  -ctk, --cache-type-k T   K cache type: f16 (default), f32 or q8_0 (indexer: f16, or f32 with f32)\n"
+    "  -ctv, --cache-type-v T   V cache type: f16 (default), f32 or q8_0\n"
     "  --qsa-dense              force dense attention on QSA layers (comparisons)\n"
     "  --state-save FILE        after the run, write the context state and the token list to FILE\n"
     "  --state-load FILE        before the prompt, restore a state written by --state-save (same model only);\n"
@@ -122,7 +122,9 @@ int run_main(const std::vector<std::string> & args) {
             throw runtime::UsageError("give at most one of -p TEXT and -f FILE");
         }
         for (const std::string * t : {&ctk, &ctv}) {
-            if (*t != "f16" && *t != "f32") throw runtime::UsageError("cache type '" + *t + "' is not f16 or f32");
+            if (*t != "f16" && *t != "f32" && *t != "q8_0") {
+                throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
+            }
         }
         runtime::SamplingParams sp;
         sp.temperature = temp;

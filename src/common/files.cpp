@@ -16,8 +16,8 @@ namespace offgrid {
 
 namespace {
 
-// Never destroyed: Readers held by other static objects (a test's model cache) release their registration during
-// static destruction, possibly after a function-local static registry would already be gone.
+// Both live until the process ends and are never destroyed: a model held in a static (a test's cache of loaded
+// models) releases its ProtectedFile during exit, possibly after function-local statics are gone.
 std::mutex & registry_mutex() {
     static auto * m = new std::mutex;
     return *m;

@@ -564,7 +564,7 @@ std::vector<BreakdownEntry> HybridMemory::breakdown() const {
     std::vector<BreakdownEntry> out;
     out.push_back({"attention", "k", params_.shape.type_k, kv_.k_bytes()});
     out.push_back({"attention", "v", params_.shape.type_v, kv_.v_bytes()});
-    out.push_back({"indexer", "rows", params_.shape.type_k, kv_.idx_bytes()});
+    out.push_back({"indexer", "rows", params_.shape.type_idx, kv_.idx_bytes()});
     out.push_back({"recurrent", "conv", tensor::ElemType::F32, rec_.conv_bytes()});
     out.push_back({"recurrent", "ssm", tensor::ElemType::F32, rec_.ssm_bytes()});
     out.push_back({"recurrent", "ple", tensor::ElemType::F32, rec_.ple_bytes()});

@@ -29,6 +29,14 @@ uint32_t cache_elem_bytes(tensor::ElemType type, const char * field) {
     }
 }
 
+uint32_t cache_row_bytes(tensor::ElemType type, uint32_t width, const char * field) {
+    if (type != tensor::ElemType::Q8_0) return width * cache_elem_bytes(type, field);
+    if (width % 32 != 0) {
+        throw Error(std::string(field) + ": q8_0 rows need a width that is a multiple of 32, not " + std::to_string(width));
+    }
+    return width / 32 * 34;  // tensor::BlockQ8_0
+}
+
 KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, const Window & window)
     : kv_size_(kv_size), window_(window) {
     window_.check();
@@ -36,9 +44,9 @@ KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, 
     if (n_stream == 0 || n_stream > (uint32_t)kMaxSeq) throw Error("n_stream: must be in [1, 256]");
     streams_.assign(n_stream, CellStream(kv_size));
     if (shape.idx_width > 0 && shape.idx_parts < 2) throw Error("idx_parts: an indexer row needs a key and a pooled part");
-    k_row_bytes_ = shape.k_width * cache_elem_bytes(shape.type_k, "type_k");
-    v_row_bytes_ = shape.v_width * cache_elem_bytes(shape.type_v, "type_v");
-    idx_row_bytes_ = shape.idx_parts * shape.idx_width * cache_elem_bytes(shape.type_k, "type_k");
+    k_row_bytes_ = cache_row_bytes(shape.type_k, shape.k_width, "type_k");
+    v_row_bytes_ = cache_row_bytes(shape.type_v, shape.v_width, "type_v");
+    idx_row_bytes_ = shape.idx_parts * shape.idx_width * cache_elem_bytes(shape.type_idx, "indexer type");
     const size_t cells = (size_t)kv_size * n_stream;
     k_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * k_row_bytes_));
     if (v_row_bytes_ > 0) v_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * v_row_bytes_));

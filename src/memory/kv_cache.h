@@ -27,6 +27,9 @@ class StateReader;
 
 // Bytes per element of a cache row type (F32 or F16); throws offgrid::Error naming `field` otherwise.
 uint32_t cache_elem_bytes(tensor::ElemType type, const char * field);
+// Bytes of a row of `width` elements: F32, F16, or Q8_0 (blocks of 32 as f16 scale + 32 int8, width a multiple
+// of 32); throws offgrid::Error naming `field` otherwise.
+uint32_t cache_row_bytes(tensor::ElemType type, uint32_t width, const char * field);
 
 class KvCache {
 public:

@@ -97,8 +97,9 @@ struct CacheShape {
     uint32_t conv_floats = 0;     // per recurrent layer and row: conv history
     uint32_t ssm_floats = 0;      // per recurrent layer and row: delta-rule state
     uint32_t ple_floats = 0;      // per row: PLE conv history (0 = no PLE)
-    tensor::ElemType type_k = tensor::ElemType::F16;  // K rows and indexer rows: F32 or F16
-    tensor::ElemType type_v = tensor::ElemType::F16;  // V rows: F32 or F16
+    tensor::ElemType type_k = tensor::ElemType::F16;  // K rows: F32, F16 or Q8_0 (k_width a multiple of 32)
+    tensor::ElemType type_v = tensor::ElemType::F16;  // V rows: F32, F16 or Q8_0 (v_width a multiple of 32)
+    tensor::ElemType type_idx = tensor::ElemType::F16;  // indexer rows: F32 or F16 (the model derives it from type_k)
 };
 
 // Row access to the memory's storage, for the model. Rows have the element types of the CacheShape.

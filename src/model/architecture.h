@@ -57,8 +57,9 @@ public:
     virtual uint32_t hidden_width() const = 0;
     virtual const gguf::Reader & reader() const = 0;  // the open file (tokenizer metadata, fingerprint)
 
-    // What the memory must store, with K and indexer rows in type_k and V rows in type_v (F32 or F16; throws
-    // offgrid::Error for any other type).
+    // What the memory must store, with K rows in type_k and V rows in type_v (F32 or F16, Q8_0 where the model
+    // supports it; throws offgrid::Error naming the reason for any other type). The indexer rows' type is the
+    // model's choice from type_k (CacheShape::type_idx).
     virtual memory::CacheShape cache_shape(tensor::ElemType type_k, tensor::ElemType type_v) const = 0;
     virtual MemoryTraits memory_traits() const = 0;
 

@@ -9,6 +9,8 @@
 #include "ops/cpu/vec.h"
 #include "ops/elementwise.h"
 #include "ops/half.h"
+#include "tensor/quantize.h"
+#include "tensor/types.h"
 
 namespace offgrid::ops {
 
@@ -79,6 +81,7 @@ float cache_element(const void * row, ElemType type, size_t i) {
 }
 
 void store_cache_row(void * row, ElemType type, const float * x, size_t n) {
+    if (type == ElemType::Q8_0) return tensor::quantize_row(type, x, row, n);  // ops/cache_rows.h
     check_cache_type(type);
     if (type == ElemType::F32) {
         std::copy(x, x + n, static_cast<float *>(row));
@@ -89,6 +92,7 @@ void store_cache_row(void * row, ElemType type, const float * x, size_t n) {
 }
 
 void load_cache_row(const void * row, ElemType type, float * x, size_t n) {
+    if (type == ElemType::Q8_0) return tensor::dequantize_row(type, row, x, n);
     check_cache_type(type);
     for (size_t i = 0; i < n; ++i) x[i] = cache_element(row, type, i);
 }

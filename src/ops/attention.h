@@ -42,9 +42,10 @@ void score_pools_ref(const float * q, size_t n_heads, size_t dim, std::span<cons
 
 // Reads element i of a cache row of type F32 or F16.
 float cache_element(const void * row, tensor::ElemType type, size_t i);
-// Writes n floats into a cache row of type F32 or F16 (rounded to nearest even for F16).
+// Writes n floats into a cache row of type F32 or F16 (rounded to nearest even for F16), or Q8_0 (n a multiple
+// of 32, tensor::quantize_row's encoding).
 void store_cache_row(void * row, tensor::ElemType type, const float * x, size_t n);
-// Reads n floats from a cache row.
+// Reads n floats from a cache row (F32, F16 or Q8_0).
 void load_cache_row(const void * row, tensor::ElemType type, float * x, size_t n);
 
 }  // namespace offgrid::ops

@@ -85,7 +85,8 @@ namespace {
 tensor::ElemType cache_type(const std::string & name, const char * what) {
     if (name == "f32") return tensor::ElemType::F32;
     if (name == "f16") return tensor::ElemType::F16;
-    throw Error(std::string(what) + ": unsupported cache type '" + name + "' (f32 or f16)");
+    if (name == "q8_0") return tensor::ElemType::Q8_0;
+    throw Error(std::string(what) + ": unsupported cache type '" + name + "' (f32, f16 or q8_0)");
 }
 
 constexpr char kFileMagic[8] = {'O', 'G', 'S', 'T', 'A', 'T', 'E', '1'};

@@ -30,14 +30,17 @@ void decode_or_throw(Context & ctx, const std::vector<BatchToken> & batch, const
     if (!r.ok()) throw Error(std::string("bench: ") + what + ": " + r.message);
 }
 
-// Appends n tokens in calls of at most n_batch; only the last token of each call asks for logits.
-void append(Context & ctx, TokenSource & src, uint32_t n, uint32_t n_batch, const char * what) {
+// Appends n tokens in calls of at most n_batch; only the last token of each call asks for logits. The tokens
+// are also appended to `record` when given.
+void append(Context & ctx, TokenSource & src, uint32_t n, uint32_t n_batch, const char * what,
+            std::vector<int32_t> * record = nullptr) {
     for (uint32_t i = 0; i < n; i += n_batch) {
         const uint32_t m = std::min(n_batch, n - i);
         std::vector<BatchToken> b(m);
         for (auto & t : b) t.token = src.next();
         b.back().output = true;
         decode_or_throw(ctx, b, what);
+        if (record) for (const auto & t : b) record->push_back(t.token);
     }
 }
 
@@ -47,23 +50,55 @@ double seconds(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-std::vector<DepthBenchResult> run_depth_bench(const std::shared_ptr<const Model> & model, const DepthBenchParams & p) {
-    if (p.depths.empty()) throw Error("bench: no depth given");
-    if (!p.sparse && !p.dense) throw Error("bench: neither sparse nor dense mode selected");
-    std::vector<uint32_t> depths = p.depths;
-    std::sort(depths.begin(), depths.end());
-    depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
-    const uint64_t need = static_cast<uint64_t>(depths.back()) + std::max(p.n_prompt, p.n_gen) + 1;
-    if (need > (1u << 24)) throw Error("bench: depth " + std::to_string(depths.back()) + " is too large");
+std::string depth_state_path(const std::string & dir, uint32_t depth) {
+    return dir + (dir.empty() || dir.back() == '/' ? "" : "/") + "depth-" + std::to_string(depth) + ".ogstate";
+}
 
+std::vector<DepthBenchResult> run_depth_bench(const std::shared_ptr<const Model> & model, const DepthBenchParams & p) {
+    if (p.depths.empty() && p.load_state.empty()) throw Error("bench: no depth given");
+    if (!p.sparse && !p.dense) throw Error("bench: neither sparse nor dense mode selected");
+    const bool with_states = !p.save_states_dir.empty() || !p.load_state.empty();
+    const uint32_t n_test = std::max(p.n_prompt, p.n_gen);
     ContextParams cp;
-    cp.n_ctx = static_cast<uint32_t>(need);
+    cp.n_ctx = p.n_ctx != 0 ? p.n_ctx : with_states ? model->n_ctx_train() : 0;
     cp.n_batch = std::max(1u, p.n_batch);
     cp.n_ubatch = std::max(1u, p.n_ubatch);
     cp.n_threads = p.n_threads;
     cp.type_k = p.type_k;
     cp.type_v = p.type_v;
-    Context filler(model, cp);
+
+    // The starting state, if any: its depth is its token count, which must match the restored positions.
+    std::vector<int32_t> filled_tokens;
+    std::unique_ptr<Context> loaded;
+    if (!p.load_state.empty()) {
+        if (cp.n_ctx == 0) throw Error("bench: the model has no context length");
+        loaded = std::make_unique<Context>(model, cp);
+        filled_tokens = loaded->state_load_file(p.load_state);
+        const int64_t n_pos = static_cast<int64_t>(loaded->seq_pos_max(0)) + 1;
+        if (n_pos != static_cast<int64_t>(filled_tokens.size()) || loaded->seq_pos_min(0) > 0) {
+            throw Error(p.load_state + ": the state holds positions " + std::to_string(loaded->seq_pos_min(0)) + ".." +
+                        std::to_string(n_pos - 1) + " but lists " + std::to_string(filled_tokens.size()) +
+                        " tokens (not a filled bench context)");
+        }
+    }
+    const uint32_t start = static_cast<uint32_t>(filled_tokens.size());
+    std::vector<uint32_t> depths = p.depths;
+    if (depths.empty()) depths.push_back(start);
+    std::sort(depths.begin(), depths.end());
+    depths.erase(std::unique(depths.begin(), depths.end()), depths.end());
+    if (depths.front() < start) {
+        throw Error("bench: depth " + std::to_string(depths.front()) + " is below the depth " + std::to_string(start) +
+                    " of " + p.load_state);
+    }
+    const uint64_t need = static_cast<uint64_t>(depths.back()) + n_test + 1;
+    if (need > (1u << 24)) throw Error("bench: depth " + std::to_string(depths.back()) + " is too large");
+    if (cp.n_ctx == 0) cp.n_ctx = static_cast<uint32_t>(need);
+    if (need > cp.n_ctx) {
+        throw Error("bench: depth " + std::to_string(depths.back()) + " plus " + std::to_string(n_test) +
+                    " test tokens does not fit the context of " + std::to_string(cp.n_ctx) + " cells");
+    }
+    std::unique_ptr<Context> filler_owner = loaded ? std::move(loaded) : std::make_unique<Context>(model, cp);
+    Context & filler = *filler_owner;
     std::vector<std::pair<std::string, std::unique_ptr<Context>>> modes;
     for (const bool dense : {false, true}) {
         if (dense ? !p.dense : !p.sparse) continue;
@@ -75,17 +110,20 @@ std::vector<DepthBenchResult> run_depth_bench(const std::shared_ptr<const Model>
 
     std::vector<DepthBenchResult> out;
     TokenSource fill_tokens(p.seed, model->n_vocab());
-    uint32_t filled = 0;
+    for (uint32_t i = 0; i < start; ++i) fill_tokens.next();  // continue the stream past the loaded tokens
+    uint32_t filled = start;
     for (const uint32_t depth : depths) {
         // Fill further to this depth (sparse), in pieces so the status line can follow.
         while (filled < depth) {
             const uint32_t step = std::min(depth - filled, n_batch * 8);
-            append(filler, fill_tokens, step, n_batch, "filling the context");
+            append(filler, fill_tokens, step, n_batch, "filling the context", with_states ? &filled_tokens : nullptr);
             filled += step;
             if (p.status) p.status("filling to depth " + std::to_string(depth) + ": " + std::to_string(filled));
         }
-        // A speed figure of a model whose activations blew up would mean nothing: check the last row.
-        if (filled > 0) {
+        if (!p.save_states_dir.empty()) filler.state_save_file(depth_state_path(p.save_states_dir, depth), filled_tokens);
+        // A speed figure of a model whose activations blew up would mean nothing: check the last row (none right
+        // after loading a state).
+        if (filler.n_outputs() > 0) {
             const float * row = filler.logits(filler.n_outputs() - 1);
             for (int32_t v = 0; v < model->n_vocab(); ++v) {
                 if (!std::isfinite(row[v])) throw Error("bench: non-finite logits at depth " + std::to_string(filled));

@@ -24,6 +24,17 @@ struct DepthBenchParams {
     bool dense = true;
     std::string type_k = "f16", type_v = "f16";
     uint64_t seed = 1;         // token ids are pseudo-random
+    // Context cells; 0 = the deepest depth plus the larger test (without state files) or the model's context
+    // length (with them, so a state saved by one run fits the context of any other run of the same model).
+    uint32_t n_ctx = 0;
+    // When not empty: after filling to each depth, the filler's state goes to DIR/depth-<depth>.ogstate
+    // (Context::state_save_file, the filled tokens as its token list).
+    std::string save_states_dir;
+    // When not empty: the filler starts from this state file instead of an empty context; its depth is the
+    // file's token count (checked against the restored positions). Depths below it are refused; deeper ones are
+    // filled from there with the pseudo-random stream advanced past the saved tokens, so the figures equal those
+    // of a run that filled everything itself. No depth given = the file's depth alone.
+    std::string load_state;
     // Called with a short status line while filling (for a progress display); may be empty.
     std::function<void(const std::string &)> status;
 };
@@ -40,7 +51,11 @@ struct DepthBenchResult {
     double ms_per_decoded_token() const { return n_gen ? 1000.0 * gen_seconds / n_gen : 0; }
 };
 
-// Throws offgrid::Error (depths beyond the model's context, a failed decode, ...).
+// Path of the state saved at `depth` under `dir`.
+std::string depth_state_path(const std::string & dir, uint32_t depth);
+
+// Throws offgrid::Error (depths beyond the model's context, a failed decode, a state file of another model or
+// context shape, ...).
 std::vector<DepthBenchResult> run_depth_bench(const std::shared_ptr<const Model> & model, const DepthBenchParams & params);
 
 }  // namespace offgrid::runtime

@@ -8,6 +8,8 @@
 
 #include "cli_helpers.h"
 #include "common/shared_dir.h"
+#include "offgrid/context.h"
+#include "runtime/default_model.h"
 
 namespace offgrid::test {
 namespace {
@@ -113,6 +115,64 @@ TEST(Perplexity, ChunksStartFresh) {
     const double want = reference_ppl(rows, 0, 300);
     EXPECT_NEAR(std::stod(m[1].str()), want, 1e-4 * want);
     ASSERT_TRUE(std::regex_search(r.out, m, std::regex("\\[3\\] tokens 600\\.\\.699: ppl ([0-9.]+)"))) << r.out;
+}
+
+// A q8_0 K/V cache on the golden long-chunks workload (its 700 token ids): perplexity within 1 % of the f16
+// cache's. The golden models have 16-wide heads, which q8_0 refuses (checked below), so the workload runs on the
+// tiny preset with 32-wide heads.
+TEST(Perplexity, Q8KvCacheWithinOnePercentOfF16OnTheGoldenLongWorkload) {
+    OFFGRID_REQUIRE_SHARED();
+    TempDir dir;
+    const std::string g = shared_dir() + "/golden";
+    const auto rows = read_logrec(g + "/expected/long-r1__14_long_chunks.bin");
+    ASSERT_GE(rows.size(), 700u);
+    const std::string ids = ids_file(dir, rows, 700);
+    model::qwen4exp::GenConfig cfg = model::qwen4exp::gen_preset("tiny");
+    cfg.head_dim = 32;
+    cfg.n_rot = 16;
+    const std::string model = dir.file("h32.gguf");
+    runtime::write_model_file(cfg, model);
+    auto ppl = [&](const std::string & type) {
+        const CmdResult r = run_offgrid("perplexity -m " + q(model) + " -f " + q(ids) + " --ids -c 300 -t 2 -ctk " +
+                                        type + " -ctv " + type);
+        EXPECT_EQ(r.status, 0) << r.err;
+        return final_ppl(r);
+    };
+    const double f16 = ppl("f16"), q8 = ppl("q8_0"), f32 = ppl("f32");
+    std::printf("[perplexity] golden long workload, 697 tokens: f32 %.6f, f16 %.6f, q8_0 %.6f (%+.4f %% vs f16)\n", f32,
+                f16, q8, 100.0 * (q8 - f16) / f16);
+    EXPECT_LE(std::fabs(q8 - f16), 0.01 * f16);
+    EXPECT_NE(q8, f16) << "the q8_0 cache must really be quantised";
+
+    // Memory per cache: q8_0 rows are 34 bytes per 32 elements, the indexer stays f16.
+    const auto m = Model::load(model);
+    ContextParams p16, p8;
+    p16.n_ctx = p8.n_ctx = 1024;
+    p8.type_k = p8.type_v = "q8_0";
+    const MemoryBreakdown a = Context(m, p16).memory_breakdown(), b = Context(m, p8).memory_breakdown();
+    std::printf("[perplexity] memory, f16: %s; q8_0: %s\n", a.describe().c_str(), b.describe().c_str());
+    EXPECT_EQ(b.attention_bytes * 64, a.attention_bytes * 34);
+    EXPECT_EQ(b.indexer_bytes, a.indexer_bytes);
+    EXPECT_EQ(b.recurrent_bytes, a.recurrent_bytes);
+
+    // A q8_0 state file is refused by an f16 context, naming the field.
+    {
+        Context c8(m, p8);
+        ASSERT_TRUE(c8.decode({BatchToken{5, -1, {0}, true}}).ok());
+        c8.state_save_file(dir.file("q8.state"), {5});
+        Context c16(m, p16);
+        try {
+            c16.state_load_file(dir.file("q8.state"));
+            ADD_FAILURE() << "an f16 context loaded a q8_0 state";
+        } catch (const std::exception & e) {
+            EXPECT_NE(std::string(e.what()).find("type_k"), std::string::npos) << e.what();
+        }
+    }
+
+    // 16-wide heads: refused with the reason.
+    expect_one_line_error(run_offgrid("perplexity -m " + q(g + "/models/long-r1.gguf") + " -f " + q(ids) +
+                                      " --ids -c 300 -ctv q8_0"),
+                          "multiple of 32");
 }
 
 TEST(Perplexity, TextUsesTheModelsTokenizer) {

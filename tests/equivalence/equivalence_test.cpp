@@ -1,6 +1,8 @@
 // Engine-against-engine equivalences through the public API, on a generated model whose QSA layers are sparse
 // (r = 4, budget 16 tokens, sequences of a few hundred tokens): the batch layout, the cell layout, state
-// round trips and sequence edits must not change what a sequence computes.
+// round trips and sequence edits must not change what a sequence computes. The tests of batch layout, streams,
+// state round trips, rollback and copy run with an f32 K/V cache and again with a q8_0 one (on the same model
+// with 32-wide heads, as q8_0 needs): quantised rows must not break any of these equivalences either.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,6 +10,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <string>
 
 #include "model/qwen4exp/gen_model.h"
 #include "offgrid/context.h"
@@ -19,9 +22,10 @@ using offgrid::Context;
 using offgrid::ContextParams;
 using Rows = std::vector<std::vector<float>>;
 
-std::shared_ptr<const offgrid::Model> sparse_model() {
-    static std::shared_ptr<const offgrid::Model> model = [] {
+std::shared_ptr<const offgrid::Model> make_sparse_model(uint32_t head_dim) {
+    {
         offgrid::model::qwen4exp::GenConfig cfg = offgrid::model::qwen4exp::gen_preset("tiny");
+        cfg.head_dim = head_dim;
         cfg.n_ctx = 2048;
         cfg.n_vocab = 512;
         cfg.qsa_ratio = 4;
@@ -29,12 +33,17 @@ std::shared_ptr<const offgrid::Model> sparse_model() {
         cfg.seed = 7;
         // One file per process: ctest runs every test in its own process, in parallel.
         const auto path =
-            (std::filesystem::temp_directory_path() / ("offgrid_equivalence_" + std::to_string(getpid()) + ".gguf")).string();
+            (std::filesystem::temp_directory_path() /
+             ("offgrid_equivalence_" + std::to_string(getpid()) + "_" + std::to_string(head_dim) + ".gguf")).string();
         offgrid::model::qwen4exp::generate_model(cfg).write_file(path);
         auto model = offgrid::Model::load(path);
         std::filesystem::remove(path);  // the mapping stays valid
         return model;
-    }();
+    }
+}
+
+std::shared_ptr<const offgrid::Model> sparse_model() {
+    static std::shared_ptr<const offgrid::Model> model = make_sparse_model(16);
     return model;
 }
 
@@ -46,6 +55,23 @@ ContextParams params(uint32_t n_seq_max = 1, bool unified = false) {
     p.type_k = p.type_v = "f32";
     return p;
 }
+
+// The K/V cache type of the parameterised tests: "f32" on the 16-wide-head model, "q8_0" on a 32-wide one.
+// Member functions named like the helpers above, so the test bodies read the same for both.
+class ByCacheType : public ::testing::TestWithParam<const char *> {
+protected:
+    static bool q8() { return std::string(GetParam()) == "q8_0"; }
+    static std::shared_ptr<const offgrid::Model> sparse_model() {
+        if (!q8()) return ::sparse_model();
+        static std::shared_ptr<const offgrid::Model> model = make_sparse_model(32);
+        return model;
+    }
+    static ContextParams params(uint32_t n_seq_max = 1, bool unified = false) {
+        ContextParams p = ::params(n_seq_max, unified);
+        p.type_k = p.type_v = GetParam();
+        return p;
+    }
+};
 
 std::vector<int32_t> tokens(int n, uint32_t seed) {
     std::vector<int32_t> out;
@@ -92,7 +118,7 @@ void expect_close(const char * what, const Rows & a, const Rows & b, double tol)
 
 Rows tail(const Rows & rows, size_t n) { return Rows(rows.end() - static_cast<long>(n), rows.end()); }
 
-TEST(Equivalence, OneBatchEqualsTokenByTokenEqualsChunksOf7EqualsUbatch5) {
+TEST_P(ByCacheType, OneBatchEqualsTokenByTokenEqualsChunksOf7EqualsUbatch5) {
     const auto toks = tokens(200, 1);
     Context one(sparse_model(), params());
     const Rows ref = decode(one, 0, toks);
@@ -110,7 +136,7 @@ TEST(Equivalence, OneBatchEqualsTokenByTokenEqualsChunksOf7EqualsUbatch5) {
 }
 
 // The sparse regime is really exercised: forcing dense attention changes the late rows.
-TEST(Equivalence, TheModelIsSparseHere) {
+TEST_P(ByCacheType, TheModelIsSparseHere) {
     const auto toks = tokens(200, 1);
     Context sparse(sparse_model(), params());
     ContextParams pd = params();
@@ -121,8 +147,8 @@ TEST(Equivalence, TheModelIsSparseHere) {
 
 // Four sequences decoded in interleaved multi-sequence calls: one shared stream (cells interleave) and one
 // stream per sequence compute the same rows.
-TEST(Equivalence, SharedStreamEqualsPerSequenceStreams) {
-    auto run = [](bool unified) {
+TEST_P(ByCacheType, SharedStreamEqualsPerSequenceStreams) {
+    auto run = [&](bool unified) {
         Context ctx(sparse_model(), params(4, unified));
         Rows rows;
         const int32_t n_vocab = ctx.model().n_vocab();
@@ -144,7 +170,7 @@ TEST(Equivalence, SharedStreamEqualsPerSequenceStreams) {
     expect_close("unified vs per-sequence streams", shared, separate, 1e-5);
 }
 
-TEST(Equivalence, SaveRestoreContinueEqualsUninterrupted) {
+TEST_P(ByCacheType, SaveRestoreContinueEqualsUninterrupted) {
     const auto a = tokens(150, 2), b = tokens(60, 3);
     Context ref(sparse_model(), params(2));
     decode(ref, 1, a);
@@ -164,7 +190,7 @@ TEST(Equivalence, SaveRestoreContinueEqualsUninterrupted) {
     expect_close("sequence restore into another id + continue vs uninterrupted", want, decode(third, 0, b), 1e-6);
 }
 
-TEST(Equivalence, RemoveASuffixAndRedecodeEqualsFresh) {
+TEST_P(ByCacheType, RemoveASuffixAndRedecodeEqualsFresh) {
     ContextParams p = params();
     p.n_rs_seq = 4;
     const auto prefix = tokens(120, 4), last = tokens(8, 5), redo = tokens(3, 6), more = tokens(30, 7);
@@ -186,7 +212,7 @@ TEST(Equivalence, RemoveASuffixAndRedecodeEqualsFresh) {
     expect_close("rollback + re-decode vs fresh", want, got, 1e-5);
 }
 
-TEST(Equivalence, CopyThenDivergentContinuationsEqualFreshDecodes) {
+TEST_P(ByCacheType, CopyThenDivergentContinuationsEqualFreshDecodes) {
     for (bool unified : {true, false}) {
         SCOPED_TRACE(unified ? "unified" : "per-sequence streams");
         const auto prefix = tokens(90, 8), a = tokens(70, 9), b = tokens(50, 10);
@@ -222,6 +248,51 @@ TEST(Equivalence, ShiftingAWholeSequenceChangesNoLogitOfItsContinuation) {
         EXPECT_EQ(shifted.seq_pos_max(0), 129 + delta);
         expect_close("shifted continuation vs unshifted", want, decode(shifted, 0, cont), 1e-3);
     }
+}
+
+INSTANTIATE_TEST_SUITE_P(Equivalence, ByCacheType, ::testing::Values("f32", "q8_0"),
+                         [](const ::testing::TestParamInfo<const char *> & i) { return std::string(i.param); });
+
+}  // namespace
+
+namespace {
+
+// PLE with shared tokens: a prompt decoded once for two sequences (every token in both), then divergent
+// continuations in one batch, give each sequence the logits it gets decoded alone.
+TEST(Equivalence, SharedTokensOnAPleModelEqualDecodingEachSequenceAlone) {
+    auto model = sparse_model();  // has PLE on layer 0
+    const auto prompt = tokens(23, 40), a = tokens(9, 41), b = tokens(6, 42);
+    ContextParams p = params(2, true);  // shared tokens need one stream
+    Context both(model, p);
+    std::vector<BatchToken> batch;
+    for (size_t i = 0; i < prompt.size(); ++i) batch.push_back({prompt[i], static_cast<int32_t>(i), {0, 1}, true});
+    const auto r = both.decode(batch);
+    ASSERT_TRUE(r.ok()) << r.message;
+    const int32_t n_vocab = both.model().n_vocab();
+    Rows shared;
+    for (int32_t k = 0; k < both.n_outputs(); ++k) shared.emplace_back(both.logits(k), both.logits(k) + n_vocab);
+    batch.clear();
+    for (size_t i = 0; i < std::max(a.size(), b.size()); ++i) {
+        const int32_t pos = static_cast<int32_t>(prompt.size() + i);
+        if (i < a.size()) batch.push_back({a[i], pos, {0}, true});
+        if (i < b.size()) batch.push_back({b[i], pos, {1}, true});
+    }
+    ASSERT_TRUE(both.decode(batch).ok());
+    Rows got_a, got_b;
+    for (size_t k = 0; k < batch.size(); ++k) {
+        Rows & dst = batch[k].seqs[0] == 0 ? got_a : got_b;
+        dst.emplace_back(both.logits(static_cast<int32_t>(k)), both.logits(static_cast<int32_t>(k)) + n_vocab);
+    }
+    auto alone = [&](const std::vector<int32_t> & cont) {
+        Context c(model, params());
+        std::vector<int32_t> all = prompt;
+        all.insert(all.end(), cont.begin(), cont.end());
+        return decode(c, 0, all);
+    };
+    const Rows want_a = alone(a), want_b = alone(b);
+    expect_close("shared prompt (seqs 0 and 1) vs alone", Rows(want_a.begin(), want_a.begin() + 23), shared, 1e-5);
+    expect_close("continuation of seq 0 after the shared prompt vs alone", tail(want_a, a.size()), got_a, 1e-5);
+    expect_close("continuation of seq 1 after the shared prompt vs alone", tail(want_b, b.size()), got_b, 1e-5);
 }
 
 }  // namespace

@@ -286,6 +286,15 @@ TEST(Glm5Next, OneBatchEqualsTokenByTokenEqualsChunksOf7EqualsUbatch5) {
     expect_close("ubatch 5 vs one batch", ref, decode(ub5, 0, toks), 1e-5);
 }
 
+TEST(Glm5Next, ResultsDoNotDependOnTheThreadCount) {
+    const auto toks = tokens(90, 31);
+    Context one(tiny(), params());
+    ContextParams p3 = params();
+    p3.n_threads = 3;
+    Context three(tiny(), p3);
+    expect_close("3 threads vs 1", decode(one, 0, toks, 9), decode(three, 0, toks, 9), 0.0);
+}
+
 TEST(Glm5Next, UnifiedEqualsPerSequenceStreams) {
     auto run = [](bool unified) {
         Context ctx(tiny(), params(4, unified));

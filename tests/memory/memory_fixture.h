@@ -26,6 +26,7 @@ inline CacheShape small_shape(bool recurrent = true, bool indexer = true) {
     s.ple_floats = 0;
     s.type_k = tensor::ElemType::F32;
     s.type_v = tensor::ElemType::F32;
+    s.type_idx = tensor::ElemType::F32;
     return s;
 }
 

@@ -116,7 +116,7 @@ TEST(Memory, T28_CellsPerStream) {
 
 TEST(Memory, BreakdownCountsEveryCache) {
     MemoryParams p = small_params(64, 2, true, 3, 16, 2);
-    p.shape.type_k = tensor::ElemType::F16;
+    p.shape.type_k = p.shape.type_idx = tensor::ElemType::F16;
     HybridMemory mem(p);
     uint64_t k = 0, v = 0, idx = 0, conv = 0;
     for (auto & e : mem.breakdown()) {

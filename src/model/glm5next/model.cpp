@@ -42,6 +42,7 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
     s.ple_floats = 0;
     s.type_k = type_k;
     s.type_v = type_v;
+    s.type_idx = type_k;
     return s;
 }
 

@@ -57,7 +57,7 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     if (shape.n_attn_layers != want.n_attn_layers || shape.k_width != want.k_width || shape.v_width != want.v_width ||
         shape.idx_width != want.idx_width || shape.n_recr_layers != want.n_recr_layers ||
         shape.conv_floats != want.conv_floats || shape.ssm_floats != want.ssm_floats ||
-        shape.ple_floats != want.ple_floats) {
+        shape.ple_floats != want.ple_floats || shape.type_idx != want.type_idx) {
         throw Error("forward: the cache shape does not match the model's");
     }
     if (hp.kpool > 0 && plan.kpool != hp.kpool) {

@@ -11,6 +11,7 @@
 #include "model/common/kpool_select.h"
 #include "model/qwen4exp/forward_internal.h"
 #include "ops/attention.h"
+#include "ops/cache_rows.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
@@ -37,7 +38,7 @@ std::array<int32_t, 4> text_pos(memory::Pos p) { return {p, p, p, 0}; }
 void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w, const float * a) {
     const Hparams & hp = b.hp;
     const size_t T = b.n_tokens, Di = hp.idx_dim, r = b.plan.kpool;
-    const tensor::ElemType type = b.shape.type_k;
+    const tensor::ElemType type = b.shape.type_idx;
     const size_t half_bytes = Di * elem_size(type);
     std::vector<float> kr(T * Di), zeros(Di, 0.0f);
     ops::matmul(w.idx_k, a, T, kr.data(), b.pool);
@@ -130,7 +131,7 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     std::vector<float> attn(T * D * H);
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
     const size_t budget = qsa ? hp.idx_top_k / r : 0;
-    const tensor::ElemType type_k = b.shape.type_k, type_v = b.shape.type_v;
+    const tensor::ElemType type_k = b.shape.type_k, type_v = b.shape.type_v, type_idx = b.shape.type_idx;
     const int n_threads = b.pool ? b.pool->n_threads() : 1;
     const bool per_token_parallel = T >= static_cast<size_t>(n_threads);
     ops::ThreadPool * inner = per_token_parallel ? nullptr : b.pool;
@@ -148,11 +149,11 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
             for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
         } else {
             // Score every visible pool: sum over indexer heads of relu(q . pooled key), heads in order.
-            common::pooled_keys(view, tp, static_cast<uint32_t>(r), b.storage, li, Di * elem_size(type_k), keys);
+            common::pooled_keys(view, tp, static_cast<uint32_t>(r), b.storage, li, Di * elem_size(type_idx), keys);
             scores.resize(tp.n_pools);
             const float * qt = &qi[t * Hi * Di];
             ops::parallel_for(inner, tp.n_pools, [&](size_t p0, size_t p1) {
-                ops::score_pools(qt, Hi, Di, std::span<const void * const>(keys).subspan(p0, p1 - p0), type_k,
+                ops::score_pools(qt, Hi, Di, std::span<const void * const>(keys).subspan(p0, p1 - p0), type_idx,
                                  scores.data() + p0);
             }, 1024);
             const std::vector<uint32_t> picked = common::best_pools(scores.data(), scores.size(), budget);
@@ -164,7 +165,10 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
             krows[j] = b.storage.k_row(li, cells[j]);
             vrows[j] = b.storage.v_row(li, cells[j]);
         }
-        const ops::CacheRows K{krows, type_k}, V{vrows, type_v};
+        // Q8_0 rows are widened to f32 first (ops/cache_rows.h); f32 and f16 rows are read in place.
+        std::vector<float> k_wide, v_wide;
+        const ops::CacheRows K = ops::widen_cache_rows({krows, type_k}, kvdim, k_wide, krows);
+        const ops::CacheRows V = ops::widen_cache_rows({vrows, type_v}, kvdim, v_wide, vrows);
         ops::parallel_for(inner, H, [&](size_t h0, size_t h1) {
             // The heads of one KV group read the same rows: one attend_heads call per group (in this range)
             // reads each K/V block once for all of them, with attend_head's bits for each.

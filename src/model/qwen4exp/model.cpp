@@ -26,8 +26,12 @@ Model Model::from_reader(gguf::Reader reader) {
 
 memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType type_v) const {
     for (auto t : {type_k, type_v}) {
-        if (t != tensor::ElemType::F32 && t != tensor::ElemType::F16) {
-            throw Error("cache type " + std::to_string(static_cast<uint32_t>(t)) + " is not supported (f32, f16)");
+        if (t != tensor::ElemType::F32 && t != tensor::ElemType::F16 && t != tensor::ElemType::Q8_0) {
+            throw Error("cache type " + std::to_string(static_cast<uint32_t>(t)) + " is not supported (f32, f16, q8_0)");
+        }
+        if (t == tensor::ElemType::Q8_0 && hp_.head_dim % 32 != 0) {
+            throw Error("cache type q8_0 needs a head size that is a multiple of 32 (its blocks of 32 must not "
+                        "straddle heads); this model's head size is " + std::to_string(hp_.head_dim));
         }
     }
     memory::CacheShape s;
@@ -42,6 +46,7 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
     s.ple_floats = hp_.has_ple ? (hp_.ple_conv_kernel - 1) * hp_.ple_ngram * hp_.hc * hp_.n_embd : 0;
     s.type_k = type_k;
     s.type_v = type_v;
+    s.type_idx = type_k == tensor::ElemType::Q8_0 ? tensor::ElemType::F16 : type_k;
     return s;
 }
 
@@ -52,12 +57,12 @@ MemoryTraits Model::memory_traits() const {
     return t;
 }
 
-std::string Model::check_token_seqs(const std::vector<memory::SeqId> & seqs) const {
-    if (seqs.size() > 1 && hp_.has_ple) {
-        return "a token shared by several sequences is not supported by a model with PLE n-gram embeddings";
-    }
-    return {};
-}
+// A token shared by several sequences has one cell and one hidden state, and the memory continues every
+// sequence of the set from its first sequence's recurrent row (PLE conv history included). Its PLE n-gram is
+// taken from that first sequence's predecessors, the history the whole set continues from: with equal
+// histories (a prompt decoded once for several sequences) every sequence gets exactly the row it would get
+// decoded alone. So no batch rule is needed beyond the memory's own.
+std::string Model::check_token_seqs(const std::vector<memory::SeqId> &) const { return {}; }
 
 ForwardResult Model::forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
                              ops::ThreadPool * pool, const ForwardOptions & options) const {

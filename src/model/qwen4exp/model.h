@@ -23,8 +23,9 @@ public:
     const Hparams & hparams() const { return hp_; }
     const Weights & weights() const { return w_; }
 
-    // What the memory must store for this model. type_k applies to K rows and indexer rows, type_v to V rows;
-    // both must be F32 or F16.
+    // What the memory must store for this model. type_k applies to K rows, type_v to V rows: F32, F16 or Q8_0
+    // (Q8_0 only when the head size is a multiple of 32, so no block straddles two heads). The indexer rows take
+    // type_k when it is F32 or F16, else F16.
     memory::CacheShape cache_shape(tensor::ElemType type_k = tensor::ElemType::F16,
                                    tensor::ElemType type_v = tensor::ElemType::F16) const override;
 
@@ -41,7 +42,7 @@ public:
     const gguf::Reader & reader() const override { return *reader_; }
     // Pools by order, no window (spec 5.5).
     MemoryTraits memory_traits() const override;
-    // A token's PLE n-gram is made of its own sequence's predecessors: with PLE a token belongs to one sequence.
+    // Shared tokens are allowed with PLE too (see model.cpp: the n-gram follows the set's first sequence).
     std::string check_token_seqs(const std::vector<memory::SeqId> & seqs) const override;
     ForwardResult forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
                           ops::ThreadPool * pool, const ForwardOptions & options) const override;
