@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One entry point for a fresh Debian 12 machine (run as root, from the repository root):
-#   scripts/setup.sh run    install what is missing, build (Release, tuned for this CPU), run the default model
+#   scripts/setup.sh run    install what is missing, build (Release, kernels dispatched at run time), run the default model
 #   scripts/setup.sh test   install what is missing, build, run the whole test suite (ctest)
 #   scripts/setup.sh build  install what is missing and build
 set -euo pipefail
