@@ -16,6 +16,7 @@ RecurrentCache::RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint3
     conv_.assign(shape.n_recr_layers, std::vector<float>(rows * conv_floats_));
     ssm_.assign(shape.n_recr_layers, std::vector<float>(rows * ssm_floats_));
     ple_.assign(rows * ple_floats_, 0.0f);
+    journal_touched_.assign(n_slots, 0);
 }
 
 uint32_t RecurrentCache::slot_floats() const {
@@ -56,24 +57,49 @@ void RecurrentCache::write_slot(uint32_t slot, uint32_t planes, const float * in
     for (uint32_t k = 0; k < planes; ++k) write_plane(slot, k, in + k * plane_floats);
 }
 
+void RecurrentCache::for_each_row(uint32_t slot, uint32_t planes, const RowFn & fn) {
+    for (uint32_t k = 0; k < planes; ++k) {
+        const uint32_t r = row(k, slot);
+        for (size_t l = 0; l < conv_.size(); ++l) {
+            fn(conv_[l].data() + (size_t)r * conv_floats_, conv_floats_);
+            fn(ssm_[l].data() + (size_t)r * ssm_floats_, ssm_floats_);
+        }
+        if (ple_floats_ > 0) fn(ple_.data() + (size_t)r * ple_floats_, ple_floats_);
+    }
+}
+
 void RecurrentCache::touch(uint32_t slot) {
-    if (!journal_on_ || journal_rows_.count(slot)) return;
-    std::vector<float> saved;
-    read_slot(slot, 1 + n_rs_seq_, saved);
-    journal_rows_[slot] = std::move(saved);
+    if (!journal_on_ || journal_touched_[slot]) return;
+    journal_touched_[slot] = 1;
+    // The k-th slot a call touches is saved into the k-th buffer, kept from call to call: a decode step copies
+    // the live rows once and allocates nothing.
+    const size_t k = journal_slots_.size();
+    journal_slots_.push_back(slot);
+    if (journal_bufs_.size() <= k) journal_bufs_.emplace_back();
+    std::vector<float> & buf = journal_bufs_[k];
+    if (buf.size() < slot_floats()) buf.resize(slot_floats());
+    float * out = buf.data();
+    for_each_row(slot, 1 + n_rs_seq_, [&](float * p, size_t n) {
+        std::memcpy(out, p, n * sizeof(float));
+        out += n;
+    });
 }
 
 void RecurrentCache::copy_slot(uint32_t dst, uint32_t src) {
     touch(dst);
-    std::vector<float> tmp;
-    read_slot(src, 1 + n_rs_seq_, tmp);
-    write_slot(dst, 1 + n_rs_seq_, tmp.data());
+    for (uint32_t k = 0; k < 1 + n_rs_seq_; ++k) {
+        const uint32_t rd = row(k, dst), rs = row(k, src);
+        for (uint32_t l = 0; l < conv_.size(); ++l) {
+            std::memcpy(conv(l, rd), conv(l, rs), 4ull * conv_floats_);
+            std::memcpy(ssm(l, rd), ssm(l, rs), 4ull * ssm_floats_);
+        }
+        if (ple_floats_ > 0) std::memcpy(ple(rd), ple(rs), 4ull * ple_floats_);
+    }
 }
 
 void RecurrentCache::zero_slot(uint32_t slot) {
     touch(slot);
-    std::vector<float> zeros(slot_floats(), 0.0f);
-    write_slot(slot, 1 + n_rs_seq_, zeros.data());
+    for_each_row(slot, 1 + n_rs_seq_, [](float * p, size_t n) { std::fill(p, p + n, 0.0f); });
 }
 
 void RecurrentCache::materialize(SeqId d) {
@@ -150,20 +176,25 @@ void RecurrentCache::clear() {
 void RecurrentCache::journal_begin() {
     journal_on_ = true;
     journal_seqs_ = seqs_;
-    journal_rows_.clear();
+    journal_forget();
+}
+
+void RecurrentCache::journal_forget() {
+    for (const uint32_t slot : journal_slots_) journal_touched_[slot] = 0;
+    journal_slots_.clear();
 }
 
 void RecurrentCache::journal_commit() {
     journal_on_ = false;
-    journal_rows_.clear();
+    journal_forget();
 }
 
 void RecurrentCache::journal_undo() {
     if (!journal_on_) return;
-    for (auto & [slot, saved] : journal_rows_) write_slot(slot, 1 + n_rs_seq_, saved.data());
+    for (size_t k = 0; k < journal_slots_.size(); ++k) write_slot(journal_slots_[k], 1 + n_rs_seq_, journal_bufs_[k].data());
     seqs_ = journal_seqs_;
     journal_on_ = false;
-    journal_rows_.clear();
+    journal_forget();
 }
 
 }  // namespace offgrid::memory

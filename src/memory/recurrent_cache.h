@@ -9,7 +9,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <functional>
 #include <vector>
 
 #include "memory/plan.h"
@@ -92,7 +92,11 @@ public:
     void restore_states(const std::vector<StateRecord> & recs, SeqId seq);
 
 private:
+    using RowFn = std::function<void(float *, size_t)>;
+    // fn(row data, floats) for every layer's conv and ssm rows, then the PLE row, of planes [0, planes).
+    void for_each_row(uint32_t slot, uint32_t planes, const RowFn & fn);
     void touch(uint32_t slot);          // journal a slot before it is written
+    void journal_forget();              // empties the journal (its buffers are kept for the next call)
     void materialize(SeqId d);          // give d its own copy of the shared state
     void detach_sharers(SeqId s);       // every sequence sharing s's slot gets its own copy
     void copy_slot(uint32_t dst, uint32_t src);
@@ -106,7 +110,9 @@ private:
 
     bool journal_on_ = false;
     std::vector<SeqState> journal_seqs_;
-    std::map<uint32_t, std::vector<float>> journal_rows_;
+    std::vector<uint8_t> journal_touched_;         // per slot: saved in this call
+    std::vector<uint32_t> journal_slots_;          // the saved slots, in order
+    std::vector<std::vector<float>> journal_bufs_; // journal_bufs_[k]: all planes of journal_slots_[k]
 };
 
 }  // namespace offgrid::memory
