@@ -3,7 +3,9 @@
 // than the caches:
 //   bus      every thread sums its half of the buffer with plain vector loads (the bound);
 //   matmul   ops::matmul of one token through the pool (the decode path);
-//   group    the same rows as 64 products in one ops::matmul_group.
+//   group    the same rows as 64 products in one ops::matmul_group;
+//   4 MiB    the same rows as 64 separate matmul calls (a decode step's matrix sizes);
+//   1 MiB    as 256 separate calls (an expert's matrix).
 // Prints the best GB/s of each over the rounds. usage: bench_stream [MiB=256] [threads=2] [rounds=7]
 #include <algorithm>
 #include <chrono>
@@ -67,7 +69,12 @@ int main(int argc, char ** argv) {
     for (int64_t r = 0; r < rows; r += per) tasks.push_back({m.row_slice(r, std::min(per, rows - r)), x.data(), 1, y.data() + r});
     ops::ThreadPool pool(threads);
     const double bytes = static_cast<double>(w.size()) * 4;
-    double best[3] = {0, 0, 0};
+    double best[5] = {0, 0, 0, 0, 0};
+    auto separate = [&](int64_t n_rows) {
+        for (int64_t r = 0; r < rows; r += n_rows) {
+            ops::matmul(m.row_slice(r, std::min(n_rows, rows - r)), x.data(), 1, y.data() + r, &pool);
+        }
+    };
     std::vector<float> sink(threads);
     for (int round = 0; round < rounds; ++round) {
         auto t0 = std::chrono::steady_clock::now();
@@ -82,8 +89,16 @@ int main(int argc, char ** argv) {
         t0 = std::chrono::steady_clock::now();
         ops::matmul_group(tasks, &pool);
         best[2] = std::max(best[2], bytes / seconds_of(t0) / 1e9);
+        t0 = std::chrono::steady_clock::now();
+        separate(rows / 64);
+        best[3] = std::max(best[3], bytes / seconds_of(t0) / 1e9);
+        t0 = std::chrono::steady_clock::now();
+        separate(rows / 256);
+        best[4] = std::max(best[4], bytes / seconds_of(t0) / 1e9);
     }
-    std::printf("%zu MiB, %d threads, best of %d: bus %.1f GB/s, matmul %.1f GB/s (%.0f %%), group %.1f GB/s (%.0f %%)\n",
-                mib, threads, rounds, best[0], best[1], 100 * best[1] / best[0], best[2], 100 * best[2] / best[0]);
+    std::printf("%zu MiB, %d threads, best of %d, GB/s (%% of bus): bus %.1f, matmul %.1f (%.0f), group %.1f (%.0f), "
+                "4 MiB %.1f (%.0f), 1 MiB %.1f (%.0f)\n",
+                mib, threads, rounds, best[0], best[1], 100 * best[1] / best[0], best[2], 100 * best[2] / best[0],
+                best[3], 100 * best[3] / best[0], best[4], 100 * best[4] / best[0]);
     return sink[0] == 12345.0f ? 1 : 0;
 }

@@ -1,7 +1,7 @@
 #include "ops/matmul_group.h"
 
 #include <algorithm>
-#include <array>
+#include <vector>
 
 #include "ops/cpu/dispatch.h"
 
@@ -11,7 +11,10 @@ namespace {
 
 // Below this many weight bytes per thread the wake-up and the barrier cost more than the rows.
 constexpr uint64_t kMinBytesPerPart = 64 * 1024;
-constexpr int kMaxGroupParts = ThreadPool::kMaxThreads;
+// Up to this many ranges per thread, claimed in order (as ThreadPool::parallel_for): a thread slowed down by
+// the machine leaves its later ranges to the others.
+constexpr int kPartsPerThread = 4;
+constexpr int kMaxGroupParts = ThreadPool::kMaxThreads * kPartsPerThread;
 
 // The cost of one row tile: its weight bytes (streamed once) and the multiply-adds for its tokens, in one
 // unit: a token costs 1/8 of the bytes (decode is memory-bound, prompts compute-bound).
@@ -38,8 +41,8 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
     }
     if (total == 0) return;
     const int threads = pool ? pool->n_threads() : 1;
-    const int parts = static_cast<int>(
-        std::clamp<uint64_t>(std::min<uint64_t>(threads, bytes / kMinBytesPerPart), 1, kMaxGroupParts));
+    const int parts = threads == 1 ? 1 : static_cast<int>(std::clamp<uint64_t>(
+        std::min<uint64_t>(static_cast<uint64_t>(threads) * kPartsPerThread, bytes / kMinBytesPerPart), 1, kMaxGroupParts));
     auto run_range = [&](Cut from, Cut to) {
         for (size_t i = from.task; i <= to.task && i < tasks.size(); ++i) {
             const MatmulTask & t = tasks[i];
@@ -57,7 +60,9 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
         return;
     }
     // Cut p is the first tile whose cost starts at or after p/parts of the total; part p runs [cut p, cut p+1).
-    std::array<Cut, kMaxGroupParts + 1> cuts;
+    thread_local std::vector<Cut> cut_scratch;  // only grows
+    cut_scratch.resize(static_cast<size_t>(parts) + 1);
+    std::vector<Cut> & cuts = cut_scratch;  // the caller's: a thread_local named in the lambda would be the worker's
     cuts[0] = {0, 0};
     cuts[parts] = {tasks.size(), 0};
     size_t task = 0;

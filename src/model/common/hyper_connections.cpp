@@ -1,8 +1,10 @@
 #include "model/common/hyper_connections.h"
 
 #include <cstring>
+#include <span>
 
 #include "ops/elementwise.h"
+#include "ops/matmul_group.h"
 
 namespace offgrid::model::common {
 
@@ -26,13 +28,20 @@ void mean_of_streams(const float * R, size_t n, size_t hc, size_t E, float * out
 void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float * R, size_t n, float * mixed,
                   float * inject, ops::ThreadPool * pool) {
     const size_t E = s.E, hc = s.hc, dim = hc * E, lr = s.lr;
-    std::vector<float> xn(n * dim), lo(n * lr), g(n * dim);
+    // Scratch that only grows (per thread): a decode step allocates nothing here.
+    thread_local std::vector<float> xn, lo, g;
+    if (xn.size() < n * dim) xn.resize(n * dim);
+    if (lo.size() < n * lr) lo.resize(n * lr);
+    if (g.size() < n * dim) g.resize(n * dim);
     for (size_t t = 0; t < n; ++t) {
         for (size_t h = 0; h < hc; ++h) {
             ops::rms_norm(R + t * dim + h * E, E, s.eps, w.norm.data() + h * E, xn.data() + t * dim + h * E);
         }
     }
-    ops::matmul(w.down, xn.data(), n, lo.data(), pool);
+    // The low-rank down projection and the inject logits read the same normed streams: one parallel region.
+    const int64_t tokens = static_cast<int64_t>(n);
+    const ops::MatmulTask first[2] = {{w.down, xn.data(), tokens, lo.data()}, {w.inject, xn.data(), tokens, inject}};
+    ops::matmul_group(std::span<const ops::MatmulTask>(first, inject ? 2 : 1), pool);
     const float inv_hc = 1.0f / static_cast<float>(hc);
     for (float & v : lo) v = ops::silu(v * inv_hc);  // scaled before the activation
     ops::matmul(w.up, lo.data(), n, g.data(), pool);
@@ -46,7 +55,6 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
             out[i] = sum * inv_hc;
         }
     }
-    if (inject) ops::matmul(w.inject, xn.data(), n, inject, pool);
 }
 
 void gated_hc_combine(const GatedHcShape & s, float * R, const float * y, const float * inject, size_t n) {
