@@ -6,7 +6,7 @@
 //   group    the same rows as 64 products in one ops::matmul_group;
 //   4 MiB    the same rows as 64 separate matmul calls (a decode step's matrix sizes);
 //   1 MiB    as 256 separate calls (an expert's matrix).
-// Prints the best GB/s of each over the rounds. usage: bench_stream [MiB=256] [threads=2] [rounds=7]
+// Prints the best GB/s of each over the rounds. usage: bench_stream [MiB=256] [threads=2] [rounds=7] [cols=1024]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -59,7 +59,7 @@ int main(int argc, char ** argv) {
     const size_t mib = argc > 1 ? std::strtoul(argv[1], nullptr, 10) : 256;
     const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
     const int rounds = argc > 3 ? std::atoi(argv[3]) : 7;
-    const int64_t cols = 1024;
+    const int64_t cols = argc > 4 ? std::atoi(argv[4]) : 1024;
     const int64_t rows = static_cast<int64_t>(mib << 20) / (cols * 4);
     std::vector<float> w(static_cast<size_t>(rows * cols)), x(cols, 1.0f), y(static_cast<size_t>(rows));
     for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<float>(i % 7) * 0.01f;
