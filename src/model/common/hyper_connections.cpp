@@ -26,16 +26,28 @@ void mean_of_streams(const float * R, size_t n, size_t hc, size_t E, float * out
     }
 }
 
+void prepare_gated_hc(GatedHcWeights & w) {
+    const size_t dim = static_cast<size_t>(w.up.rows), lr = static_cast<size_t>(w.up.cols);
+    std::vector<float> row(lr);
+    w.up_t.assign(lr * dim, 0.0f);
+    for (size_t o = 0; o < dim; ++o) {
+        ops::dequantize_matrix_row(w.up, static_cast<int64_t>(o), row.data());
+        for (size_t k = 0; k < lr; ++k) w.up_t[k * dim + o] = row[k];
+    }
+}
+
 void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float * R, size_t n, float * mixed,
                   float * inject, ops::ThreadPool * pool) {
     const size_t E = s.E, hc = s.hc, dim = hc * E, lr = s.lr;
+    const bool transposed = w.up_t.size() == lr * dim;
     // Scratch that only grows (per thread): a decode step allocates nothing here.
     thread_local std::vector<float> xn, lo, g;
     if (xn.size() < n * dim) xn.resize(n * dim);
     if (lo.size() < n * lr) lo.resize(n * lr);
-    if (g.size() < n * dim) g.resize(n * dim);
+    if (!transposed && g.size() < n * dim) g.resize(n * dim);
     // Pointers, not the thread_local names, inside the lambdas (those would be each worker's own buffers).
     float * const xnp = xn.data();
+    float * const lop = lo.data();
     float * const gp = g.data();
     // Per-stream norms and the gated mean are independent per stream and per element: with several tokens they
     // are spread over the pool, each value computed by one thread with the same arithmetic (for one token the
@@ -49,24 +61,39 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
     }, 2);
     // The low-rank down projection and the inject logits read the same normed streams: one parallel region.
     const int64_t tokens = static_cast<int64_t>(n);
-    const ops::MatmulTask first[2] = {{w.down, xnp, tokens, lo.data()}, {w.inject, xnp, tokens, inject}};
+    const ops::MatmulTask first[2] = {{w.down, xnp, tokens, lop}, {w.inject, xnp, tokens, inject}};
     ops::matmul_group(std::span<const ops::MatmulTask>(first, inject ? 2 : 1), pool);
     const float inv_hc = 1.0f / static_cast<float>(hc);
-    for (size_t i = 0; i < n * lr; ++i) lo[i] = ops::silu(lo[i] * inv_hc);  // scaled before the activation
-    ops::matmul(w.up, lo.data(), tokens, gp, pool);
+    for (size_t i = 0; i < n * lr; ++i) lop[i] = ops::silu(lop[i] * inv_hc);  // scaled before the activation
+    if (!transposed) ops::matmul(w.up, lop, tokens, gp, pool);
+    // Gate logits (g = up lo: with up_t, lr axpys in k order per output, computed block by block right where
+    // they are used) and the gated mean over the streams, streams summed in order.
     constexpr size_t kBlock = 256;  // elements of one token's output per range unit
     const size_t blocks = (E + kBlock - 1) / kBlock;
+    const float * const up_t = w.up_t.data();
     ops::parallel_for(spread, n * blocks, [&](size_t b0, size_t b1) {
+        float gate[kBlock], sum[kBlock];
         for (size_t b = b0; b < b1; ++b) {
-            const size_t t = b / blocks, i0 = (b % blocks) * kBlock, i1 = std::min(E, i0 + kBlock);
+            const size_t t = b / blocks, i0 = (b % blocks) * kBlock, m = std::min(E, i0 + kBlock) - i0;
             const float * x = xnp + t * dim;
-            const float * gt = gp + t * dim;
-            float * out = mixed + t * E;
-            for (size_t i = i0; i < i1; ++i) {
-                float sum = 0.0f;
-                for (size_t h = 0; h < hc; ++h) sum += x[h * E + i] * ops::sigmoid(gt[h * E + i]);
-                out[i] = sum * inv_hc;
+            const float * l = lop + t * lr;
+            for (size_t i = 0; i < m; ++i) sum[i] = 0.0f;
+            for (size_t h = 0; h < hc; ++h) {
+                const size_t at = h * E + i0;
+                if (transposed) {
+                    for (size_t i = 0; i < m; ++i) gate[i] = l[0] * up_t[at + i];
+                    for (size_t k = 1; k < lr; ++k) {
+                        const float lk = l[k];
+                        const float * u = up_t + k * dim + at;
+                        for (size_t i = 0; i < m; ++i) gate[i] += lk * u[i];
+                    }
+                } else {
+                    for (size_t i = 0; i < m; ++i) gate[i] = gp[t * dim + at + i];
+                }
+                for (size_t i = 0; i < m; ++i) sum[i] += x[at + i] * ops::sigmoid(gate[i]);
             }
+            float * out = mixed + t * E + i0;
+            for (size_t i = 0; i < m; ++i) out[i] = sum[i] * inv_hc;
         }
     }, 2);
 }

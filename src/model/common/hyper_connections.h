@@ -27,7 +27,14 @@ struct GatedHcWeights {
     ops::Matrix down;          // lr x hc*E
     ops::Matrix up;            // hc*E x lr
     ops::Matrix inject;        // hc x hc*E (absent for the final mixer)
+    // `up` dequantised and transposed (lr x hc*E), set by prepare_gated_hc: its rows are only lr wide, so as a
+    // product it costs a horizontal sum per output (4096 a token); transposed it is lr axpys over the outputs.
+    // Empty: the mixer multiplies `up` as a matrix.
+    std::vector<float> up_t;
 };
+
+// Fills w.up_t from w.up (once, at load).
+void prepare_gated_hc(GatedHcWeights & w);
 
 struct GatedHcShape {
     size_t E, hc, lr;
