@@ -137,7 +137,6 @@ void ThreadPool::run_parts(int n_parts, const std::function<void(int)> & fn) {
     error_ = nullptr;
     parts_done_.store(0, std::memory_order_relaxed);
     ++generation_;
-    ++jobs_started_;
     ticket_.store(ticket(generation_, static_cast<uint32_t>(n_parts), 0));  // publishes job_ (seq_cst)
     if (sleepers_.load() > 0) {
         { std::lock_guard<std::mutex> lock(sleep_mutex_); }

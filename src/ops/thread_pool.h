@@ -46,9 +46,6 @@ public:
     // Same rules as parallel_for.
     void run_parts(int n_parts, const std::function<void(int)> & fn);
 
-    // Jobs handed to workers so far (the ones run inline are not counted): for benchmarks and tests.
-    uint64_t jobs_started() const { return jobs_started_; }
-
 private:
     void worker_loop();
     void stop_workers();  // wakes every worker with stop_ set and joins it
@@ -72,7 +69,6 @@ private:
     std::atomic<uint64_t> ticket_{0};
     std::atomic<int> parts_done_{0};
     uint32_t generation_ = 0;  // the caller's own copy of the current generation
-    uint64_t jobs_started_ = 0;
 
     std::mutex error_mutex_;
     std::exception_ptr error_;
