@@ -100,15 +100,29 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     const size_t E = hp.n_embd, hc = hp.hc;
     const Weights & w = model.weights();
 
+    // Buffers of the pass, per thread, that only grow (every element used below is written before it is read), so
+    // a decode step allocates none of them.
+    struct Scratch {
+        std::vector<float> R, a, y, inject, u, R_out, x_out;
+    };
+    thread_local Scratch scratch;
+    auto sized = [](std::vector<float> & v, size_t n) -> std::vector<float> & {
+        if (v.size() < n) v.resize(n);
+        return v;
+    };
+    std::vector<float> & R = sized(scratch.R, T * hc * E);
+    std::vector<float> & a = sized(scratch.a, T * E);
+    std::vector<float> & y = sized(scratch.y, T * E);
+    std::vector<float> & inject = sized(scratch.inject, T * hc);
+    std::vector<float> & u = scratch.u;
+
     // Embeddings, copied into every hyper-connection stream.
-    std::vector<float> R(T * hc * E), a(T * E), y(T * E), inject(T * hc);
     for (size_t t = 0; t < T; ++t) {
         ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a.data() + t * E);
     }
     common::broadcast_to_streams(a.data(), T, hc, E, R.data());
-    std::vector<float> u;
     if (hp.has_ple) {
-        u.resize(T * E);
+        sized(u, T * E);
         detail::ple_embeddings(b, u.data());
     }
 
@@ -133,17 +147,18 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     }
 
     // Final mixer and head, for the output rows only.
-    std::vector<float> R_out;
-    for (size_t t = 0; t < T; ++t) {
-        if (plan.tokens[t].output) R_out.insert(R_out.end(), R.begin() + t * hc * E, R.begin() + (t + 1) * hc * E);
-    }
-    const size_t n_out = R_out.size() / (hc * E);
+    size_t n_out = 0;
+    for (size_t t = 0; t < T; ++t) n_out += plan.tokens[t].output ? 1 : 0;
     if (n_out == 0) return result;
+    std::vector<float> & R_out = sized(scratch.R_out, n_out * hc * E);
+    for (size_t t = 0, k = 0; t < T; ++t) {
+        if (plan.tokens[t].output) std::copy(R.begin() + t * hc * E, R.begin() + (t + 1) * hc * E, R_out.begin() + k++ * hc * E);
+    }
     if (options.logits) {
-        std::vector<float> x_out(n_out * E);
+        std::vector<float> & x_out = sized(scratch.x_out, n_out * E);
         common::gated_hc_mix(hcs, w.output_hc, R_out.data(), n_out, x_out.data(), nullptr, pool);
         result.logits.resize(n_out * hp.n_vocab);
-        ops::matmul(w.output, x_out.data(), n_out, result.logits.data(), pool);
+        ops::matmul(w.output, x_out.data(), static_cast<int64_t>(n_out), result.logits.data(), pool);
     }
     return result;
 }
