@@ -4,7 +4,7 @@
 // busy machine: "pointers" (per-token pointer lists, ops::score_pools, top_k + sort, attend_heads: the path before
 // issue 9) and "rows" (cells addressed through the row tables, ops::score_pool_rows, the O(n) best_pools,
 // ops::attend_rows). One thread. Prints microseconds per QSA layer and what that is per 1k tokens of context.
-//   bench_sparse_step [-d 4096,16384,65536] [-n REPS]
+//   bench_sparse_step [-d 4096,16384,65536] [-n REPS] [--warm]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -105,10 +105,18 @@ void step_rows(const Cache & c, const memory::TokenPlan & tp, const float * q, c
     }
 }
 
+// Written between repetitions so that every repetition reads the cache rows from memory, as a decode step
+// does (the weights of the other layers pass through the caches in between).
+std::vector<uint8_t> g_flush;
+bool g_cold = true;
+
 template <typename F>
 double best_us(int reps, F && f) {
     double best = 1e30;
     for (int i = 0; i < reps; ++i) {
+        if (g_cold) {
+            for (size_t j = 0; j < g_flush.size(); j += 64) g_flush[j] = static_cast<uint8_t>(g_flush[j] + 1);
+        }
         const auto t0 = std::chrono::steady_clock::now();
         f();
         const auto t1 = std::chrono::steady_clock::now();
@@ -125,12 +133,17 @@ int main(int argc, char ** argv) {
     runtime::ArgParser args;
     args.text({"-d", "--depths"}, &depths);
     args.integer({"-n", "--reps"}, &reps, 1, 100000);
+    bool warm = false;
+    args.flag({"--warm"}, &warm);
     if (!args.parse(std::vector<std::string>(argv + 1, argv + argc))) {
-        std::printf("usage: bench_sparse_step [-d 4096,16384,65536] [-n REPS (20)]\n");
+        std::printf("usage: bench_sparse_step [-d 4096,16384,65536] [-n REPS (20)] [--warm]\n");
         return 0;
     }
-    std::printf("isa %s, one thread, best of %lld, microseconds per QSA layer and decode token\n",
-                ops::cpu::isa_name(ops::cpu::active_isa()), static_cast<long long>(reps));
+    g_cold = !warm;
+    if (g_cold) g_flush.assign(size_t{256} << 20, 0);
+    std::printf("isa %s, one thread, best of %lld, %s, microseconds per QSA layer and decode token\n",
+                ops::cpu::isa_name(ops::cpu::active_isa()), static_cast<long long>(reps),
+                g_cold ? "cache rows read from memory (256 MiB written between repetitions)" : "warm caches");
     std::printf("| depth | pointers us | rows us | ratio | rows us per 1k tokens |\n|---:|---:|---:|---:|---:|\n");
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 1.0f);
