@@ -5,6 +5,7 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,7 @@ using tensor::ElemType;
 const cpu::TypeKernels * active_kernels(ElemType type) { return cpu::kernels_for(type, cpu::active_isa()); }
 
 const cpu::TypeKernels & f32_kernels() {
-    static const cpu::TypeKernels * k = active_kernels(ElemType::F32);
+    static const cpu::TypeKernels * k = cpu::kernels_for(ElemType::F32, cpu::active_isa());
     return *k;
 }
 
@@ -39,7 +40,8 @@ std::vector<float> & row_scratch() {
     return buf;
 }
 
-// Activations in the kernel's format: the f32 rows themselves, or each token row quantised on its own.
+// Activations in the kernel's format: the f32 rows themselves, or each token row quantised on its own (into
+// 64-byte aligned scratch, so the blocks' vectors never straddle cache lines when the row size allows it).
 const uint8_t * prepare_activations(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
                                     size_t & stride) {
     if (k == nullptr || k->act_type == ElemType::F32) {
@@ -48,9 +50,11 @@ const uint8_t * prepare_activations(const cpu::TypeKernels * k, const float * x,
     }
     stride = cpu::act_row_bytes(k->act_type, cols);
     std::vector<uint8_t> & buf = act_scratch();
-    if (buf.size() < stride * static_cast<size_t>(n_tokens)) buf.resize(stride * static_cast<size_t>(n_tokens));
-    for (int64_t t = 0; t < n_tokens; ++t) k->quantize_act(x + t * cols, buf.data() + t * stride, cols);
-    return buf.data();
+    const size_t need = stride * static_cast<size_t>(n_tokens) + 64;
+    if (buf.size() < need) buf.resize(need);
+    uint8_t * base = buf.data() + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64);
+    for (int64_t t = 0; t < n_tokens; ++t) k->quantize_act(x + t * cols, base + t * stride, cols);
+    return base;
 }
 
 // Activation bytes a thread keeps hot while it sweeps its rows: a chunk of token rows that fits in L2 next to the

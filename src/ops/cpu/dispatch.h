@@ -44,14 +44,19 @@ constexpr int kTileMax = 4;            // dot_tile handles at most this many row
 // generic path: dequantise the row, then the F32 dot).
 const TypeKernels * kernels_for(tensor::ElemType type, Isa isa);
 
+// The exact entry of a type at a level whatever OFFGRID_QUANT_ACT selects: f32 activations, weights dequantised
+// exactly (the float kernels and the quantised types' exact entries). The driver takes it for a row width the
+// table entry's activation blocks cannot hold; tests take it as the exact mode.
+const TypeKernels * exact_kernels_for(tensor::ElemType type, Isa isa);
+
 // The int8 variant of the Q8_0 kernels: activations quantised to Q8_0 per token row, exact integer block dots
-// (AVX2 maddubs, AVX-512 VNNI vpdpbusd). Not in the table: its activation rounding moves logits about as far
-// from the exact result as llama.cpp's own Q8_0 path does, while the f32-activation entry is exact and, measured
-// in bench_kernels, close in speed (docs/kernels.md). OFFGRID_Q8_0_ACT=q8_0 puts it in the table (read once),
-// for speed comparisons.
+// (AVX2 maddubs, AVX-512 VNNI vpdpbusd). In the table only under OFFGRID_QUANT_ACT=int8 (measurement): its
+// activation rounding moves logits about as far from the exact result as llama.cpp's own Q8_0 path does
+// (docs/kernels.md).
 const TypeKernels * q8_0_int8_kernels(Isa isa);
 
-// Bytes of one activation row of n elements in act_type (n elements of F32, or whole blocks).
+// Bytes of one activation row of n elements in act_type (n elements of F32, or whole blocks; Q16_K rows end
+// with a zero-padded block when n is not a multiple of 256).
 size_t act_row_bytes(tensor::ElemType act_type, int64_t n);
 
 }  // namespace offgrid::ops::cpu

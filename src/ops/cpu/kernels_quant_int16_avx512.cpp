@@ -1,0 +1,202 @@
+// AVX-512 (VNNI) int16 kernels: each group of 32 weights is widened once to int16 and multiplied by its
+// per-16 scales (vpmullw), then dotted with every token's Q16_K quants by vpmaddwd / vpdpwssd (32 products
+// per instruction). The 16 int32 lanes of a super-block are folded to the contract's 8 (lanes l and l + 8
+// hold the elements with (i mod 16) / 2 == l) before the float step, so the bits equal the Scalar twin's
+// (kernels_quant_int16.h). A tile decodes each weight block once for all its tokens.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ops/cpu/kernels_quant_int16_decode.h"
+#endif
+
+#include "ops/cpu/kernels_quant_int16.h"
+
+namespace offgrid::ops::cpu::quant {
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+
+namespace {
+
+inline __m512i load512(const void * p) { return _mm512_loadu_si512(p); }
+inline __m256i fold16(__m512i p) { return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1)); }
+
+// The 8 groups of a decoded block as scaled int16 (value * scale of its 16-half).
+inline void widen_scaled(const KDecoded & k, __m512i wz[8]) {
+    const __m512i sv = _mm512_castsi256_si512(k.sc16);
+    const __m512i halves = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            0, 0, 0, 0, 0, 0, 0, 0);
+    for (int g = 0; g < 8; ++g) {
+        const __m512i idx = _mm512_add_epi16(halves, _mm512_set1_epi16(static_cast<short>(2 * g)));
+        wz[g] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(k.g[g]), _mm512_permutexvar_epi16(idx, sv));
+    }
+}
+
+template <class T, int NT>
+inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const typename T::Block *>(wrow);
+    __m256 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        KDecoded k;
+        T::decode(w[b], k);
+        __m512i wz[8];
+        widen_scaled(k, wz);
+        __m256i m8 = _mm256_setzero_si256();
+        __m512i m16 = _mm512_setzero_si512();
+        if constexpr (T::kMins == Mins::Per32) m8 = _mm256_cvtepu8_epi32(k.mins);
+        if constexpr (T::kMins == Mins::Per16) m16 = _mm512_cvtepu8_epi32(k.mins);
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ16_K & a = act[t][b];
+            __m512i p0 = _mm512_madd_epi16(wz[0], load512(a.qs));
+            __m512i p1 = _mm512_madd_epi16(wz[1], load512(a.qs + 32));
+            p0 = _mm512_dpwssd_epi32(p0, wz[2], load512(a.qs + 64));
+            p1 = _mm512_dpwssd_epi32(p1, wz[3], load512(a.qs + 96));
+            p0 = _mm512_dpwssd_epi32(p0, wz[4], load512(a.qs + 128));
+            p1 = _mm512_dpwssd_epi32(p1, wz[5], load512(a.qs + 160));
+            p0 = _mm512_dpwssd_epi32(p0, wz[6], load512(a.qs + 192));
+            p1 = _mm512_dpwssd_epi32(p1, wz[7], load512(a.qs + 224));
+            const __m256i p = fold16(_mm512_add_epi32(p0, p1));
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(k.d * a.d), acc[t]);
+            if constexpr (T::kMins == Mins::Per32) {
+                const __m256i m = _mm256_mullo_epi32(m8, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a.bsums32)));
+                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), acc[t]);
+            }
+            if constexpr (T::kMins == Mins::Per16) {
+                const __m256i m = fold16(_mm512_mullo_epi32(m16, load512(a.bsums16)));
+                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), acc[t]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
+}
+
+template <class T, int NT>
+inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const typename T::Block *>(wrow);
+    __m256 acc[2][NT];
+    for (int t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+    auto block = [&](int64_t b, __m256 * ac) {
+        const __m512i wz = _mm512_cvtepi8_epi16(T::values(w[b]));
+        const float dw = _cvtsh_ss(w[b].d);
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ16_K & a = act[t][b / 8];
+            const __m256i p = fold16(_mm512_madd_epi16(wz, load512(a.qs + 32 * (b % 8))));
+            ac[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), ac[t]);
+        }
+    };
+    const int64_t nb = n / kQK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        block(b, acc[0]);
+        block(b + 1, acc[1]);
+    }
+    if (b < nb) block(b, acc[0]);
+    for (int t = 0; t < NT; ++t) out[t] = reduce8(_mm256_add_ps(acc[0][t], acc[1][t]));
+}
+
+template <class T, bool K, int NT>
+inline void dot_row_n(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    if constexpr (K) {
+        dot_row_k<T, NT>(wrow, act, n, out);
+    } else {
+        dot_row_32<T, NT>(wrow, act, n, out);
+    }
+}
+
+template <class T, bool K>
+inline void dot_row(const void * wrow, const BlockQ16_K * const * act, int64_t n, int nt, float * out) {
+    switch (nt) {
+        case 1: return dot_row_n<T, K, 1>(wrow, act, n, out);
+        case 2: return dot_row_n<T, K, 2>(wrow, act, n, out);
+        case 3: return dot_row_n<T, K, 3>(wrow, act, n, out);
+        default: return dot_row_n<T, K, 4>(wrow, act, n, out);
+    }
+}
+
+template <class T, bool K>
+float vec_dot(const void * w, const void * x, int64_t n) {
+    const BlockQ16_K * a[1] = {static_cast<const BlockQ16_K *>(x)};
+    float out;
+    dot_row_n<T, K, 1>(w, a, n, &out);
+    return out;
+}
+
+template <class T, bool K>
+void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows, int n_tok,
+              float * y, size_t y_stride) {
+    const BlockQ16_K * a[kTileMax];
+    for (int t = 0; t < n_tok; ++t) {
+        a[t] = reinterpret_cast<const BlockQ16_K *>(static_cast<const uint8_t *>(act) + t * act_stride);
+    }
+    for (int r = 0; r < n_rows; ++r) {
+        float out[kTileMax];
+        dot_row<T, K>(static_cast<const uint8_t *>(w) + r * w_stride, a, n, n_tok, out);
+        for (int t = 0; t < n_tok; ++t) y[t * y_stride + r] = out[t];
+    }
+}
+
+// The Q16_K quantiser (the same bytes as the Scalar twin: see kernels_quant_int16.h).
+void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb);
+
+void quantize_q16_k(const float * x, void * dst, int64_t n) {
+    auto * y = static_cast<BlockQ16_K *>(dst);
+    quantize_q16_k_blocks(x, y, n / kQK_K);
+    if (n % kQK_K != 0) {  // the last, partial block: zero-padded
+        alignas(64) float tail[kQK_K] = {};
+        std::memcpy(tail, x + n / kQK_K * kQK_K, sizeof(float) * static_cast<size_t>(n % kQK_K));
+        quantize_q16_k_blocks(tail, y + n / kQK_K, 1);
+    }
+}
+
+void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; ++b, x += kQK_K) {
+        BlockQ16_K & o = y[b];
+        __m512 mx = _mm512_setzero_ps();
+        for (int j = 0; j < kQK_K; j += 16) mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
+        const float amax = _mm512_reduce_max_ps(mx);
+        std::memset(&o, 0, sizeof o);
+        if (amax == 0.0f) continue;
+        const __m512 id = _mm512_set1_ps(16383.0f / amax);
+        const __m512i lo = _mm512_set1_epi32(-16383), hi = _mm512_set1_epi32(16383);
+        for (int g = 0; g < 16; ++g) {
+            const __m512i q = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), id))));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.qs + 16 * g), _mm512_cvtepi32_epi16(q));
+            o.bsums16[g] = _mm512_reduce_add_epi32(q);
+        }
+        for (int g = 0; g < 8; ++g) o.bsums32[g] = o.bsums16[2 * g] + o.bsums16[2 * g + 1];
+        o.d = amax / 16383.0f;
+    }
+}
+
+template <class T, bool K>
+void set(TypeKernels * table, ElemType type) {
+    TypeKernels & k = table[static_cast<uint32_t>(type)];
+    k.act_type = ElemType::Q16_K;
+    k.quantize_act = quantize_q16_k;
+    k.vec_dot = vec_dot<T, K>;
+    k.dot_tile = dot_tile<T, K>;
+}
+
+}  // namespace
+
+void add_int16_entries_avx512(TypeKernels * table) {
+    set<DQ4K, true>(table, ElemType::Q4_K);
+    set<DQ5K, true>(table, ElemType::Q5_K);
+    set<DQ6K, true>(table, ElemType::Q6_K);
+    set<DQ3K, true>(table, ElemType::Q3_K);
+    set<DQ2K, true>(table, ElemType::Q2_K);
+    set<DIQ4XS, true>(table, ElemType::IQ4_XS);
+    set<DQ80, false>(table, ElemType::Q8_0);
+    set<DQ40, false>(table, ElemType::Q4_0);
+    set<DQ50, false>(table, ElemType::Q5_0);
+    set<DIQ4NL, false>(table, ElemType::IQ4_NL);
+}
+
+#else
+
+void add_int16_entries_avx512(TypeKernels *) {}
+
+#endif
+
+}  // namespace offgrid::ops::cpu::quant
