@@ -31,57 +31,74 @@ inline void widen_scaled(const KDecoded & k, __m512i wz[8]) {
     }
 }
 
-template <class T, int NT>
-inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
-    const auto * w = static_cast<const typename T::Block *>(wrow);
-    __m256 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+// NR weight rows (stride ws) against NT token rows: y[t * ys + r]. Each (row, token) pair gets exactly the
+// operations of vec_dot (the 1 x 1 case), in the same order; interleaving the rows per super-block only lets
+// their independent chains overlap.
+template <class T, int NR, int NT>
+inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
+                       size_t ys) {
+    __m256 acc[NR][NT];
+    for (int r = 0; r < NR; ++r) {
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-        KDecoded k;
-        T::decode(w[b], k);
-        __m512i wz[8];
-        widen_scaled(k, wz);
-        __m256i m8 = _mm256_setzero_si256();
-        __m512i m16 = _mm512_setzero_si512();
-        if constexpr (T::kMins == Mins::Per32) m8 = _mm256_cvtepu8_epi32(k.mins);
-        if constexpr (T::kMins == Mins::Per16) m16 = _mm512_cvtepu8_epi32(k.mins);
-        for (int t = 0; t < NT; ++t) {
-            const BlockQ16_K & a = act[t][b];
-            __m512i p0 = _mm512_madd_epi16(wz[0], load512(a.qs));
-            __m512i p1 = _mm512_madd_epi16(wz[1], load512(a.qs + 32));
-            p0 = _mm512_dpwssd_epi32(p0, wz[2], load512(a.qs + 64));
-            p1 = _mm512_dpwssd_epi32(p1, wz[3], load512(a.qs + 96));
-            p0 = _mm512_dpwssd_epi32(p0, wz[4], load512(a.qs + 128));
-            p1 = _mm512_dpwssd_epi32(p1, wz[5], load512(a.qs + 160));
-            p0 = _mm512_dpwssd_epi32(p0, wz[6], load512(a.qs + 192));
-            p1 = _mm512_dpwssd_epi32(p1, wz[7], load512(a.qs + 224));
-            const __m256i p = fold16(_mm512_add_epi32(p0, p1));
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(k.d * a.d), acc[t]);
-            if constexpr (T::kMins == Mins::Per32) {
-                const __m256i m = _mm256_mullo_epi32(m8, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a.bsums32)));
-                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), acc[t]);
-            }
-            if constexpr (T::kMins == Mins::Per16) {
-                const __m256i m = fold16(_mm512_mullo_epi32(m16, load512(a.bsums16)));
-                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), acc[t]);
+        for (int r = 0; r < NR; ++r) {
+            const auto & blk = reinterpret_cast<const typename T::Block *>(w + r * ws)[b];
+            KDecoded k;
+            T::decode(blk, k);
+            __m512i wz[8];
+            widen_scaled(k, wz);
+            __m256i m8 = _mm256_setzero_si256();
+            __m512i m16 = _mm512_setzero_si512();
+            if constexpr (T::kMins == Mins::Per32) m8 = _mm256_cvtepu8_epi32(k.mins);
+            if constexpr (T::kMins == Mins::Per16) m16 = _mm512_cvtepu8_epi32(k.mins);
+            for (int t = 0; t < NT; ++t) {
+                const BlockQ16_K & a = act[t][b];
+                __m512i p0 = _mm512_madd_epi16(wz[0], load512(a.qs));
+                __m512i p1 = _mm512_madd_epi16(wz[1], load512(a.qs + 32));
+                p0 = _mm512_dpwssd_epi32(p0, wz[2], load512(a.qs + 64));
+                p1 = _mm512_dpwssd_epi32(p1, wz[3], load512(a.qs + 96));
+                p0 = _mm512_dpwssd_epi32(p0, wz[4], load512(a.qs + 128));
+                p1 = _mm512_dpwssd_epi32(p1, wz[5], load512(a.qs + 160));
+                p0 = _mm512_dpwssd_epi32(p0, wz[6], load512(a.qs + 192));
+                p1 = _mm512_dpwssd_epi32(p1, wz[7], load512(a.qs + 224));
+                const __m256i p = fold16(_mm512_add_epi32(p0, p1));
+                __m256 ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(k.d * a.d), acc[r][t]);
+                if constexpr (T::kMins == Mins::Per32) {
+                    const __m256i m =
+                        _mm256_mullo_epi32(m8, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a.bsums32)));
+                    ac = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), ac);
+                }
+                if constexpr (T::kMins == Mins::Per16) {
+                    const __m256i m = fold16(_mm512_mullo_epi32(m16, load512(a.bsums16)));
+                    ac = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), ac);
+                }
+                acc[r][t] = ac;
             }
         }
     }
-    for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
+    for (int r = 0; r < NR; ++r) {
+        for (int t = 0; t < NT; ++t) y[t * ys + r] = reduce8(acc[r][t]);
+    }
 }
 
-template <class T, int NT>
-inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
-    const auto * w = static_cast<const typename T::Block *>(wrow);
-    __m256 acc[2][NT];
-    for (int t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
-    auto block = [&](int64_t b, __m256 * ac) {
-        const __m512i wz = _mm512_cvtepi8_epi16(T::values(w[b]));
-        const float dw = _cvtsh_ss(w[b].d);
-        for (int t = 0; t < NT; ++t) {
-            const BlockQ16_K & a = act[t][b / 8];
-            const __m256i p = fold16(_mm512_madd_epi16(wz, load512(a.qs + 32 * (b % 8))));
-            ac[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), ac[t]);
+template <class T, int NR, int NT>
+inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
+                        size_t ys) {
+    __m256 acc[2][NR][NT];
+    for (int r = 0; r < NR; ++r) {
+        for (int t = 0; t < NT; ++t) acc[0][r][t] = acc[1][r][t] = _mm256_setzero_ps();
+    }
+    auto block = [&](int64_t b, __m256 (*ac)[NT]) {
+        for (int r = 0; r < NR; ++r) {
+            const auto & blk = reinterpret_cast<const typename T::Block *>(w + r * ws)[b];
+            const __m512i wz = _mm512_cvtepi8_epi16(T::values(blk));
+            const float dw = _cvtsh_ss(blk.d);
+            for (int t = 0; t < NT; ++t) {
+                const BlockQ16_K & a = act[t][b / 8];
+                const __m256i p = fold16(_mm512_madd_epi16(wz, load512(a.qs + 32 * (b % 8))));
+                ac[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), ac[r][t]);
+            }
         }
     };
     const int64_t nb = n / kQK;
@@ -91,25 +108,28 @@ inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_
         block(b + 1, acc[1]);
     }
     if (b < nb) block(b, acc[0]);
-    for (int t = 0; t < NT; ++t) out[t] = reduce8(_mm256_add_ps(acc[0][t], acc[1][t]));
-}
-
-template <class T, bool K, int NT>
-inline void dot_row_n(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
-    if constexpr (K) {
-        dot_row_k<T, NT>(wrow, act, n, out);
-    } else {
-        dot_row_32<T, NT>(wrow, act, n, out);
+    for (int r = 0; r < NR; ++r) {
+        for (int t = 0; t < NT; ++t) y[t * ys + r] = reduce8(_mm256_add_ps(acc[0][r][t], acc[1][r][t]));
     }
 }
 
-template <class T, bool K>
-inline void dot_row(const void * wrow, const BlockQ16_K * const * act, int64_t n, int nt, float * out) {
+template <class T, bool K, int NR, int NT>
+inline void dot_rows(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y, size_t ys) {
+    if constexpr (K) {
+        dot_rows_k<T, NR, NT>(w, ws, act, n, y, ys);
+    } else {
+        dot_rows_32<T, NR, NT>(w, ws, act, n, y, ys);
+    }
+}
+
+template <class T, bool K, int NR>
+inline void dot_rows_nt(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, int nt, float * y,
+                        size_t ys) {
     switch (nt) {
-        case 1: return dot_row_n<T, K, 1>(wrow, act, n, out);
-        case 2: return dot_row_n<T, K, 2>(wrow, act, n, out);
-        case 3: return dot_row_n<T, K, 3>(wrow, act, n, out);
-        default: return dot_row_n<T, K, 4>(wrow, act, n, out);
+        case 1: return dot_rows<T, K, NR, 1>(w, ws, act, n, y, ys);
+        case 2: return dot_rows<T, K, NR, 2>(w, ws, act, n, y, ys);
+        case 3: return dot_rows<T, K, NR, 3>(w, ws, act, n, y, ys);
+        default: return dot_rows<T, K, NR, 4>(w, ws, act, n, y, ys);
     }
 }
 
@@ -117,7 +137,7 @@ template <class T, bool K>
 float vec_dot(const void * w, const void * x, int64_t n) {
     const BlockQ16_K * a[1] = {static_cast<const BlockQ16_K *>(x)};
     float out;
-    dot_row_n<T, K, 1>(w, a, n, &out);
+    dot_rows<T, K, 1, 1>(static_cast<const uint8_t *>(w), 0, a, n, &out, 1);
     return out;
 }
 
@@ -128,10 +148,12 @@ void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stri
     for (int t = 0; t < n_tok; ++t) {
         a[t] = reinterpret_cast<const BlockQ16_K *>(static_cast<const uint8_t *>(act) + t * act_stride);
     }
-    for (int r = 0; r < n_rows; ++r) {
-        float out[kTileMax];
-        dot_row<T, K>(static_cast<const uint8_t *>(w) + r * w_stride, a, n, n_tok, out);
-        for (int t = 0; t < n_tok; ++t) y[t * y_stride + r] = out[t];
+    const auto * wb = static_cast<const uint8_t *>(w);
+    switch (n_rows) {
+        case 1: return dot_rows_nt<T, K, 1>(wb, w_stride, a, n, n_tok, y, y_stride);
+        case 2: return dot_rows_nt<T, K, 2>(wb, w_stride, a, n, n_tok, y, y_stride);
+        case 3: return dot_rows_nt<T, K, 3>(wb, w_stride, a, n, n_tok, y, y_stride);
+        default: return dot_rows_nt<T, K, 4>(wb, w_stride, a, n, n_tok, y, y_stride);
     }
 }
 
