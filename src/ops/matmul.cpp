@@ -63,18 +63,20 @@ constexpr size_t kActChunkBytes = 256 * 1024;
 constexpr size_t kMinBytesPerPart = 32 * 1024;
 
 // Rows [r0, r1) of Y for every token, through the type's kernels: token chunks outer, tiles of up to kTileMax
-// rows by kTileMax tokens inner. Each output is one vec_dot (or the tile's bit-identical equivalent), so the
-// chunking changes speed only.
+// rows by k.tile_tokens tokens inner. Each output is one vec_dot (or the tile's bit-identical equivalent), so
+// the chunking changes speed only.
 void rows_with_kernels(const Matrix & w, const cpu::TypeKernels & k, const uint8_t * act, size_t act_stride,
                        int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
     constexpr int tile = cpu::kTileMax;
-    const int64_t chunk = std::max<int64_t>(tile, static_cast<int64_t>(kActChunkBytes / act_stride) / tile * tile);
+    const int tt_max = k.dot_tile != nullptr ? k.tile_tokens : tile;
+    const int64_t chunk =
+        std::max<int64_t>(tt_max, static_cast<int64_t>(kActChunkBytes / act_stride) / tt_max * tt_max);
     for (int64_t c0 = 0; c0 < n_tokens; c0 += chunk) {
         const int64_t c1 = std::min(n_tokens, c0 + chunk);
         for (int64_t r = r0; r < r1; r += tile) {
             const int nr = static_cast<int>(std::min<int64_t>(tile, r1 - r));
-            for (int64_t t = c0; t < c1; t += tile) {
-                const int nt = static_cast<int>(std::min<int64_t>(tile, c1 - t));
+            for (int64_t t = c0; t < c1; t += tt_max) {
+                const int nt = static_cast<int>(std::min<int64_t>(tt_max, c1 - t));
                 if (k.dot_tile != nullptr) {
                     k.dot_tile(w.row(r), w.row_bytes, act + t * act_stride, act_stride, w.cols, nr, nt,
                                y + t * w.rows + r, static_cast<size_t>(w.rows));

@@ -177,7 +177,7 @@ TEST(Int16Kernels, EveryLevelBitIdenticalToScalarAndTilesToVecDot) {
             const auto & ks = int16_kernels(t, cpu::Isa::Scalar);
             // Blocks of 32: an odd count and a partial last Q16_K block (1312 = 5 x 256 + 32).
             const int64_t n = tensor::traits(t).block_size == 32 ? 1312 : 1536;
-            const int rows = 6, n_tok = 5;
+            const int rows = 6, n_tok = 9;
             const auto w = random_rows(t, n, rows, rng, worst);
             const auto x = random_acts(n, n_tok, rng, worst);
             const auto a = quantize(x, n, n_tok);
@@ -193,8 +193,9 @@ TEST(Int16Kernels, EveryLevelBitIdenticalToScalarAndTilesToVecDot) {
                         ++checked;
                     }
                 }
+                ASSERT_LE(k.tile_tokens, cpu::kTileTokensMax);
                 for (int nr = 1; nr <= cpu::kTileMax; ++nr) {
-                    for (int nt = 1; nt <= cpu::kTileMax; ++nt) {
+                    for (int nt = 1; nt <= k.tile_tokens; ++nt) {
                         std::vector<float> y(nt * 16, -1.0f);
                         k.dot_tile(w.data() + wst, wst, a.data() + ast, ast, n, nr, nt, y.data(), 16);
                         for (int tok = 0; tok < nt; ++tok) {

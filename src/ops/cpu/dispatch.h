@@ -32,13 +32,18 @@ struct TypeKernels {
     // dot(weight row of n elements, activation row in act_type), fixed reduction order.
     float (*vec_dot)(const void * w_row, const void * act_row, int64_t n) = nullptr;
     // Optional tile: y[t * y_stride + r] = vec_dot(w + r * w_stride, act + t * act_stride, n) for r < n_rows,
-    // t < n_tok (each at most 4), bit-identical to vec_dot. Null: the driver calls vec_dot.
+    // t < n_tok (n_rows at most kTileMax, n_tok at most tile_tokens), bit-identical to vec_dot. Null: the
+    // driver calls vec_dot.
     void (*dot_tile)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
                      int n_rows, int n_tok, float * y, size_t y_stride) = nullptr;
+    // Most tokens one dot_tile call takes (kTileMax, or up to kTileTokensMax for kernels whose weight decoding
+    // is worth spreading over more tokens).
+    int tile_tokens = 4;
 };
 
 constexpr size_t kTypeTableSize = 64;  // indexed by the ggml type id
-constexpr int kTileMax = 4;            // dot_tile handles at most this many rows and tokens
+constexpr int kTileMax = 4;            // dot_tile handles at most this many rows (and tokens, by default)
+constexpr int kTileTokensMax = 8;      // the largest tile_tokens of any entry
 
 // Kernels of a weight type at a level; null when the type has no entry there (the caller falls back to the
 // generic path: dequantise the row, then the F32 dot).

@@ -15,12 +15,13 @@ namespace offgrid::ops::cpu::quant {
 
 namespace {
 
-inline __m256i load_q(const int16_t * p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+OFFGRID_I16_INLINE __m256i load_q(const int16_t * p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
 
 template <class T, int NT>
 inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const typename T::Block *>(wrow);
     __m256 acc[NT];
+    #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         KDecoded k;
@@ -28,18 +29,22 @@ inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t
         alignas(32) int16_t sc[16];
         _mm256_store_si256(reinterpret_cast<__m256i *>(sc), k.sc16);
         __m256i p[NT];
+        #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) p[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) {
             const __m256i lo = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(k.g[g])),
                                                   _mm256_set1_epi16(sc[2 * g]));
             const __m256i hi = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(k.g[g], 1)),
                                                   _mm256_set1_epi16(sc[2 * g + 1]));
+            #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
                 const int16_t * q = act[t][b].qs + 32 * g;
                 p[t] = _mm256_add_epi32(p[t], _mm256_add_epi32(_mm256_madd_epi16(lo, load_q(q)),
                                                                _mm256_madd_epi16(hi, load_q(q + 16))));
             }
         }
+        #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
             const BlockQ16_K & a = act[t][b];
             acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_set1_ps(k.d * a.d), acc[t]);
@@ -57,6 +62,7 @@ inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t
             }
         }
     }
+    #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
 }
 
@@ -64,12 +70,14 @@ template <class T, int NT>
 inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const typename T::Block *>(wrow);
     __m256 acc[2][NT];
+    #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
     auto block = [&](int64_t b, __m256 * ac) {
         const __m256i v = T::values(w[b]);
         const __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
         const __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1));
         const float dw = _cvtsh_ss(w[b].d);
+        #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
             const BlockQ16_K & a = act[t][b / 8];
             const int16_t * q = a.qs + 32 * (b % 8);
@@ -84,6 +92,7 @@ inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_
         block(b + 1, acc[1]);
     }
     if (b < nb) block(b, acc[0]);
+    #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) out[t] = reduce8(_mm256_add_ps(acc[0][t], acc[1][t]));
 }
 
@@ -167,6 +176,7 @@ void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
             o.bsums16[g] = _mm_cvtsi128_si32(s4);
         }
+        #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) o.bsums32[g] = o.bsums16[2 * g] + o.bsums16[2 * g + 1];
         o.d = amax / 16383.0f;
     }

@@ -17,18 +17,97 @@ namespace offgrid::ops::cpu::quant {
 
 namespace {
 
-inline __m512i load512(const void * p) { return _mm512_loadu_si512(p); }
-inline __m256i fold16(__m512i p) { return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1)); }
+OFFGRID_I16_INLINE __m512i load512(const void * p) { return _mm512_loadu_si512(p); }
+OFFGRID_I16_INLINE __m256i fold16(__m512i p) { return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1)); }
 
-// The 8 groups of a decoded block as scaled int16 (value * scale of its 16-half).
-inline void widen_scaled(const KDecoded & k, __m512i wz[8]) {
-    const __m512i sv = _mm512_castsi256_si512(k.sc16);
+OFFGRID_I16_INLINE __m512i group_scale(__m512i sv, int g) {
     const __m512i halves = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0,
                                             0, 0, 0, 0, 0, 0, 0, 0);
-    for (int g = 0; g < 8; ++g) {
-        const __m512i idx = _mm512_add_epi16(halves, _mm512_set1_epi16(static_cast<short>(2 * g)));
-        wz[g] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(k.g[g]), _mm512_permutexvar_epi16(idx, sv));
+    return _mm512_permutexvar_epi16(_mm512_add_epi16(halves, _mm512_set1_epi16(static_cast<short>(2 * g))), sv);
+}
+
+// A decoded block for the dot: the 8 groups as scaled int16 (value * scale of its 16-half), the scales and
+// the min multipliers. Generic: from the shared byte decoders; q4_K, q5_K and q6_K widen their packed bytes to
+// int16 first and split the bit fields there (fewer instructions; the same integers).
+struct Wide {
+    __m512i wz[8];
+    __m128i mins;
+    float d, dmin;
+};
+
+template <class T>
+OFFGRID_I16_INLINE void decode_wide(const typename T::Block & blk, Wide & o) {
+    KDecoded k;
+    T::decode(blk, k);
+    const __m512i sv = _mm512_castsi256_si512(k.sc16);
+    #pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) o.wz[g] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(k.g[g]), group_scale(sv, g));
+    o.mins = k.mins;
+    o.d = k.d;
+    o.dmin = k.dmin;
+}
+
+OFFGRID_I16_INLINE __m512i widen_bytes(const uint8_t * p) { return _mm512_cvtepu8_epi16(load256(p)); }
+
+template <bool Fifth>
+OFFGRID_I16_INLINE void decode_wide_k4(const uint8_t * scales, const uint8_t * qs, const uint8_t * qh, Wide & o) {
+    uint64_t sc, mn;
+    k4_scales_mins_u64(scales, sc, mn);
+    const __m512i sv = _mm512_castsi256_si512(per32_scales(sc));
+    o.mins = _mm_cvtsi64_si128(static_cast<long long>(mn));
+    const __m512i low4 = _mm512_set1_epi16(0x0f);
+    __m512i h = _mm512_setzero_si512();
+    if constexpr (Fifth) h = widen_bytes(qh);
+    #pragma GCC unroll 8
+    for (int c = 0; c < 4; ++c) {
+        const __m512i v = widen_bytes(qs + 32 * c);  // each int16 one byte: low nibble, high nibble
+        __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_srli_epi16(v, 4);
+        if constexpr (Fifth) {
+            const __m512i b16 = _mm512_set1_epi16(16);
+            // bit 2c (2c + 1) of qh[l] as 16: shifted to bit 4 (h holds one byte per int16)
+            auto bit16 = [&](int k) {
+                return _mm512_and_si512(k <= 4 ? _mm512_slli_epi16(h, static_cast<unsigned>(4 - k))
+                                               : _mm512_srli_epi16(h, static_cast<unsigned>(k - 4)),
+                                        b16);
+            };
+            lo = _mm512_or_si512(lo, bit16(2 * c));
+            hi = _mm512_or_si512(hi, bit16(2 * c + 1));
+        }
+        o.wz[2 * c] = _mm512_mullo_epi16(lo, group_scale(sv, 2 * c));
+        o.wz[2 * c + 1] = _mm512_mullo_epi16(hi, group_scale(sv, 2 * c + 1));
     }
+}
+
+template <>
+OFFGRID_I16_INLINE void decode_wide<DQ4K>(const BlockQ4_K & b, Wide & o) {
+    decode_wide_k4<false>(b.scales, b.qs, nullptr, o);
+    o.d = _cvtsh_ss(b.d);
+    o.dmin = _cvtsh_ss(b.dmin);
+}
+template <>
+OFFGRID_I16_INLINE void decode_wide<DQ5K>(const BlockQ5_K & b, Wide & o) {
+    decode_wide_k4<true>(b.scales, b.qs, b.qh, o);
+    o.d = _cvtsh_ss(b.d);
+    o.dmin = _cvtsh_ss(b.dmin);
+}
+template <>
+OFFGRID_I16_INLINE void decode_wide<DQ6K>(const BlockQ6_K & b, Wide & o) {
+    const __m512i sv = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(load128(b.scales)));
+    const __m512i low4 = _mm512_set1_epi16(0x0f), m30 = _mm512_set1_epi16(0x30), b32 = _mm512_set1_epi16(32);
+    for (int h = 0; h < 2; ++h) {
+        const __m512i a = widen_bytes(b.ql + 64 * h), c = widen_bytes(b.ql + 64 * h + 32), hb = widen_bytes(b.qh + 32 * h);
+        const __m512i q0 = _mm512_or_si512(_mm512_and_si512(a, low4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30));
+        const __m512i q1 = _mm512_or_si512(_mm512_and_si512(c, low4), _mm512_and_si512(_mm512_slli_epi16(hb, 2), m30));
+        const __m512i q2 = _mm512_or_si512(_mm512_srli_epi16(a, 4), _mm512_and_si512(hb, m30));
+        const __m512i q3 = _mm512_or_si512(_mm512_srli_epi16(c, 4), _mm512_and_si512(_mm512_srli_epi16(hb, 2), m30));
+        o.wz[4 * h + 0] = _mm512_mullo_epi16(_mm512_sub_epi16(q0, b32), group_scale(sv, 4 * h + 0));
+        o.wz[4 * h + 1] = _mm512_mullo_epi16(_mm512_sub_epi16(q1, b32), group_scale(sv, 4 * h + 1));
+        o.wz[4 * h + 2] = _mm512_mullo_epi16(_mm512_sub_epi16(q2, b32), group_scale(sv, 4 * h + 2));
+        o.wz[4 * h + 3] = _mm512_mullo_epi16(_mm512_sub_epi16(q3, b32), group_scale(sv, 4 * h + 3));
+    }
+    o.mins = _mm_setzero_si128();
+    o.d = _cvtsh_ss(b.d);
+    o.dmin = 0;
 }
 
 // NR weight rows (stride ws) against NT token rows: y[t * ys + r]. Each (row, token) pair gets exactly the
@@ -38,20 +117,23 @@ template <class T, int NR, int NT>
 inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
                        size_t ys) {
     __m256 acc[NR][NT];
+    #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
+        #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
     }
     for (int64_t b = 0; b < n / kQK_K; ++b) {
+        #pragma GCC unroll 8
         for (int r = 0; r < NR; ++r) {
             const auto & blk = reinterpret_cast<const typename T::Block *>(w + r * ws)[b];
-            KDecoded k;
-            T::decode(blk, k);
-            __m512i wz[8];
-            widen_scaled(k, wz);
+            Wide k;
+            decode_wide<T>(blk, k);
+            const __m512i * wz = k.wz;
             __m256i m8 = _mm256_setzero_si256();
             __m512i m16 = _mm512_setzero_si512();
             if constexpr (T::kMins == Mins::Per32) m8 = _mm256_cvtepu8_epi32(k.mins);
             if constexpr (T::kMins == Mins::Per16) m16 = _mm512_cvtepu8_epi32(k.mins);
+            #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
                 const BlockQ16_K & a = act[t][b];
                 __m512i p0 = _mm512_madd_epi16(wz[0], load512(a.qs));
@@ -77,7 +159,9 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * 
             }
         }
     }
+    #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
+        #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) y[t * ys + r] = reduce8(acc[r][t]);
     }
 }
@@ -86,14 +170,18 @@ template <class T, int NR, int NT>
 inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
                         size_t ys) {
     __m256 acc[2][NR][NT];
+    #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
+        #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) acc[0][r][t] = acc[1][r][t] = _mm256_setzero_ps();
     }
     auto block = [&](int64_t b, __m256 (*ac)[NT]) {
+        #pragma GCC unroll 8
         for (int r = 0; r < NR; ++r) {
             const auto & blk = reinterpret_cast<const typename T::Block *>(w + r * ws)[b];
             const __m512i wz = _mm512_cvtepi8_epi16(T::values(blk));
             const float dw = _cvtsh_ss(blk.d);
+            #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
                 const BlockQ16_K & a = act[t][b / 8];
                 const __m256i p = fold16(_mm512_madd_epi16(wz, load512(a.qs + 32 * (b % 8))));
@@ -108,7 +196,9 @@ inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const *
         block(b + 1, acc[1]);
     }
     if (b < nb) block(b, acc[0]);
+    #pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
+        #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) y[t * ys + r] = reduce8(_mm256_add_ps(acc[0][r][t], acc[1][r][t]));
     }
 }
@@ -122,14 +212,38 @@ inline void dot_rows(const uint8_t * w, size_t ws, const BlockQ16_K * const * ac
     }
 }
 
+// Up to 2 tokens: all the tile's rows at once (a decode's independent row chains overlap); more tokens: rows in
+// pairs, so the accumulators stay in registers.
 template <class T, bool K, int NR>
 inline void dot_rows_nt(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, int nt, float * y,
                         size_t ys) {
     switch (nt) {
         case 1: return dot_rows<T, K, NR, 1>(w, ws, act, n, y, ys);
         case 2: return dot_rows<T, K, NR, 2>(w, ws, act, n, y, ys);
-        case 3: return dot_rows<T, K, NR, 3>(w, ws, act, n, y, ys);
-        default: return dot_rows<T, K, NR, 4>(w, ws, act, n, y, ys);
+        default: break;
+    }
+    for (int r = 0; r < NR; r += 2) {
+        const uint8_t * wr = w + r * ws;
+        float * yr = y + r;
+        if (r + 1 == NR) {
+            switch (nt) {
+                case 3: dot_rows<T, K, 1, 3>(wr, ws, act, n, yr, ys); break;
+                case 4: dot_rows<T, K, 1, 4>(wr, ws, act, n, yr, ys); break;
+                case 5: dot_rows<T, K, 1, 5>(wr, ws, act, n, yr, ys); break;
+                case 6: dot_rows<T, K, 1, 6>(wr, ws, act, n, yr, ys); break;
+                case 7: dot_rows<T, K, 1, 7>(wr, ws, act, n, yr, ys); break;
+                default: dot_rows<T, K, 1, 8>(wr, ws, act, n, yr, ys); break;
+            }
+        } else {
+            switch (nt) {
+                case 3: dot_rows<T, K, 2, 3>(wr, ws, act, n, yr, ys); break;
+                case 4: dot_rows<T, K, 2, 4>(wr, ws, act, n, yr, ys); break;
+                case 5: dot_rows<T, K, 2, 5>(wr, ws, act, n, yr, ys); break;
+                case 6: dot_rows<T, K, 2, 6>(wr, ws, act, n, yr, ys); break;
+                case 7: dot_rows<T, K, 2, 7>(wr, ws, act, n, yr, ys); break;
+                default: dot_rows<T, K, 2, 8>(wr, ws, act, n, yr, ys); break;
+            }
+        }
     }
 }
 
@@ -144,7 +258,7 @@ float vec_dot(const void * w, const void * x, int64_t n) {
 template <class T, bool K>
 void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows, int n_tok,
               float * y, size_t y_stride) {
-    const BlockQ16_K * a[kTileMax];
+    const BlockQ16_K * a[kTileTokensMax];
     for (int t = 0; t < n_tok; ++t) {
         a[t] = reinterpret_cast<const BlockQ16_K *>(static_cast<const uint8_t *>(act) + t * act_stride);
     }
@@ -186,6 +300,7 @@ void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
             _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.qs + 16 * g), _mm512_cvtepi32_epi16(q));
             o.bsums16[g] = _mm512_reduce_add_epi32(q);
         }
+        #pragma GCC unroll 8
         for (int g = 0; g < 8; ++g) o.bsums32[g] = o.bsums16[2 * g] + o.bsums16[2 * g + 1];
         o.d = amax / 16383.0f;
     }
@@ -198,6 +313,7 @@ void set(TypeKernels * table, ElemType type) {
     k.quantize_act = quantize_q16_k;
     k.vec_dot = vec_dot<T, K>;
     k.dot_tile = dot_tile<T, K>;
+    k.tile_tokens = kTileTokensMax;
 }
 
 }  // namespace

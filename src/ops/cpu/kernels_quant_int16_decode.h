@@ -12,6 +12,10 @@
 
 #include "ops/cpu/kernels_quant_common.h"
 
+// The decoders run once per weight block in the innermost loops: always inlined, so their vectors stay in
+// registers (GCC otherwise outlines the larger ones and passes the block through memory).
+#define OFFGRID_I16_INLINE inline __attribute__((always_inline))
+
 namespace offgrid::ops::cpu::quant {
 namespace {
 
@@ -26,20 +30,20 @@ struct KDecoded {
     float d, dmin;
 };
 
-inline __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
-inline __m256i nibbles_hi(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)); }
-inline __m256i load256(const void * p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
-inline __m128i load128(const void * p) { return _mm_loadu_si128(static_cast<const __m128i *>(p)); }
+OFFGRID_I16_INLINE __m256i nibbles_lo(__m256i v) { return _mm256_and_si256(v, _mm256_set1_epi8(0x0f)); }
+OFFGRID_I16_INLINE __m256i nibbles_hi(__m256i v) { return _mm256_and_si256(_mm256_srli_epi16(v, 4), _mm256_set1_epi8(0x0f)); }
+OFFGRID_I16_INLINE __m256i load256(const void * p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+OFFGRID_I16_INLINE __m128i load128(const void * p) { return _mm_loadu_si128(static_cast<const __m128i *>(p)); }
 
 // Bit `bit` of every byte of v, as `value` or 0 (epi16 shifts keep each byte's bits inside it after the mask).
-inline __m256i bit_as(__m256i v, int bit, int value_shift) {
+OFFGRID_I16_INLINE __m256i bit_as(__m256i v, int bit, int value_shift) {
     const __m256i mask = _mm256_set1_epi8(static_cast<char>(1 << value_shift));
     if (bit <= value_shift) return _mm256_and_si256(_mm256_slli_epi16(v, value_shift - bit), mask);
     return _mm256_and_si256(_mm256_srli_epi16(v, bit - value_shift), mask);
 }
 
 // The 8 six-bit scales and mins of a q4_K / q5_K block, one byte each (as tensor::k4_scale_min).
-inline void k4_scales_mins_u64(const uint8_t * s, uint64_t & sc, uint64_t & mn) {
+OFFGRID_I16_INLINE void k4_scales_mins_u64(const uint8_t * s, uint64_t & sc, uint64_t & mn) {
     uint32_t a0, a1, a2;
     std::memcpy(&a0, s, 4);
     std::memcpy(&a1, s + 4, 4);
@@ -51,7 +55,7 @@ inline void k4_scales_mins_u64(const uint8_t * s, uint64_t & sc, uint64_t & mn) 
     mn = m_lo | (static_cast<uint64_t>(m_hi) << 32);
 }
 // 8 byte scales of 32-groups as 16 int16 scales of 16-halves.
-inline __m256i per32_scales(uint64_t sc) {
+OFFGRID_I16_INLINE __m256i per32_scales(uint64_t sc) {
     const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(sc));
     return _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(b, b));
 }
@@ -59,7 +63,7 @@ inline __m256i per32_scales(uint64_t sc) {
 struct DQ4K {
     using Block = BlockQ4_K;
     static constexpr Mins kMins = Mins::Per32;
-    static void decode(const Block & b, KDecoded & k) {
+    OFFGRID_I16_INLINE static void decode(const Block & b, KDecoded & k) {
         uint64_t sc, mn;
         k4_scales_mins_u64(b.scales, sc, mn);
         k.sc16 = per32_scales(sc);
@@ -76,7 +80,7 @@ struct DQ4K {
 struct DQ5K {
     using Block = BlockQ5_K;
     static constexpr Mins kMins = Mins::Per32;
-    static void decode(const Block & b, KDecoded & k) {
+    OFFGRID_I16_INLINE static void decode(const Block & b, KDecoded & k) {
         uint64_t sc, mn;
         k4_scales_mins_u64(b.scales, sc, mn);
         k.sc16 = per32_scales(sc);
@@ -94,7 +98,7 @@ struct DQ5K {
 struct DQ6K {
     using Block = BlockQ6_K;
     static constexpr Mins kMins = Mins::None;
-    static void decode(const Block & b, KDecoded & k) {
+    OFFGRID_I16_INLINE static void decode(const Block & b, KDecoded & k) {
         const __m256i m30 = _mm256_set1_epi8(0x30), b32 = _mm256_set1_epi8(32);
         k.sc16 = _mm256_cvtepi8_epi16(load128(b.scales));
         for (int h = 0; h < 2; ++h) {
@@ -115,7 +119,7 @@ struct DQ6K {
 struct DQ3K {
     using Block = BlockQ3_K;
     static constexpr Mins kMins = Mins::None;
-    static void decode(const Block & b, KDecoded & k) {
+    OFFGRID_I16_INLINE static void decode(const Block & b, KDecoded & k) {
         int8_t s8[16];
         unpack_q3_k_scales(b.scales, s8);
         k.sc16 = _mm256_cvtepi8_epi16(load128(s8));
@@ -137,7 +141,7 @@ struct DQ3K {
 struct DQ2K {
     using Block = BlockQ2_K;
     static constexpr Mins kMins = Mins::Per16;
-    static void decode(const Block & b, KDecoded & k) {
+    OFFGRID_I16_INLINE static void decode(const Block & b, KDecoded & k) {
         const __m128i s = load128(b.scales), low4 = _mm_set1_epi8(0x0f);
         k.sc16 = _mm256_cvtepu8_epi16(_mm_and_si128(s, low4));
         k.mins = _mm_and_si128(_mm_srli_epi16(s, 4), low4);
@@ -151,12 +155,12 @@ struct DQ2K {
     }
 };
 
-inline __m256i iq4_lookup(__m256i idx) {
+OFFGRID_I16_INLINE __m256i iq4_lookup(__m256i idx) {
     const __m256i table = _mm256_broadcastsi128_si256(load128(kIq4nlValues));
     return _mm256_shuffle_epi8(table, idx);
 }
 // 16 bytes of nibbles of a block of 32 as its 32 indices in element order (low nibbles, then high).
-inline __m256i nibbles32(const uint8_t * qs) {
+OFFGRID_I16_INLINE __m256i nibbles32(const uint8_t * qs) {
     const __m128i v = load128(qs), low4 = _mm_set1_epi8(0x0f);
     return _mm256_set_m128i(_mm_and_si128(_mm_srli_epi16(v, 4), low4), _mm_and_si128(v, low4));
 }
@@ -164,7 +168,7 @@ inline __m256i nibbles32(const uint8_t * qs) {
 struct DIQ4XS {
     using Block = BlockIQ4_XS;
     static constexpr Mins kMins = Mins::None;
-    static void decode(const Block & b, KDecoded & k) {
+    OFFGRID_I16_INLINE static void decode(const Block & b, KDecoded & k) {
         alignas(16) int8_t s8[16];
         for (int ib = 0; ib < 8; ++ib) s8[2 * ib] = s8[2 * ib + 1] = static_cast<int8_t>(iq4_xs_scale(b, ib));
         k.sc16 = _mm256_cvtepi8_epi16(load128(s8));
@@ -177,19 +181,19 @@ struct DIQ4XS {
 // Blocks of 32: the 32 signed values of a block.
 struct DQ80 {
     using Block = BlockQ8_0;
-    static __m256i values(const Block & b) { return load256(b.qs); }
+    OFFGRID_I16_INLINE static __m256i values(const Block & b) { return load256(b.qs); }
 };
 struct DQ40 {
     using Block = BlockQ4_0;
-    static __m256i values(const Block & b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
+    OFFGRID_I16_INLINE static __m256i values(const Block & b) { return _mm256_sub_epi8(nibbles32(b.qs), _mm256_set1_epi8(8)); }
 };
 struct DIQ4NL {
     using Block = BlockIQ4_NL;
-    static __m256i values(const Block & b) { return iq4_lookup(nibbles32(b.qs)); }
+    OFFGRID_I16_INLINE static __m256i values(const Block & b) { return iq4_lookup(nibbles32(b.qs)); }
 };
 struct DQ50 {
     using Block = BlockQ5_0;
-    static __m256i values(const Block & b) {
+    OFFGRID_I16_INLINE static __m256i values(const Block & b) {
         uint32_t qh;
         std::memcpy(&qh, b.qh, 4);
         // Byte j of the 32 gets byte j / 8 of qh, then its bit j % 8 as 16.
@@ -204,7 +208,7 @@ struct DQ50 {
     }
 };
 
-inline float reduce8(__m256 v) {
+OFFGRID_I16_INLINE float reduce8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
