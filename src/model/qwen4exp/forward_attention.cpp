@@ -14,6 +14,7 @@
 #include "ops/cache_rows.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/matmul_group.h"
 #include "ops/rope.h"
 
 namespace offgrid::model::qwen4exp::detail {
@@ -83,9 +84,10 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const ops::RopeParams rp = rope_params(hp);
 
     std::vector<float> q(T * qdim), k(T * kvdim), v(T * kvdim);
-    ops::matmul(w.q, a, T, q.data(), b.pool);
-    ops::matmul(w.k, a, T, k.data(), b.pool);
-    ops::matmul(w.v, a, T, v.data(), b.pool);
+    const auto tokens = static_cast<int64_t>(T);  // q, k and v in one parallel region (ops/matmul_group.h)
+    const ops::MatmulTask projections[3] = {{w.q, a, tokens, q.data()}, {w.k, a, tokens, k.data()},
+                                            {w.v, a, tokens, v.data()}};
+    ops::matmul_group(projections, b.pool);
     for (float & x : q) x *= w.q_scale;
     for (float & x : k) x *= w.k_scale;
     for (float & x : v) x *= w.v_scale;

@@ -7,6 +7,7 @@
 #include "model/qwen4exp/forward_internal.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/matmul_group.h"
 #include "ops/sequence.h"
 
 namespace offgrid::model::qwen4exp::detail {
@@ -20,10 +21,10 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const size_t key_dim = hp.ssm_key_dim(), vdim = hp.ssm_value_dim(), conv_dim = hp.ssm_conv_dim();
 
     std::vector<float> x(T * conv_dim), z(T * vdim), beta(T * Hv), alpha(T * Hv);
-    ops::matmul(w.qkv, a, T, x.data(), b.pool);
-    ops::matmul(w.gate, a, T, z.data(), b.pool);
-    ops::matmul(w.beta, a, T, beta.data(), b.pool);
-    ops::matmul(w.alpha, a, T, alpha.data(), b.pool);
+    const auto tokens = static_cast<int64_t>(T);  // the four projections in one parallel region (ops/matmul_group.h)
+    const ops::MatmulTask projections[4] = {{w.qkv, a, tokens, x.data()}, {w.gate, a, tokens, z.data()},
+                                            {w.beta, a, tokens, beta.data()}, {w.alpha, a, tokens, alpha.data()}};
+    ops::matmul_group(projections, b.pool);
     for (float & v : x) v *= w.qkv_scale;
     for (float & v : z) v *= w.gate_scale;
 
