@@ -129,11 +129,17 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * 
             Wide k;
             decode_wide<T>(blk, k);
             const __m512i * wz = k.wz;
-            __m256i m8 = _mm256_setzero_si256();
-            __m512i m16 = _mm512_setzero_si512();
-            if constexpr (T::kMins == Mins::Per32) m8 = _mm256_cvtepu8_epi32(k.mins);
-            if constexpr (T::kMins == Mins::Per16) m16 = _mm512_cvtepu8_epi32(k.mins);
-            #pragma GCC unroll 8
+            // Min multipliers dmin_w * m[l] (and m[l + 8] for q2_K), once per block for every token.
+            __m256 wm_lo = _mm256_setzero_ps(), wm_hi = _mm256_setzero_ps();
+            if constexpr (T::kMins != Mins::None) {
+                const __m256 dm = _mm256_set1_ps(k.dmin);
+                wm_lo = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(k.mins)));
+                if constexpr (T::kMins == Mins::Per16) {
+                    wm_hi = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(k.mins, 8))));
+                }
+            }
+            const __m256 kd = _mm256_set1_ps(k.d);
+#pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
                 const BlockQ16_K & a = act[t][b];
                 __m512i p0 = _mm512_madd_epi16(wz[0], load512(a.qs));
@@ -145,15 +151,11 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * 
                 p0 = _mm512_dpwssd_epi32(p0, wz[6], load512(a.qs + 192));
                 p1 = _mm512_dpwssd_epi32(p1, wz[7], load512(a.qs + 224));
                 const __m256i p = fold16(_mm512_add_epi32(p0, p1));
-                __m256 ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(k.d * a.d), acc[r][t]);
-                if constexpr (T::kMins == Mins::Per32) {
-                    const __m256i m =
-                        _mm256_mullo_epi32(m8, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a.bsums32)));
-                    ac = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), ac);
-                }
+                __m256 ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(kd, _mm256_broadcast_ss(&a.d)), acc[r][t]);
+                if constexpr (T::kMins == Mins::Per32) ac = _mm256_fnmadd_ps(wm_lo, _mm256_loadu_ps(a.dsum32), ac);
                 if constexpr (T::kMins == Mins::Per16) {
-                    const __m256i m = fold16(_mm512_mullo_epi32(m16, load512(a.bsums16)));
-                    ac = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), ac);
+                    ac = _mm256_fnmadd_ps(wm_lo, _mm256_loadu_ps(a.dsum16), ac);
+                    ac = _mm256_fnmadd_ps(wm_hi, _mm256_loadu_ps(a.dsum16 + 8), ac);
                 }
                 acc[r][t] = ac;
             }
@@ -295,14 +297,15 @@ void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
         if (amax == 0.0f) continue;
         const __m512 id = _mm512_set1_ps(16383.0f / amax);
         const __m512i lo = _mm512_set1_epi32(-16383), hi = _mm512_set1_epi32(16383);
+        int32_t s16[16];
         for (int g = 0; g < 16; ++g) {
             const __m512i q = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), id))));
             _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.qs + 16 * g), _mm512_cvtepi32_epi16(q));
-            o.bsums16[g] = _mm512_reduce_add_epi32(q);
+            s16[g] = _mm512_reduce_add_epi32(q);
         }
-        #pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) o.bsums32[g] = o.bsums16[2 * g] + o.bsums16[2 * g + 1];
         o.d = amax / 16383.0f;
+        for (int g = 0; g < 16; ++g) o.dsum16[g] = o.d * static_cast<float>(s16[g]);
+        for (int g = 0; g < 8; ++g) o.dsum32[g] = o.d * static_cast<float>(s16[2 * g] + s16[2 * g + 1]);
     }
 }
 
