@@ -68,7 +68,8 @@ public:
     SeqView seq_view(SeqId seq) const override {
         if (seq < 0 || seq >= kMaxSeq) return {};
         const SeqLayout & sq = mem_->layout_.seq(seq);
-        return SeqView{std::span<const PosCell>(sq.cells), std::span<const uint32_t>(sq.pools)};
+        return SeqView{std::span<const PosCell>(sq.cells), std::span<const uint32_t>(sq.pools),
+                       std::span<const uint32_t>(sq.reps)};
     }
     Token cell_token(uint32_t cell) const override {
         if (cell >= mem_->kv_.n_cells()) return -1;

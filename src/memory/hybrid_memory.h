@@ -152,6 +152,13 @@ public:
     void * k_row(uint32_t attn_layer, uint32_t cell) override { return kv_.k_row(attn_layer, cell); }
     void * v_row(uint32_t attn_layer, uint32_t cell) override { return kv_.v_row(attn_layer, cell); }
     void * idx_row(uint32_t attn_layer, uint32_t cell) override { return kv_.idx_row(attn_layer, cell); }
+    RowTable k_rows(uint32_t attn_layer) override { return {kv_.k_row(attn_layer, 0), kv_.k_row_bytes()}; }
+    RowTable v_rows(uint32_t attn_layer) override {
+        return kv_.has_v() ? RowTable{kv_.v_row(attn_layer, 0), kv_.v_row_bytes()} : RowTable{};
+    }
+    RowTable idx_rows(uint32_t attn_layer) override {
+        return kv_.has_idx() ? RowTable{kv_.idx_row(attn_layer, 0), kv_.idx_row_bytes()} : RowTable{};
+    }
     float * conv_state(uint32_t recr_layer, uint32_t row) override { return rec_.conv(recr_layer, row); }
     float * ssm_state(uint32_t recr_layer, uint32_t row) override { return rec_.ssm(recr_layer, row); }
     float * ple_state(uint32_t row) override { return rec_.ple(row); }

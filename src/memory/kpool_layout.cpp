@@ -11,7 +11,10 @@ void KPoolLayout::scan(SeqLayout & sq) const {
     size_t j = sq.scan_next;
     const size_t n = sq.cells.size();
     if (by_order_) {
-        for (; j + kpool_ <= n; j += kpool_) sq.pools.push_back((uint32_t)j);
+        for (; j + kpool_ <= n; j += kpool_) {
+            sq.pools.push_back((uint32_t)j);
+            sq.reps.push_back(sq.cells[j + kpool_ - 1].cell);
+        }
     } else {
         while (j + kpool_ <= n) {
             const Pos p0 = sq.cells[j].pos;
@@ -19,6 +22,7 @@ void KPoolLayout::scan(SeqLayout & sq) const {
             for (uint32_t k = 1; ok && k < kpool_; ++k) ok = sq.cells[j + k].pos == p0 + (Pos)k;
             if (ok) {
                 sq.pools.push_back((uint32_t)j);
+                sq.reps.push_back(sq.cells[j + kpool_ - 1].cell);
                 j += kpool_;
             } else {
                 ++j;

@@ -20,9 +20,10 @@ namespace offgrid::memory {
 struct SeqLayout {
     std::vector<PosCell> cells;   // global cells
     std::vector<uint32_t> pools;  // start index of each complete pool in `cells`
+    std::vector<uint32_t> reps;   // rep (last member's global cell) of each pool, in step with `pools`
     size_t scan_next = 0;         // where the pool scan resumes
     Pos pos_min = 0;              // the first position when the layout was built (by-position alignment)
-    bool operator==(const SeqLayout & o) const { return cells == o.cells && pools == o.pools; }
+    bool operator==(const SeqLayout & o) const { return cells == o.cells && pools == o.pools && reps == o.reps; }
 };
 
 class KPoolLayout {

@@ -48,9 +48,9 @@ KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, 
     v_row_bytes_ = cache_row_bytes(shape.type_v, shape.v_width, "type_v");
     idx_row_bytes_ = shape.idx_parts * shape.idx_width * cache_elem_bytes(shape.type_idx, "indexer type");
     const size_t cells = (size_t)kv_size * n_stream;
-    k_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * k_row_bytes_));
-    if (v_row_bytes_ > 0) v_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * v_row_bytes_));
-    if (shape.idx_width > 0) idx_.assign(shape.n_attn_layers, std::vector<uint8_t>(cells * idx_row_bytes_));
+    k_.assign(shape.n_attn_layers, RowArray(cells * k_row_bytes_));
+    if (v_row_bytes_ > 0) v_.assign(shape.n_attn_layers, RowArray(cells * v_row_bytes_));
+    if (shape.idx_width > 0) idx_.assign(shape.n_attn_layers, RowArray(cells * idx_row_bytes_));
 }
 
 std::vector<uint32_t> KvCache::heads() const {

@@ -17,6 +17,7 @@
 
 #include "memory/batch.h"
 #include "memory/cells.h"
+#include "memory/huge_pages.h"
 #include "memory/plan.h"
 #include "memory/window.h"
 
@@ -99,6 +100,7 @@ public:
         return v_.empty() ? nullptr : v_[layer].data() + (size_t)cell * v_row_bytes_;
     }
     uint8_t * idx_row(uint32_t layer, uint32_t cell) { return idx_[layer].data() + (size_t)cell * idx_row_bytes_; }
+    bool has_idx() const { return !idx_.empty(); }
     uint64_t k_bytes() const { return (uint64_t)k_row_bytes_ * n_cells() * k_.size(); }
     uint64_t v_bytes() const { return (uint64_t)v_row_bytes_ * n_cells() * v_.size(); }
     bool has_v() const { return !v_.empty(); }
@@ -152,7 +154,8 @@ private:
     std::vector<CellChange> journal_;
     std::vector<uint8_t> journal_rows_;
     uint32_t k_row_bytes_, v_row_bytes_, idx_row_bytes_;
-    std::vector<std::vector<uint8_t>> k_, v_, idx_;
+    using RowArray = std::vector<uint8_t, HugePageAllocator<uint8_t>>;  // memory/huge_pages.h
+    std::vector<RowArray> k_, v_, idx_;
 };
 
 }  // namespace offgrid::memory

@@ -28,11 +28,13 @@ struct PosCell {
 };
 
 // One sequence's cells sorted by (pos, cell), and its complete pools. Pool k covers the kpool consecutive entries
-// cells[pools[k] .. pools[k] + kpool); its pooled key lives in the row of its last member (the rep cell).
+// cells[pools[k] .. pools[k] + kpool); its pooled key lives in the row of its last member, the rep cell
+// reps[k] == cells[pools[k] + kpool - 1].cell (kept next to the pools, so scoring reads no per-token list).
 // In by-order mode pools[k] == k * kpool. Views stay valid until the next memory mutation.
 struct SeqView {
     std::span<const PosCell> cells;
     std::span<const uint32_t> pools;
+    std::span<const uint32_t> reps;  // reps.size() == pools.size()
 };
 
 // A pool the model must (re)compute in this ubatch: mean of the members' raw indexer keys, norm, rope at
@@ -102,11 +104,23 @@ struct CacheShape {
     tensor::ElemType type_idx = tensor::ElemType::F16;  // indexer rows: F32 or F16 (the model derives it from type_k)
 };
 
+// One layer's rows of one cache as a single array: the row of global cell c starts at base + c * stride bytes.
+// Attention kernels address selected rows by cell through it instead of building pointer lists.
+struct RowTable {
+    uint8_t * base = nullptr;
+    size_t stride = 0;
+    uint8_t * row(uint32_t cell) const { return base + static_cast<size_t>(cell) * stride; }
+};
+
 // Row access to the memory's storage, for the model. Rows have the element types of the CacheShape.
+// Invariant: k_row(l, c) == k_rows(l).row(c) for every cell (likewise V and indexer rows).
 struct Storage {
     virtual void * k_row(uint32_t attn_layer, uint32_t cell) = 0;
     virtual void * v_row(uint32_t attn_layer, uint32_t cell) = 0;     // null when v_width is 0
     virtual void * idx_row(uint32_t attn_layer, uint32_t cell) = 0;   // idx_parts * idx_width elements
+    virtual RowTable k_rows(uint32_t attn_layer) = 0;
+    virtual RowTable v_rows(uint32_t attn_layer) = 0;    // base null when v_width is 0
+    virtual RowTable idx_rows(uint32_t attn_layer) = 0;
     virtual float * conv_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ssm_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ple_state(uint32_t row) = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <span>
 
 #include "tensor/types.h"
@@ -39,6 +40,30 @@ void score_pools(const float * q, size_t n_heads, size_t dim, std::span<const vo
 // Plain twin: one pool at a time, each dot product summed in index order.
 void score_pools_ref(const float * q, size_t n_heads, size_t dim, std::span<const void * const> keys,
                      tensor::ElemType type, float * out);
+
+// A layer's cache rows as one array (memory::RowTable with its element type): the row of cell c starts at
+// base + c * stride bytes; base may already point at a head's slice within the row.
+struct CacheTable {
+    const uint8_t * base = nullptr;
+    size_t stride = 0;
+    tensor::ElemType type = tensor::ElemType::F32;
+};
+
+// QSA indexer scores of n_q queries against the pooled keys in rows rows[0..n) of `keys` (F32 or F16), by the
+// attn_rows kernels of the active ISA level (ops/cpu/attn_rows.h): out[i * out_stride + p] = sum over heads h in
+// order of relu(q_ih . key_p), query i at q + i * q_stride with heads of dim floats. A value depends only on its
+// query and key: a block of queries scores exactly as one query at a time.
+void score_pool_rows(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const CacheTable & keys,
+                     const uint32_t * rows, size_t n, float * out, size_t out_stride);
+
+// Whether attend_rows takes these cache types: both F32 or both F16 (Q8_0 goes through widen_cache_rows).
+bool attend_rows_supported(tensor::ElemType type_k, tensor::ElemType type_v);
+
+// Softmax attention of n_q queries (head_dim floats at q + i * q_stride) over the rows of `cells` in order, K
+// and V read by cell from their tables (online softmax, F16 widened in registers; ops/cpu/attn_rows.h). Each
+// output depends only on its query, the rows and their order. Requires attend_rows_supported.
+void attend_rows(const float * q, size_t n_q, size_t q_stride, size_t head_dim, const CacheTable & k,
+                 const CacheTable & v, std::span<const uint32_t> cells, float scale, float * out, size_t out_stride);
 
 // Reads element i of a cache row of type F32 or F16.
 float cache_element(const void * row, tensor::ElemType type, size_t i);

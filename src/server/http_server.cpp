@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "common/error.h"
+#include "server/peer_probe.h"
 #include "server/protocol.h"
 
 namespace offgrid::server {
@@ -405,9 +406,20 @@ void HttpServer::routes() {
             Usage usage;
             size_t done = 0;
             std::string error;
+            // Nothing is written before the end, so a client that hangs up is seen only by looking at its socket:
+            // a few times a second, its slot is freed at once (as for a streamed request) instead of at max_tokens.
+            const PeerProbe peer(req.remote_addr, req.remote_port, req.local_port);
+            auto last_look = std::chrono::steady_clock::now();
             while (done < n_choices) {
+                if (std::chrono::steady_clock::now() - last_look > std::chrono::milliseconds(200)) {
+                    last_look = std::chrono::steady_clock::now();
+                    if (peer.gone()) {
+                        ch->cancel();
+                        return;
+                    }
+                }
                 ChoiceEvent e;
-                if (!ch->pop(e, std::chrono::milliseconds(1000))) continue;
+                if (!ch->pop(e, std::chrono::milliseconds(200))) continue;
                 const auto i = static_cast<size_t>(e.index);
                 texts[i] += e.text;
                 lps[i].add(e.logprobs);

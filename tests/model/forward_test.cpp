@@ -102,6 +102,34 @@ TEST_P(SparseRatio, EngineEqualsReference) {
 
 INSTANTIATE_TEST_SUITE_P(Ratios, SparseRatio, ::testing::Values(2u, 4u, 8u));
 
+// Issue 9: sparse prompt processing (chunks of 512 tokens: a block of queries scores the pooled keys together,
+// each selects its own pools plus its causal tail) equals token-by-token decoding at 4096 tokens, and both
+// follow the reference. 32 pools of budget: past 32 * r + r visible tokens every token is sparse.
+class SparsePrompt : public ::testing::TestWithParam<uint32_t> {};
+
+TEST_P(SparsePrompt, ChunkedPromptEqualsTokenByToken) {
+    test::TinyConfig c;
+    c.ratio = GetParam();
+    c.top_k = 32 * c.ratio;
+    const Built b = build(c);
+    const size_t n = 4096;
+    const auto tokens = random_tokens(n, 900 + c.ratio, b.model.hparams().n_vocab);
+    test::ReferenceOptions opt;
+    const auto ref = test::reference_forward(b.model, tokens, opt);
+    ops::ThreadPool pool(2);
+    const auto chunked = engine(b.model, tokens, 512, &pool);
+    const auto single = engine(b.model, tokens, 1);
+    const double d = max_abs_diff(chunked, single), d_ref = max_abs_diff(chunked, ref);
+    std::printf("[sparse prompt] r=%u n=%zu: chunks of 512 vs token by token max |diff| %.3g (vs reference %.3g, "
+                "smallest relative selection gap %.3g)\n", c.ratio, n, d, d_ref, opt.min_selection_gap);
+    EXPECT_LE(d, 1e-4);
+    // The distance to the reference is printed, not asserted: over 4096 tokens two correct implementations drift
+    // apart by about 1e-4 even with every selection decided (measured 0.95e-4 to 1.4e-4 at r = 8 across ISA
+    // levels), and a near-tie (r = 4 here) flips a pool. EngineEqualsReference asserts the agreement at 2048.
+}
+
+INSTANTIATE_TEST_SUITE_P(Ratios, SparsePrompt, ::testing::Values(4u, 8u));
+
 TEST(Forward, DenseModelEqualsReference) {
     test::TinyConfig c;
     c.ratio = 0;

@@ -32,6 +32,11 @@ public:
     void * k_row(uint32_t l, uint32_t c) override { return &k_[(size_t(l) * n_cells_ + c) * k_bytes_]; }
     void * v_row(uint32_t l, uint32_t c) override { return &v_[(size_t(l) * n_cells_ + c) * v_bytes_]; }
     void * idx_row(uint32_t l, uint32_t c) override { return &idx_[(size_t(l) * n_cells_ + c) * idx_bytes_]; }
+    memory::RowTable k_rows(uint32_t l) override { return {static_cast<uint8_t *>(k_row(l, 0)), k_bytes_}; }
+    memory::RowTable v_rows(uint32_t l) override { return {static_cast<uint8_t *>(v_row(l, 0)), v_bytes_}; }
+    memory::RowTable idx_rows(uint32_t l) override {
+        return idx_bytes_ ? memory::RowTable{static_cast<uint8_t *>(idx_row(l, 0)), idx_bytes_} : memory::RowTable{};
+    }
     float * conv_state(uint32_t l, uint32_t r) override { return &conv_[(size_t(l) * n_rows_ + r) * s_.conv_floats]; }
     float * ssm_state(uint32_t l, uint32_t r) override { return &ssm_[(size_t(l) * n_rows_ + r) * s_.ssm_floats]; }
     float * ple_state(uint32_t r) override { return ple_.data() + size_t(r) * s_.ple_floats; }
@@ -80,10 +85,13 @@ public:
             if (p >= n_cells_) throw std::runtime_error("test memory full");
             cells_.push_back({static_cast<memory::Pos>(p), p});
             tokens_.push_back(tokens[i]);
-            if (kpool_ > 0 && (p + 1) % kpool_ == 0) pools_.push_back(p + 1 - kpool_);
+            if (kpool_ > 0 && (p + 1) % kpool_ == 0) {
+                pools_.push_back(p + 1 - kpool_);
+                reps_.push_back(p);
+            }
         }
         plan.cell_tokens = tokens_;
-        plan.view = {cells_, pools_};
+        plan.view = {cells_, pools_, reps_};
         plan.tails.resize(tokens.size());
         memory::SeqGroup g{0, {}, 0, snapshot_rows};
         for (size_t i = 0; i < tokens.size(); ++i) {
@@ -129,7 +137,7 @@ private:
     TestStorage storage_;
     uint32_t n_cells_, kpool_;
     std::vector<memory::PosCell> cells_;
-    std::vector<uint32_t> pools_;
+    std::vector<uint32_t> pools_, reps_;
     std::vector<memory::Token> tokens_;
 };
 

@@ -233,8 +233,8 @@ TEST(Server, FullQueueAnswers503WithRetryAfter) {
     EXPECT_EQ(metric(s, "slots_busy"), 0);
 }
 
-// A raw socket that sends a streamed request, reads a little and hangs up.
-void stream_and_hang_up(int port, const std::string & body) {
+// A raw socket that sends a request and, for a streamed one, reads a little; then it hangs up.
+void send_and_hang_up(int port, const std::string & body, bool read_first) {
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
     ASSERT_GE(fd, 0);
     sockaddr_in addr{};
@@ -246,8 +246,20 @@ void stream_and_hang_up(int port, const std::string & body) {
                             std::to_string(body.size()) + "\r\n\r\n" + body;
     ASSERT_EQ(::send(fd, req.data(), req.size(), 0), static_cast<ssize_t>(req.size()));
     char buf[512];
-    ASSERT_GT(::recv(fd, buf, sizeof(buf), 0), 0);  // the headers and a first event
+    if (read_first) {
+        ASSERT_GT(::recv(fd, buf, sizeof(buf), 0), 0);  // the headers and a first event
+    }
     ::close(fd);
+}
+
+// Waits (bounded) until no slot is busy; returns the last slots_busy read.
+double wait_for_idle_slots(ServerProcess & s) {
+    double busy = 1;
+    for (int i = 0; i < 300 && busy != 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        busy = metric(s, "slots_busy");
+    }
+    return busy;
 }
 
 TEST(Server, ClientDisconnectCancelsTheRequest) {
@@ -255,16 +267,28 @@ TEST(Server, ClientDisconnectCancelsTheRequest) {
     json b = completion("going on and on", 4000);
     b["ignore_eos"] = true;
     b["stream"] = true;
-    stream_and_hang_up(s.port(), b.dump());
+    send_and_hang_up(s.port(), b.dump(), true);
     // Freed within a few tokens of the hang-up, long before 4000 tokens.
-    double busy = 1;
-    for (int i = 0; i < 300 && busy != 0; ++i) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-        busy = metric(s, "slots_busy");
-    }
-    EXPECT_EQ(busy, 0);
+    EXPECT_EQ(wait_for_idle_slots(s), 0);
     EXPECT_EQ(metric(s, "requests_cancelled_total"), 1);
     EXPECT_LT(metric(s, "generated_tokens_total"), 4000);
+    EXPECT_EQ(s.stop(), 0);
+}
+
+// Not streamed, nothing is written until the end: the hang-up is seen on the socket, and the slot freed as fast.
+TEST(Server, ClientDisconnectCancelsANonStreamedRequest) {
+    ServerProcess s({"-np", "2", "-t", "1", "--quiet"}, "cancel-plain");
+    json b = completion("going on and on", 4000);
+    b["ignore_eos"] = true;
+    send_and_hang_up(s.port(), b.dump(), false);
+    for (int i = 0; i < 300 && metric(s, "slots_busy") < 1 && metric(s, "generated_tokens_total") == 0; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    EXPECT_EQ(wait_for_idle_slots(s), 0);
+    EXPECT_EQ(metric(s, "requests_cancelled_total"), 1);
+    EXPECT_LT(metric(s, "generated_tokens_total"), 4000);
+    // The server still answers.
+    EXPECT_EQ(post(s, "/v1/completions", completion("after", 2)).status, 200);
     EXPECT_EQ(s.stop(), 0);
 }
 

@@ -1,6 +1,8 @@
 #include "model/common/kpool_select.h"
 
 #include <algorithm>
+#include <cmath>
+#include <functional>
 
 #include "common/error.h"
 #include "ops/attention.h"
@@ -21,9 +23,37 @@ void pooled_keys(const memory::SeqView & view, const memory::TokenPlan & tp,
 }
 
 std::vector<uint32_t> best_pools(const float * scores, size_t n_pools, size_t budget) {
-    std::vector<uint32_t> picked = ops::top_k(scores, n_pools, budget);
-    std::sort(picked.begin(), picked.end());  // attend in sequence order
+    std::vector<uint32_t> picked;
+    std::vector<float> scratch;
+    best_pools(scores, n_pools, budget, scratch, picked);
     return picked;
+}
+
+void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector<float> & scratch,
+                std::vector<uint32_t> & picked) {
+    picked.clear();
+    if (budget >= n_pools) {
+        for (size_t p = 0; p < n_pools; ++p) picked.push_back(static_cast<uint32_t>(p));
+        return;
+    }
+    if (budget == 0) return;
+    // NaN ranks as -inf (as ops::top_k). The budget-th largest key is the threshold: every pool above it is
+    // taken, and of the pools equal to it the lowest indices, until the budget is full. That is the set of the
+    // order (score descending, index ascending), found in O(n) and already in sequence order.
+    auto key = [](float v) { return std::isnan(v) ? -INFINITY : v; };
+    scratch.resize(n_pools);
+    for (size_t p = 0; p < n_pools; ++p) scratch[p] = key(scores[p]);
+    std::nth_element(scratch.begin(), scratch.begin() + static_cast<std::ptrdiff_t>(budget - 1), scratch.end(),
+                     std::greater<float>());
+    const float threshold = scratch[budget - 1];
+    size_t above = 0;
+    for (size_t p = 0; p < n_pools; ++p) above += key(scores[p]) > threshold;
+    size_t ties = budget - above;
+    picked.reserve(budget);
+    for (size_t p = 0; p < n_pools; ++p) {
+        const float v = key(scores[p]);
+        if (v > threshold || (v == threshold && ties > 0 && ties--)) picked.push_back(static_cast<uint32_t>(p));
+    }
 }
 
 void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,

@@ -5,49 +5,21 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "model/common/gen_support.h"
 
 namespace offgrid::model::glm5next {
 
 namespace {
 
 using tensor::ElemType;
-
-// splitmix64 and a four-uniform normal: plain arithmetic, the same bits on every platform.
-class Rng {
-public:
-    explicit Rng(uint64_t seed) : state_(seed) {}
-    uint64_t next() {
-        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }
-    float normal() { return static_cast<float>((uniform() + uniform() + uniform() + uniform() - 2.0) * 1.7320508075688772); }
-
-private:
-    uint64_t state_;
-};
-
-uint64_t fnv1a(std::string_view s) {
-    uint64_t h = 1469598103934665603ull;
-    for (const char c : s) {
-        h ^= static_cast<uint8_t>(c);
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-[[noreturn]] void bad(const std::string & field, const std::string & what) {
-    throw Error("model settings: " + field + ": " + what);
-}
+using namespace common;
 
 // Tensors seeded by (seed, name), so one tensor's values do not depend on the others.
 class Maker {
 public:
     Maker(gguf::Writer & w, const GenConfig & c) : w_(w), c_(c) {}
     std::vector<float> draw(const std::string & name, size_t n, float sd, float mean = 0.0f) const {
-        Rng rng(c_.seed * 0x100000001B3ull ^ fnv1a(name));
+        GenRng rng(c_.seed * 0x100000001B3ull ^ gen_name_hash(name));
         std::vector<float> v(n);
         for (float & x : v) x = mean + sd * rng.normal();
         return v;
@@ -110,55 +82,47 @@ GenConfig gen_preset(const std::string & name) {
         c.n_ff_exp = 128;
         return c;
     }
-    std::string list;
-    for (const auto & n : gen_preset_names()) list += (list.empty() ? "" : ", ") + n;
-    throw Error("unknown preset '" + name + "' (" + list + ")");
+    unknown_preset(name, gen_preset_names());
 }
 
 void validate(const GenConfig & c) {
-    auto range = [](const char * field, uint64_t v, uint64_t lo, uint64_t hi) {
-        if (v < lo || v > hi) bad(field, std::to_string(v) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
-    };
-    if (c.weight_type != ElemType::F32 && c.weight_type != ElemType::F16 && c.weight_type != ElemType::BF16 &&
-        c.weight_type != ElemType::Q8_0) {
-        bad("weight type", "must be f32, f16, bf16 or q8_0");
-    }
-    range("n_vocab", c.n_vocab, 2, 1u << 20);
-    range("n_ctx", c.n_ctx, 1, 1u << 22);
-    range("n_embd", c.n_embd, 1, 16384);
-    range("layers", c.layer_kinds.size(), 1, 256);
-    if (c.indexer_types.size() != c.layer_kinds.size()) bad("indexer_types", "one entry per layer");
+    check_gen_weight_type(c.weight_type);
+    check_setting_range("n_vocab", c.n_vocab, 2, 1u << 20);
+    check_setting_range("n_ctx", c.n_ctx, 1, 1u << 22);
+    check_setting_range("n_embd", c.n_embd, 1, 16384);
+    check_setting_range("layers", c.layer_kinds.size(), 1, 256);
+    if (c.indexer_types.size() != c.layer_kinds.size()) bad_setting("indexer_types", "one entry per layer");
     bool first_dsa = true;
     for (size_t il = 0; il < c.layer_kinds.size(); ++il) {
-        if (c.layer_kinds[il] > 1) bad("layer_kinds", "0 (KDA) or 1 (DSA)");
-        if (c.indexer_types[il] > 1) bad("indexer_types", "0 (shared) or 1 (full)");
+        if (c.layer_kinds[il] > 1) bad_setting("layer_kinds", "0 (KDA) or 1 (DSA)");
+        if (c.indexer_types[il] > 1) bad_setting("indexer_types", "0 (shared) or 1 (full)");
         if (c.layer_kinds[il] == 1) {
-            if (first_dsa && c.indexer_types[il] == 0) bad("indexer_types", "the first DSA layer needs a full indexer");
+            if (first_dsa && c.indexer_types[il] == 0) bad_setting("indexer_types", "the first DSA layer needs a full indexer");
             first_dsa = false;
         }
     }
-    range("n_head", c.n_head, 1, 256);
-    range("q_lora_rank", c.q_lora_rank, 1, 8192);
-    range("kv_lora_rank", c.kv_lora_rank, 1, 8192);
-    range("key_mla", c.key_mla, 1, 1024);
-    range("value_mla", c.value_mla, 1, 1024);
-    range("conv_kernel", c.conv_kernel, 2, 64);
-    range("kda_head_dim", c.kda_head_dim, 1, 512);
-    if (c.bounded_decay && !(c.gate_lower_bound < 0.0f)) bad("gate_lower_bound", "must be < 0");
-    range("idx_heads", c.idx_heads, 1, 256);
-    range("idx_dim", c.idx_dim, 1, 1024);
-    range("kpool", c.kpool, 2, 1024);
-    range("top_k", c.top_k, 1, 1u << 24);
-    if (c.top_k % c.kpool != 0) bad("top_k", "must be a multiple of kpool " + std::to_string(c.kpool));
-    if (c.hc != 4) bad("hc", "must be 4");
-    range("sinkhorn_iterations", c.sinkhorn_iterations, 1, 1000);
-    range("n_dense", c.n_dense, 0, static_cast<uint64_t>(c.layer_kinds.size()));
-    range("n_ff", c.n_ff, 1, 1u << 20);
-    range("n_expert", c.n_expert, 1, 1024);
-    range("n_expert_used", c.n_expert_used, 1, c.n_expert);
-    range("n_shared", c.n_shared, 1, 64);
-    range("n_ff_exp", c.n_ff_exp, 1, 1u << 20);
-    if (!(c.weight_scale > 0.0f) || !std::isfinite(c.weight_scale)) bad("weight_scale", "must be > 0");
+    check_setting_range("n_head", c.n_head, 1, 256);
+    check_setting_range("q_lora_rank", c.q_lora_rank, 1, 8192);
+    check_setting_range("kv_lora_rank", c.kv_lora_rank, 1, 8192);
+    check_setting_range("key_mla", c.key_mla, 1, 1024);
+    check_setting_range("value_mla", c.value_mla, 1, 1024);
+    check_setting_range("conv_kernel", c.conv_kernel, 2, 64);
+    check_setting_range("kda_head_dim", c.kda_head_dim, 1, 512);
+    if (c.bounded_decay && !(c.gate_lower_bound < 0.0f)) bad_setting("gate_lower_bound", "must be < 0");
+    check_setting_range("idx_heads", c.idx_heads, 1, 256);
+    check_setting_range("idx_dim", c.idx_dim, 1, 1024);
+    check_setting_range("kpool", c.kpool, 2, 1024);
+    check_setting_range("top_k", c.top_k, 1, 1u << 24);
+    if (c.top_k % c.kpool != 0) bad_setting("top_k", "must be a multiple of kpool " + std::to_string(c.kpool));
+    if (c.hc != 4) bad_setting("hc", "must be 4");
+    check_setting_range("sinkhorn_iterations", c.sinkhorn_iterations, 1, 1000);
+    check_setting_range("n_dense", c.n_dense, 0, static_cast<uint64_t>(c.layer_kinds.size()));
+    check_setting_range("n_ff", c.n_ff, 1, 1u << 20);
+    check_setting_range("n_expert", c.n_expert, 1, 1024);
+    check_setting_range("n_expert_used", c.n_expert_used, 1, c.n_expert);
+    check_setting_range("n_shared", c.n_shared, 1, 64);
+    check_setting_range("n_ff_exp", c.n_ff_exp, 1, 1u << 20);
+    if (!(c.weight_scale > 0.0f) || !std::isfinite(c.weight_scale)) bad_setting("weight_scale", "must be > 0");
 }
 
 std::string describe(const GenConfig & c) {

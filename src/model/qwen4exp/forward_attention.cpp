@@ -125,75 +125,116 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         }
     }
 
-    // Attention per token. Tokens are independent: a prompt spreads them over the pool. A decode step has
-    // fewer tokens than threads, so each token spreads its pool scores and its heads over the pool instead.
-    // Either way every score and every head is computed by one thread with the same arithmetic.
+    // Attention per block of tokens. A block is up to kQueryBlock consecutive tokens of one sequence: on a
+    // QSA layer they score the pooled keys together (each key read once for the block; a score depends only on
+    // its query and key, so a block selects exactly as one token at a time), then each token takes its own
+    // best pools plus its tail and attends over them. Blocks are independent: a prompt spreads them over the
+    // pool. A decode step has fewer tokens than threads, so its one block spreads its pool scores and its KV
+    // groups over the pool instead. Either way every score and every head is computed by one thread with the
+    // same arithmetic.
     std::vector<float> attn(T * D * H);
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
     const size_t budget = qsa ? hp.idx_top_k / r : 0;
     const tensor::ElemType type_k = b.shape.type_k, type_v = b.shape.type_v, type_idx = b.shape.type_idx;
-    const int n_threads = b.pool ? b.pool->n_threads() : 1;
-    const bool per_token_parallel = T >= static_cast<size_t>(n_threads);
-    ops::ThreadPool * inner = per_token_parallel ? nullptr : b.pool;
+    const bool by_table = ops::attend_rows_supported(type_k, type_v);
+    const memory::RowTable k_table = b.storage.k_rows(li), v_table = b.storage.v_rows(li);
+    const memory::RowTable idx_table = b.storage.idx_rows(li);
+    const size_t k_elem = elem_size(type_k), v_elem = elem_size(type_v);
+    const ops::CacheTable pooled{qsa ? idx_table.base + Di * elem_size(type_idx) : nullptr, idx_table.stride, type_idx};
 
-    auto attend_token = [&](size_t t) {
-        std::vector<const void *> krows, vrows, keys;
-        std::vector<float> scores;
-        std::vector<uint32_t> cells;
-        const memory::TokenPlan & tp = b.plan.tokens[t];
-        const memory::SeqView view = b.plan.seq_view(tp.seq);
-        if (tp.n_visible > view.cells.size() || tp.first_visible > tp.n_visible || tp.n_pools > view.pools.size()) {
-            throw Error("forward: ubatch token " + std::to_string(t) + ": plan sees more cells or pools than its sequence has");
-        }
-        if (!qsa || b.qsa_dense || tp.n_pools <= budget) {
-            for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
-        } else {
-            // Score every visible pool: sum over indexer heads of relu(q . pooled key), heads in order.
-            common::pooled_keys(view, tp, static_cast<uint32_t>(r), b.storage, li, Di * elem_size(type_idx), keys);
-            scores.resize(tp.n_pools);
-            const float * qt = &qi[t * Hi * Di];
-            ops::parallel_for(inner, tp.n_pools, [&](size_t p0, size_t p1) {
-                ops::score_pools(qt, Hi, Di, std::span<const void * const>(keys).subspan(p0, p1 - p0), type_idx,
-                                 scores.data() + p0);
-            }, 1024);
-            const std::vector<uint32_t> picked = common::best_pools(scores.data(), scores.size(), budget);
-            common::pool_cells(view, tp, static_cast<uint32_t>(r), picked, true, cells);
-        }
-        krows.resize(cells.size());
-        vrows.resize(cells.size());
-        for (size_t j = 0; j < cells.size(); ++j) {
-            krows[j] = b.storage.k_row(li, cells[j]);
-            vrows[j] = b.storage.v_row(li, cells[j]);
-        }
-        // Q8_0 rows are widened to f32 first (ops/cache_rows.h); f32 and f16 rows are read in place.
+    constexpr size_t kQueryBlock = 16;
+    std::vector<std::pair<size_t, size_t>> blocks;
+    for (size_t t = 0; t < T;) {
+        size_t e = t + 1;
+        while (e < T && e - t < kQueryBlock && b.plan.tokens[e].seq == b.plan.tokens[t].seq) ++e;
+        blocks.emplace_back(t, e);
+        t = e;
+    }
+    const int n_threads = b.pool ? b.pool->n_threads() : 1;
+    const bool per_block_parallel = blocks.size() >= static_cast<size_t>(n_threads);
+    ops::ThreadPool * inner = per_block_parallel ? nullptr : b.pool;
+
+    // Attends token t over `cells` (sequence order), all heads, gated, into attn.
+    auto attend_cells = [&](size_t t, const std::vector<uint32_t> & cells) {
+        std::vector<const void *> krows, vrows;
         std::vector<float> k_wide, v_wide;
-        const ops::CacheRows K = ops::widen_cache_rows({krows, type_k}, kvdim, k_wide, krows);
-        const ops::CacheRows V = ops::widen_cache_rows({vrows, type_v}, kvdim, v_wide, vrows);
-        ops::parallel_for(inner, H, [&](size_t h0, size_t h1) {
-            // The heads of one KV group read the same rows: one attend_heads call per group (in this range)
-            // reads each K/V block once for all of them, with attend_head's bits for each.
+        ops::CacheRows K, V;
+        if (!by_table) {
+            // Q8_0 or mixed rows: pointers, Q8_0 widened to f32 first (ops/cache_rows.h).
+            krows.resize(cells.size());
+            vrows.resize(cells.size());
+            for (size_t j = 0; j < cells.size(); ++j) {
+                krows[j] = b.storage.k_row(li, cells[j]);
+                vrows[j] = b.storage.v_row(li, cells[j]);
+            }
+            K = ops::widen_cache_rows({krows, type_k}, kvdim, k_wide, krows);
+            V = ops::widen_cache_rows({vrows, type_v}, kvdim, v_wide, vrows);
+        }
+        ops::parallel_for(inner, Hkv, [&](size_t g0, size_t g1) {
+            // The heads of one KV group read the same rows: one call per group reads each row once for all.
             std::vector<float> heads(group * D);
-            for (size_t h = h0; h < h1;) {
-                const size_t kv_head = h / group;  // contiguous GQA groups
-                const size_t h_end = std::min(h1, (kv_head + 1) * group);
-                ops::attend_heads(&q[t * qdim + 2 * D * h], h_end - h, 2 * D, D, K, V, kv_head * D, kq_scale,
-                                  heads.data(), D);
-                for (size_t hh = h; hh < h_end; ++hh) {
+            for (size_t g = g0; g < g1; ++g) {
+                const float * qg = &q[t * qdim + 2 * D * g * group];
+                if (by_table) {
+                    const ops::CacheTable kt{k_table.base + g * D * k_elem, k_table.stride, type_k};
+                    const ops::CacheTable vt{v_table.base + g * D * v_elem, v_table.stride, type_v};
+                    ops::attend_rows(qg, group, 2 * D, D, kt, vt, cells, kq_scale, heads.data(), D);
+                } else {
+                    ops::attend_heads(qg, group, 2 * D, D, K, V, g * D, kq_scale, heads.data(), D);
+                }
+                for (size_t hh = g * group; hh < (g + 1) * group; ++hh) {
                     const float * gate = &q[t * qdim + 2 * D * hh] + D;
-                    const float * head = &heads[(hh - h) * D];
+                    const float * head = &heads[(hh - g * group) * D];
                     float * out = &attn[(t * H + hh) * D];
                     for (size_t d = 0; d < D; ++d) out[d] = head[d] * ops::sigmoid(gate[d]);
                 }
-                h = h_end;
             }
         });
     };
-    if (per_token_parallel) {
-        ops::parallel_for(b.pool, T, [&](size_t begin, size_t end) {
-            for (size_t t = begin; t < end; ++t) attend_token(t);
+
+    auto attend_block = [&](size_t t0, size_t t1) {
+        const memory::SeqView view = b.plan.seq_view(b.plan.tokens[t0].seq);
+        if (view.reps.size() != view.pools.size()) throw Error("forward: sequence view without its pool reps");
+        size_t n_score = 0;  // pools the block scores: the most any of its sparse tokens sees
+        for (size_t t = t0; t < t1; ++t) {
+            const memory::TokenPlan & tp = b.plan.tokens[t];
+            if (tp.n_visible > view.cells.size() || tp.first_visible > tp.n_visible || tp.n_pools > view.pools.size()) {
+                throw Error("forward: ubatch token " + std::to_string(t) +
+                            ": plan sees more cells or pools than its sequence has");
+            }
+            if (qsa && !b.qsa_dense && tp.n_pools > budget) n_score = std::max<size_t>(n_score, tp.n_pools);
+        }
+        // Per-thread working space, kept across blocks and layers (a prompt's block scores n_pools x 16 floats).
+        // Named through references: inside the lambdas below a thread_local name would mean the worker's own.
+        thread_local std::vector<float> tl_scores, tl_scratch;
+        thread_local std::vector<uint32_t> tl_picked, tl_cells;
+        std::vector<float> & scores = tl_scores, & scratch = tl_scratch;
+        std::vector<uint32_t> & picked = tl_picked, & cells = tl_cells;
+        if (n_score > 0) {
+            scores.resize((t1 - t0) * n_score);
+            ops::parallel_for(inner, n_score, [&](size_t p0, size_t p1) {
+                ops::score_pool_rows(&qi[t0 * Hi * Di], t1 - t0, Hi * Di, Hi, Di, pooled, view.reps.data() + p0,
+                                     p1 - p0, scores.data() + p0, n_score);
+            }, 512);
+        }
+        for (size_t t = t0; t < t1; ++t) {
+            const memory::TokenPlan & tp = b.plan.tokens[t];
+            cells.clear();
+            if (!qsa || b.qsa_dense || tp.n_pools <= budget) {
+                for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
+            } else {
+                common::best_pools(&scores[(t - t0) * n_score], tp.n_pools, budget, scratch, picked);
+                common::pool_cells(view, tp, static_cast<uint32_t>(r), picked, true, cells);
+            }
+            attend_cells(t, cells);
+        }
+    };
+    if (per_block_parallel) {
+        ops::parallel_for(b.pool, blocks.size(), [&](size_t begin, size_t end) {
+            for (size_t i = begin; i < end; ++i) attend_block(blocks[i].first, blocks[i].second);
         });
     } else {
-        for (size_t t = 0; t < T; ++t) attend_token(t);
+        for (const auto & [t0, t1] : blocks) attend_block(t0, t1);
     }
     ops::matmul(w.o, attn.data(), T, y, b.pool);
     for (size_t i = 0; i < T * hp.n_embd; ++i) y[i] *= w.o_scale;

@@ -6,47 +6,14 @@
 #include <string_view>
 
 #include "common/error.h"
+#include "model/common/gen_support.h"
 
 namespace offgrid::model::qwen4exp {
 
 namespace {
 
 using tensor::ElemType;
-
-// splitmix64: small, fast, and the same on every platform.
-class Rng {
-public:
-    explicit Rng(uint64_t seed) : state_(seed) {}
-    uint64_t next() {
-        uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-        z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-        return z ^ (z >> 31);
-    }
-    double uniform() { return static_cast<double>(next() >> 11) * (1.0 / 9007199254740992.0); }  // [0, 1)
-    // Approximately N(0, 1): a centred sum of four uniforms scaled to unit variance. Plain arithmetic, so the
-    // weights are bit-identical on every platform (no libm, no std:: distributions).
-    float normal() {
-        const double s = uniform() + uniform() + uniform() + uniform() - 2.0;
-        return static_cast<float>(s * 1.7320508075688772);
-    }
-
-private:
-    uint64_t state_;
-};
-
-uint64_t fnv1a(std::string_view s) {
-    uint64_t h = 1469598103934665603ull;
-    for (const char c : s) {
-        h ^= static_cast<uint8_t>(c);
-        h *= 1099511628211ull;
-    }
-    return h;
-}
-
-[[noreturn]] void bad(const std::string & field, const std::string & what) {
-    throw Error("model settings: " + field + ": " + what);
-}
+using namespace common;
 
 bool is_attention_layer(const GenConfig & c, uint32_t il) { return (il + 1) % c.attn_interval == 0; }
 
@@ -58,7 +25,7 @@ public:
     TensorMaker(gguf::Writer & w, const GenConfig & c) : w_(w), c_(c) {}
 
     std::vector<float> draw(const std::string & name, size_t n, float sd, float mean = 0.0f) const {
-        Rng rng(c_.seed * 0x100000001B3ull ^ fnv1a(name));
+        GenRng rng(c_.seed * 0x100000001B3ull ^ gen_name_hash(name));
         std::vector<float> v(n);
         for (float & x : v) x = mean + sd * rng.normal();
         return v;
@@ -186,69 +153,61 @@ GenConfig gen_preset(const std::string & name) {
         c.idx_dim = 16;
         return c;
     }
-    std::string list;
-    for (const auto & n : gen_preset_names()) list += (list.empty() ? "" : ", ") + n;
-    throw Error("unknown preset '" + name + "' (" + list + ")");
+    unknown_preset(name, gen_preset_names());
 }
 
 void validate(const GenConfig & c) {
-    auto range = [](const char * field, uint64_t v, uint64_t lo, uint64_t hi) {
-        if (v < lo || v > hi) bad(field, std::to_string(v) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
-    };
-    if (c.weight_type != ElemType::F32 && c.weight_type != ElemType::F16 && c.weight_type != ElemType::BF16 &&
-        c.weight_type != ElemType::Q8_0) {
-        bad("weight type", "must be f32, f16, bf16 or q8_0");
-    }
-    range("n_vocab", c.n_vocab, 2, 1u << 20);
-    range("n_ctx", c.n_ctx, 1, 1u << 22);
-    range("n_embd", c.n_embd, 1, 65536);
-    range("n_layer", c.n_layer, 1, 512);
-    range("attn_interval", c.attn_interval, 1, 512);
-    range("n_head", c.n_head, 1, 1024);
-    range("n_head_kv", c.n_head_kv, 1, c.n_head);
-    if (c.n_head % c.n_head_kv != 0) bad("n_head_kv", "must divide n_head");
-    range("head_dim", c.head_dim, 2, 1024);
-    if (c.n_rot == 0 || c.n_rot % 2 != 0 || c.n_rot > c.head_dim) bad("n_rot", "must be even, > 0 and at most head_dim");
-    if (!(c.rope_base > 0.0f) || !std::isfinite(c.rope_base)) bad("rope_base", "must be > 0");
-    if (!(c.rms_eps >= 0.0f) || !std::isfinite(c.rms_eps)) bad("rms_eps", "must be >= 0");
-    range("n_expert", c.n_expert, 1, 1024);
-    range("n_expert_used", c.n_expert_used, 1, c.n_expert);
-    range("n_ff_exp", c.n_ff_exp, 1, 1u << 20);
-    range("n_ff_shexp", c.n_ff_shexp, 1, 1u << 20);
-    range("ssm_d_conv", c.ssm_d_conv, 1, 64);
-    range("ssm_d_state", c.ssm_d_state, 1, 1024);
-    range("ssm_n_v_heads", c.ssm_n_v_heads, 1, 1024);
-    range("ssm_n_k_heads", c.ssm_n_k_heads, 1, c.ssm_n_v_heads);
-    if (c.ssm_n_v_heads % c.ssm_n_k_heads != 0) bad("ssm_n_k_heads", "must divide ssm_n_v_heads");
-    range("hc", c.hc, 2, 64);
-    range("hc_lr", c.hc_lr, 1, 4096);
-    range("idx_heads", c.idx_heads, 1, 1024);
-    range("idx_dim", c.idx_dim, 1, 4096);
-    range("top_k", c.top_k, 1, 1u << 24);
-    range("qsa_ratio", c.qsa_ratio, 0, 65536);
+    check_gen_weight_type(c.weight_type);
+    check_setting_range("n_vocab", c.n_vocab, 2, 1u << 20);
+    check_setting_range("n_ctx", c.n_ctx, 1, 1u << 22);
+    check_setting_range("n_embd", c.n_embd, 1, 65536);
+    check_setting_range("n_layer", c.n_layer, 1, 512);
+    check_setting_range("attn_interval", c.attn_interval, 1, 512);
+    check_setting_range("n_head", c.n_head, 1, 1024);
+    check_setting_range("n_head_kv", c.n_head_kv, 1, c.n_head);
+    if (c.n_head % c.n_head_kv != 0) bad_setting("n_head_kv", "must divide n_head");
+    check_setting_range("head_dim", c.head_dim, 2, 1024);
+    if (c.n_rot == 0 || c.n_rot % 2 != 0 || c.n_rot > c.head_dim) bad_setting("n_rot", "must be even, > 0 and at most head_dim");
+    if (!(c.rope_base > 0.0f) || !std::isfinite(c.rope_base)) bad_setting("rope_base", "must be > 0");
+    if (!(c.rms_eps >= 0.0f) || !std::isfinite(c.rms_eps)) bad_setting("rms_eps", "must be >= 0");
+    check_setting_range("n_expert", c.n_expert, 1, 1024);
+    check_setting_range("n_expert_used", c.n_expert_used, 1, c.n_expert);
+    check_setting_range("n_ff_exp", c.n_ff_exp, 1, 1u << 20);
+    check_setting_range("n_ff_shexp", c.n_ff_shexp, 1, 1u << 20);
+    check_setting_range("ssm_d_conv", c.ssm_d_conv, 1, 64);
+    check_setting_range("ssm_d_state", c.ssm_d_state, 1, 1024);
+    check_setting_range("ssm_n_v_heads", c.ssm_n_v_heads, 1, 1024);
+    check_setting_range("ssm_n_k_heads", c.ssm_n_k_heads, 1, c.ssm_n_v_heads);
+    if (c.ssm_n_v_heads % c.ssm_n_k_heads != 0) bad_setting("ssm_n_k_heads", "must divide ssm_n_v_heads");
+    check_setting_range("hc", c.hc, 2, 64);
+    check_setting_range("hc_lr", c.hc_lr, 1, 4096);
+    check_setting_range("idx_heads", c.idx_heads, 1, 1024);
+    check_setting_range("idx_dim", c.idx_dim, 1, 4096);
+    check_setting_range("top_k", c.top_k, 1, 1u << 24);
+    check_setting_range("qsa_ratio", c.qsa_ratio, 0, 65536);
     bool has_attention = false;
     for (uint32_t il = 0; il < c.n_layer; ++il) has_attention = has_attention || is_attention_layer(c, il);
     if (c.qsa_ratio > 0 && has_attention) {
-        if (c.top_k % c.qsa_ratio != 0) bad("top_k", "must be a multiple of the QSA ratio " + std::to_string(c.qsa_ratio));
-        if (c.idx_dim < c.n_rot) bad("idx_dim", "must be >= n_rot");
+        if (c.top_k % c.qsa_ratio != 0) bad_setting("top_k", "must be a multiple of the QSA ratio " + std::to_string(c.qsa_ratio));
+        if (c.idx_dim < c.n_rot) bad_setting("idx_dim", "must be >= n_rot");
     }
-    if (!(c.weight_scale > 0.0f) || !std::isfinite(c.weight_scale)) bad("weight_scale", "must be > 0");
-    range("eos_token", c.eos_token, 0, c.n_vocab - 1);
+    if (!(c.weight_scale > 0.0f) || !std::isfinite(c.weight_scale)) bad_setting("weight_scale", "must be > 0");
+    check_setting_range("eos_token", c.eos_token, 0, c.n_vocab - 1);
     if (c.ple) {
-        if (is_attention_layer(c, 0)) bad("ple", "the PLE layer (0) must be a Gated DeltaNet layer (attn_interval > 1)");
-        range("ple_ngram", c.ple_ngram, 2, 8);
-        range("ple_heads", ple_heads(c), 1, 64);
+        if (is_attention_layer(c, 0)) bad_setting("ple", "the PLE layer (0) must be a Gated DeltaNet layer (attn_interval > 1)");
+        check_setting_range("ple_ngram", c.ple_ngram, 2, 8);
+        check_setting_range("ple_heads", ple_heads(c), 1, 64);
         if (c.n_embd % ple_heads(c) != 0) {
-            bad("n_embd", "must be a multiple of the PLE head count " + std::to_string(ple_heads(c)));
+            bad_setting("n_embd", "must be a multiple of the PLE head count " + std::to_string(ple_heads(c)));
         }
-        range("ple_conv_kernel", c.ple_conv_kernel, 1, 64);
-        range("ple_head_vocab", c.ple_head_vocab, 1, 1u << 24);
+        check_setting_range("ple_conv_kernel", c.ple_conv_kernel, 1, 64);
+        check_setting_range("ple_head_vocab", c.ple_head_vocab, 1, 1u << 24);
     }
     // Keep files within reason: every matrix (and so the file) under 4 GiB of F32.
     const uint64_t E = c.n_embd;
     const uint64_t biggest = std::max<uint64_t>({E * c.n_vocab, E * c.n_ff_exp * c.n_expert,
                                        E * 2ull * c.head_dim * c.n_head, uint64_t(c.hc) * E * E});
-    if (biggest > (1ull << 30)) bad("sizes", "a weight matrix would exceed 2^30 elements");
+    if (biggest > (1ull << 30)) bad_setting("sizes", "a weight matrix would exceed 2^30 elements");
 }
 
 std::string describe(const GenConfig & c) {
@@ -316,7 +275,7 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
         w.set_u32(a + "ple.eos_token_id", c.eos_token);
         w.set_u32(a + "embedding_length_per_layer_input", c.n_embd / Hp);
         // Odd 64-bit hash multipliers drawn from the seed, and heads of slightly different sizes laid end to end.
-        Rng rng(c.seed ^ 0x504C45ull);
+        GenRng rng(c.seed ^ 0x504C45ull);
         std::vector<uint64_t> mult(c.ple_ngram), offsets(Hp), sizes(Hp);
         for (auto & m : mult) m = rng.next() | 1u;
         for (uint32_t h = 0; h < Hp; ++h) {

@@ -1,0 +1,127 @@
+// The loop structure of the attn_rows kernels (attn_rows.h), shared by every ISA level: each level supplies a
+// primitive set P and instantiates these templates with it:
+//   dots(q, q_stride, m, key, dim, out)  out[i] = q_i . key for i < m, each with the level's one dot order (the
+//                                        same bits whatever m: several dots run interleaved, never merged)
+//   exp_shift(s, n, mx)                  s[j] = exp(s[j] - mx) (the level's exp; the scalar twin's is std::exp)
+//   accumulate<F16>(w, w_stride, m, v_base, v_stride, cells, nb, out, out_stride, dim)
+//                                        out_i[d] += sum over j < nb in order of w[i * w_stride + j] V_j[d], one
+//                                        running sum per (i, d) (the same bits whatever m)
+//   scale, widen_f16, prefetch P is a type
+// local to its file (anonymous namespace), so every instantiation has internal linkage and the levels never
+// mix under the one-definition rule. Include only from attn_rows_*.cpp.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+
+#include "ops/cpu/attn_rows.h"
+
+namespace offgrid::ops::cpu::attn_impl {
+
+// Rows ahead of the one in use whose cache lines are requested: the rows of a selection are scattered, so
+// the hardware prefetcher cannot guess them.
+inline constexpr size_t kAhead = 6;
+
+template <class P, bool F16>
+inline const float * widened(const uint8_t * row, float * buf, size_t dim) {
+    if constexpr (F16) {
+        P::widen_f16(reinterpret_cast<const uint16_t *>(row), buf, dim);
+        return buf;
+    } else {
+        (void)buf;
+        (void)dim;
+        return reinterpret_cast<const float *>(row);
+    }
+}
+
+template <bool F16>
+constexpr size_t row_bytes(size_t dim) {
+    return dim * (F16 ? 2 : 4);
+}
+
+template <class P, bool F16>
+void score(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
+           size_t stride, const uint32_t * rows, size_t n, float * out, size_t out_stride) {
+    if (dim > kAttnMaxDim) throw std::invalid_argument("score: indexer head wider than kAttnMaxDim");
+    alignas(64) float buf[kAttnMaxDim];
+    const size_t bytes = row_bytes<F16>(dim);
+    for (size_t p = 0; p < n; ++p) {
+        if (p + kAhead < n) P::prefetch(base + static_cast<size_t>(rows[p + kAhead]) * stride, bytes);
+        const float * key = widened<P, F16>(base + static_cast<size_t>(rows[p]) * stride, buf, dim);
+        for (size_t i = 0; i < n_q; ++i) {
+            float d[64];
+            float s = 0.0f;
+            for (size_t h0 = 0; h0 < n_heads; h0 += 64) {
+                const size_t hn = std::min<size_t>(64, n_heads - h0);
+                P::dots(q + i * q_stride + h0 * dim, dim, hn, key, dim, d);
+                for (size_t h = 0; h < hn; ++h) s += std::max(d[h], 0.0f);
+            }
+            out[i * out_stride + p] = s;
+        }
+    }
+}
+
+template <class P, bool F16>
+void attend(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint8_t * k_base, size_t k_stride,
+            const uint8_t * v_base, size_t v_stride, const uint32_t * cells, size_t n, float scale, float * out,
+            size_t out_stride) {
+    if (dim > kAttnMaxDim) throw std::invalid_argument("attend: head wider than kAttnMaxDim");
+    alignas(64) float buf[kAttnMaxDim];
+    const size_t bytes = row_bytes<F16>(dim);
+    for (size_t i0 = 0; i0 < n_q; i0 += kAttnMaxQueries) {
+        const size_t m = std::min(kAttnMaxQueries, n_q - i0);
+        float mx[kAttnMaxQueries], sum[kAttnMaxQueries];
+        float s[kAttnMaxQueries][kAttnBlock], d[kAttnMaxQueries];
+        for (size_t i = 0; i < m; ++i) {
+            mx[i] = -INFINITY;
+            sum[i] = 0.0f;
+            std::fill(out + (i0 + i) * out_stride, out + (i0 + i) * out_stride + dim, 0.0f);
+        }
+        for (size_t j0 = 0; j0 < n; j0 += kAttnBlock) {
+            const size_t j1 = std::min(n, j0 + kAttnBlock);
+            // Scores of the block: each K row widened once for all queries.
+            for (size_t j = j0; j < j1; ++j) {
+                if (j + kAhead < n) {
+                    P::prefetch(k_base + static_cast<size_t>(cells[j + kAhead]) * k_stride, bytes);
+                    P::prefetch(v_base + static_cast<size_t>(cells[j + kAhead]) * v_stride, bytes);
+                }
+                const float * key = widened<P, F16>(k_base + static_cast<size_t>(cells[j]) * k_stride, buf, dim);
+                P::dots(q + i0 * q_stride, q_stride, m, key, dim, d);
+                for (size_t i = 0; i < m; ++i) s[i][j - j0] = scale * d[i];
+            }
+            // Running maximum, rescale, weights.
+            for (size_t i = 0; i < m; ++i) {
+                float bm = -INFINITY;
+                for (size_t j = j0; j < j1; ++j) bm = std::max(bm, s[i][j - j0]);
+                if (bm > mx[i]) {
+                    if (sum[i] != 0.0f) {
+                        const float f = std::exp(mx[i] - bm);
+                        sum[i] *= f;
+                        P::scale(f, out + (i0 + i) * out_stride, dim);
+                    }
+                    mx[i] = bm;
+                }
+                P::exp_shift(s[i], j1 - j0, mx[i]);
+                for (size_t j = j0; j < j1; ++j) sum[i] += s[i][j - j0];
+            }
+            // Weighted V rows.
+            P::template accumulate<F16>(&s[0][0], kAttnBlock, m, v_base, v_stride, cells + j0, j1 - j0,
+                                        out + i0 * out_stride, out_stride, dim);
+        }
+        if (n == 0) continue;
+        for (size_t i = 0; i < m; ++i) P::scale(1.0f / sum[i], out + (i0 + i) * out_stride, dim);
+    }
+}
+
+template <class P>
+void fill(AttnRowKernels & k) {
+    k.score_f32 = score<P, false>;
+    k.score_f16 = score<P, true>;
+    k.attend_f32 = attend<P, false>;
+    k.attend_f16 = attend<P, true>;
+}
+
+}  // namespace offgrid::ops::cpu::attn_impl

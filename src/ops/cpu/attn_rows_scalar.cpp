@@ -1,0 +1,80 @@
+// Scalar twins of the attn_rows kernels (plain loops in index order, each F16 element converted on its own) and
+// the per-level tables.
+#include "ops/cpu/attn_rows.h"
+#include "ops/cpu/attn_rows_impl.h"
+#include "ops/half.h"
+
+#include <cmath>
+
+namespace offgrid::ops::cpu {
+
+namespace {
+
+struct Plain {
+    static float dot(const float * a, const float * b, size_t n) {
+        float s = 0.0f;
+        for (size_t i = 0; i < n; ++i) s += a[i] * b[i];
+        return s;
+    }
+    static void dots(const float * q, size_t q_stride, size_t m, const float * key, size_t dim, float * out) {
+        for (size_t i = 0; i < m; ++i) out[i] = dot(q + i * q_stride, key, dim);
+    }
+    static void exp_shift(float * s, size_t n, float mx) {
+        for (size_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - mx);
+    }
+    static void axpy(float a, const float * x, float * y, size_t n) {
+        for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+    }
+    template <bool F16>
+    static void accumulate(const float * w, size_t ws, size_t m, const uint8_t * vb, size_t vs, const uint32_t * cells,
+                           size_t nb, float * out, size_t os, size_t dim) {
+        for (size_t i = 0; i < m; ++i) {
+            for (size_t d = 0; d < dim; ++d) {
+                float acc = out[i * os + d];
+                for (size_t j = 0; j < nb; ++j) {
+                    const uint8_t * row = vb + static_cast<size_t>(cells[j]) * vs;
+                    const float v = F16 ? half_to_float(reinterpret_cast<const uint16_t *>(row)[d])
+                                        : reinterpret_cast<const float *>(row)[d];
+                    acc += w[i * ws + j] * v;
+                }
+                out[i * os + d] = acc;
+            }
+        }
+    }
+    static void scale(float a, float * y, size_t n) {
+        for (size_t i = 0; i < n; ++i) y[i] *= a;
+    }
+    static void widen_f16(const uint16_t * x, float * y, size_t n) {
+        for (size_t i = 0; i < n; ++i) y[i] = half_to_float(x[i]);
+    }
+    static void prefetch(const uint8_t *, size_t) {}
+};
+
+struct AttnRowTables {
+    AttnRowKernels by_isa[3];
+    AttnRowTables() {
+        AttnRowKernels k;
+        add_attn_row_kernels_scalar(k);
+        by_isa[0] = k;
+        add_attn_row_kernels_avx2(k);
+        by_isa[1] = k;
+        add_attn_row_kernels_avx512(k);
+        by_isa[2] = k;
+    }
+};
+
+}  // namespace
+
+void add_attn_row_kernels_scalar(AttnRowKernels & k) { attn_impl::fill<Plain>(k); }
+
+const AttnRowKernels & attn_row_kernels(Isa isa) {
+    static const AttnRowTables t;
+    return t.by_isa[static_cast<int>(isa)];
+}
+
+const AttnRowKernels & attn_row_kernels() {
+    static const AttnRowKernels & k = attn_row_kernels(active_isa());
+    return k;
+}
+
+}  // namespace offgrid::ops::cpu

@@ -1,0 +1,54 @@
+// common::best_pools, the O(n) selection of the sparse path, against the plain top-k twin (ops::top_k_ref, sorted):
+// the same set (score descending, ties to the lower index, NaN as -inf) in sequence order.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "model/common/kpool_select.h"
+#include "ops/elementwise.h"
+
+namespace offgrid::model::common {
+namespace {
+
+std::vector<uint32_t> twin(const std::vector<float> & v, size_t k) {
+    std::vector<uint32_t> r = ops::top_k_ref(v.data(), v.size(), k);
+    std::sort(r.begin(), r.end());
+    return r;
+}
+
+TEST(BestPools, LinearSelectionEqualsTopKTwin) {
+    std::mt19937 rng(5);
+    std::vector<float> scratch;
+    std::vector<uint32_t> picked;
+    for (int round = 0; round < 200; ++round) {
+        const size_t n = 1 + rng() % 300, k = rng() % (n + 3);
+        std::vector<float> v(n);
+        const int levels = 1 + static_cast<int>(rng() % 6);  // few levels: many ties
+        for (auto & x : v) {
+            const uint32_t r = rng() % 100;
+            x = r < 3 ? NAN : r < 6 ? -INFINITY : r < 20 ? 0.0f : r < 23 ? -0.0f : static_cast<float>(rng() % levels);
+        }
+        best_pools(v.data(), n, k, scratch, picked);
+        EXPECT_EQ(picked, twin(v, k)) << "round " << round << " n " << n << " k " << k;
+        EXPECT_EQ(best_pools(v.data(), n, k), picked);
+    }
+}
+
+TEST(BestPools, ContinuousScores) {
+    std::mt19937 rng(6);
+    std::normal_distribution<float> nd;
+    std::vector<float> v(5000);
+    for (auto & x : v) x = nd(rng);
+    std::vector<float> scratch;
+    std::vector<uint32_t> picked;
+    for (size_t k : {0u, 1u, 512u, 4999u, 5000u, 6000u}) {
+        best_pools(v.data(), v.size(), k, scratch, picked);
+        EXPECT_EQ(picked, twin(v, k)) << k;
+    }
+}
+
+}  // namespace
+}  // namespace offgrid::model::common
