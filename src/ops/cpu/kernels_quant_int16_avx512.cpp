@@ -168,40 +168,60 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * 
     }
 }
 
+// Blocks of 32 in pairs: block b's 8 contract lanes in lanes 0-7 of one register, block b + 1's in lanes 8-15,
+// so the contract's even and odd accumulators are the two halves of one 16-lane accumulator (one conversion
+// and one fused multiply-add per pair and token).
 template <class T, int NR, int NT>
 inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
                         size_t ys) {
-    __m256 acc[2][NR][NT];
-    #pragma GCC unroll 8
+    __m512 acc[NR][NT];
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-        #pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) acc[0][r][t] = acc[1][r][t] = _mm256_setzero_ps();
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
     }
-    auto block = [&](int64_t b, __m256 (*ac)[NT]) {
-        #pragma GCC unroll 8
+    const int64_t nb = n / kQK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+#pragma GCC unroll 8
+        for (int r = 0; r < NR; ++r) {
+            const auto * blk = reinterpret_cast<const typename T::Block *>(w + r * ws) + b;
+            const __m512i w0 = _mm512_cvtepi8_epi16(T::values(blk[0]));
+            const __m512i w1 = _mm512_cvtepi8_epi16(T::values(blk[1]));
+            const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(blk[0].d))),
+                                                 _mm256_set1_ps(_cvtsh_ss(blk[1].d)), 1);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const BlockQ16_K & a = act[t][b / 8];  // b even: b and b + 1 share the activation block
+                const __m512i p0 = _mm512_madd_epi16(w0, load512(a.qs + 32 * (b % 8)));
+                const __m512i p1 = _mm512_madd_epi16(w1, load512(a.qs + 32 * (b % 8) + 32));
+                const __m512i p = _mm512_add_epi32(_mm512_shuffle_i64x2(p0, p1, 0x44), _mm512_shuffle_i64x2(p0, p1, 0xee));
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[r][t]);
+            }
+        }
+    }
+    if (b < nb) {  // the last, even block: lanes 0-7 only
+#pragma GCC unroll 8
         for (int r = 0; r < NR; ++r) {
             const auto & blk = reinterpret_cast<const typename T::Block *>(w + r * ws)[b];
             const __m512i wz = _mm512_cvtepi8_epi16(T::values(blk));
             const float dw = _cvtsh_ss(blk.d);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
                 const BlockQ16_K & a = act[t][b / 8];
                 const __m256i p = fold16(_mm512_madd_epi16(wz, load512(a.qs + 32 * (b % 8))));
-                ac[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), ac[r][t]);
+                acc[r][t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(_mm512_castsi256_si512(p)),
+                                                  _mm512_set1_ps(dw * a.d), acc[r][t], 0x00ff);  // lanes 8-15 kept
             }
         }
-    };
-    const int64_t nb = n / kQK;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        block(b, acc[0]);
-        block(b + 1, acc[1]);
     }
-    if (b < nb) block(b, acc[0]);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-        #pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) y[t * ys + r] = reduce8(_mm256_add_ps(acc[0][r][t], acc[1][r][t]));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const __m512 v = acc[r][t];
+            y[t * ys + r] = reduce8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+        }
     }
 }
 
