@@ -199,7 +199,7 @@ struct Avx512 {
         }
     }
     static void prefetch(const uint8_t * p, size_t bytes) {
-        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char *>(p + o), _MM_HINT_T0);
+        for (size_t o = 0; o < bytes; o += 64) _mm_prefetch(reinterpret_cast<const char *>(p + o), _MM_HINT_T1);
     }
 };
 

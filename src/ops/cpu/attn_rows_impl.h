@@ -21,8 +21,9 @@
 
 namespace offgrid::ops::cpu::attn_impl {
 
-// Rows ahead of the one in use whose cache lines are requested: the rows of a selection are scattered, so
-// the hardware prefetcher cannot guess them.
+// Rows ahead of the one in use whose cache lines are requested (into L2: measured in bench_sparse_step, an L1
+// hint or more rows ahead were slower): the rows of a selection are scattered, so the hardware prefetcher
+// cannot guess them.
 inline constexpr size_t kAhead = 6;
 
 template <class P, bool F16>
