@@ -136,7 +136,7 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
     const size_t budget = qsa ? hp.idx_top_k / r : 0;
     const tensor::ElemType type_k = b.shape.type_k, type_v = b.shape.type_v, type_idx = b.shape.type_idx;
-    const bool by_table = ops::attend_rows_supported(type_k, type_v);
+    const bool by_table = ops::attend_rows_supported(type_k, type_v, D);
     const memory::RowTable k_table = b.storage.k_rows(li), v_table = b.storage.v_rows(li);
     const memory::RowTable idx_table = b.storage.idx_rows(li);
     const size_t k_elem = elem_size(type_k), v_elem = elem_size(type_v);
