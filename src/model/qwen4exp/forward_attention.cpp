@@ -206,10 +206,10 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         }
         // Per-thread working space, kept across blocks and layers (a prompt's block scores n_pools x 16 floats).
         // Named through references: inside the lambdas below a thread_local name would mean the worker's own.
-        thread_local std::vector<float> tl_scores, tl_scratch;
-        thread_local std::vector<uint32_t> tl_picked, tl_cells;
-        std::vector<float> & scores = tl_scores, & scratch = tl_scratch;
-        std::vector<uint32_t> & picked = tl_picked, & cells = tl_cells;
+        thread_local std::vector<float> tl_scores;
+        thread_local std::vector<uint32_t> tl_scratch, tl_picked, tl_cells;
+        std::vector<float> & scores = tl_scores;
+        std::vector<uint32_t> & scratch = tl_scratch, & picked = tl_picked, & cells = tl_cells;
         if (n_score > 0) {
             scores.resize((t1 - t0) * n_score);
             ops::parallel_for(inner, n_score, [&](size_t p0, size_t p1) {
