@@ -51,7 +51,11 @@ constexpr const char * kUsage =
     "  --load-state FILE       start from a saved state (its depth); -d may add deeper depths\n"
     "  -c, --ctx-size N        context cells (default: deepest depth plus the tests, or the model's context\n"
     "                          length with --save-states / --load-state, so saved states fit later runs)\n"
-    "  --no-mmap               read the model into memory instead of mapping it\n";
+    "  --no-mmap               read the model into memory instead of mapping it\n"
+    "  --parallel LIST         instead: N parallel sequences decoding one token each per step (one call of N\n"
+    "                          tokens, as the server batches them), for each N of the comma-separated list\n"
+    "                          (1 is always measured too): total tokens/s and the ratio to one sequence\n"
+    "  -r, --repetitions N     with --parallel: measure each count N times, in turns, keep the best (default 1)\n";
 
 // One point of llama.cpp's decode curve: depth and ms per decoded token.
 struct ComparePoint {
@@ -214,9 +218,48 @@ std::string svg_plot(const std::vector<runtime::DepthBenchResult> & results, con
     return s;
 }
 
+// The --parallel table (or JSON): per depth and sequence count, total decode tokens/s and the ratio to one sequence
+// at the same depth in the same run.
+void print_parallel(const std::vector<runtime::ParallelBenchResult> & results, const std::string & model_path,
+                    const Model & model, int threads, int repetitions, bool json) {
+    auto single = [&](uint32_t depth) {
+        for (const auto & r : results)
+            if (r.depth == depth && r.n_seq == 1) return r.tokens_per_second();
+        return 0.0;
+    };
+    if (json) {
+        std::printf("{\n  \"model\": \"%s\",\n  \"description\": \"%s\",\n  \"threads\": %d,\n"
+                    "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"repetitions\": %d,\n  \"parallel\": [\n",
+                    json_escape(model_path).c_str(), json_escape(model.describe()).c_str(), threads,
+                    ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()), repetitions);
+        for (size_t i = 0; i < results.size(); ++i) {
+            const auto & r = results[i];
+            const double one = single(r.depth);
+            std::printf("    {\"n_seq\": %u, \"depth\": %u, \"steps\": %u, \"seconds\": %.6f, \"tokens_per_second\": %.3f, "
+                        "\"ms_per_step\": %.4f, \"ratio_to_one\": %.4f}%s\n",
+                        r.n_seq, r.depth, r.n_gen, r.gen_seconds, r.tokens_per_second(), r.ms_per_step(),
+                        one > 0 ? r.tokens_per_second() / one : 0.0, i + 1 < results.size() ? "," : "");
+        }
+        std::printf("  ]\n}\n");
+        return;
+    }
+    std::printf("model: %s\nthreads: %d\nisa: %s (detected %s)\nrounds: %d (the best is shown)\n", model.describe().c_str(),
+                threads, ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()), repetitions);
+    std::printf("| %5s | %8s | %13s | %13s | %10s | %11s |\n", "n_seq", "depth", "total t/s", "t/s per seq",
+                "ms/step", "ratio to 1");
+    std::printf("|-------|----------|---------------|---------------|------------|-------------|\n");
+    for (const auto & r : results) {
+        const double one = single(r.depth);
+        std::printf("| %5u | %8u | %13.1f | %13.1f | %10.3f | %11.2f |\n", r.n_seq, r.depth, r.tokens_per_second(),
+                    r.tokens_per_second() / r.n_seq, r.ms_per_step(), one > 0 ? r.tokens_per_second() / one : 0.0);
+    }
+}
+
 int bench_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("bench", [&]() -> int {
+        std::string parallel;
         std::string model_path, depths, plot, mode = "both", ctk = "f16", ctv = "f16", compare, save_dir, load_state;
+        int64_t repetitions = 1;
         int64_t n_prompt = 512, n_gen = 128, n_batch = 512, n_ubatch = 512, n_ctx = 0;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
         bool json = false, no_mmap = false;
@@ -238,6 +281,8 @@ int bench_main(const std::vector<std::string> & args) {
         p.text({"--save-states"}, &save_dir);
         p.text({"--load-state"}, &load_state);
         p.integer({"-c", "--ctx-size"}, &n_ctx, 0, 1 << 24);
+        p.text({"--parallel"}, &parallel);
+        p.integer({"-r", "--repetitions"}, &repetitions, 1, 100);
         if (!p.parse(args)) {
             std::fputs(kUsage, stdout);
             return 0;
@@ -256,7 +301,7 @@ int bench_main(const std::vector<std::string> & args) {
         const std::vector<ComparePoint> peer = compare.empty() ? std::vector<ComparePoint>{} : read_compare(compare);
         runtime::DepthBenchParams bp;
         bp.depths.clear();
-        if (depths.empty() && load_state.empty()) depths = "0,1024,16384";
+        if (depths.empty() && load_state.empty()) depths = parallel.empty() ? "0,1024,16384" : "0";
         if (!depths.empty()) {
             for (const int64_t d : runtime::parse_integer_list("-d", depths, 0, 1 << 22)) bp.depths.push_back(static_cast<uint32_t>(d));
         }
@@ -298,6 +343,21 @@ int bench_main(const std::vector<std::string> & args) {
             throw Error("depth " + std::to_string(deepest - std::max(n_prompt, n_gen)) + " plus " +
                         std::to_string(std::max(n_prompt, n_gen)) + " test tokens exceeds the model's context length " +
                         std::to_string(model->n_ctx_train()));
+        }
+        if (!parallel.empty()) {
+            if (!plot.empty() || !save_dir.empty() || !load_state.empty()) {
+                throw runtime::UsageError("--parallel: not with --plot, --save-states or --load-state");
+            }
+            std::vector<uint32_t> n_seqs{1};
+            for (const int64_t n : runtime::parse_integer_list("--parallel", parallel, 1, 256)) {
+                if (std::find(n_seqs.begin(), n_seqs.end(), static_cast<uint32_t>(n)) == n_seqs.end()) {
+                    n_seqs.push_back(static_cast<uint32_t>(n));
+                }
+            }
+            const auto pr = runtime::run_parallel_bench(model, bp, n_seqs, static_cast<uint32_t>(repetitions));
+            if (tty) std::fprintf(stderr, "\r%-60s\r", "");
+            print_parallel(pr, model_path, *model, bp.n_threads, static_cast<int>(repetitions), json);
+            return 0;
         }
         const auto results = runtime::run_depth_bench(model, bp);
         if (tty) std::fprintf(stderr, "\r%-60s\r", "");

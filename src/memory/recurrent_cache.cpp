@@ -1,7 +1,13 @@
 #include "memory/recurrent_cache.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#include <xmmintrin.h>
+#endif
 
 #include "common/error.h"
 
@@ -16,6 +22,7 @@ RecurrentCache::RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint3
     conv_.assign(shape.n_recr_layers, std::vector<float>(rows * conv_floats_));
     ssm_.assign(shape.n_recr_layers, std::vector<float>(rows * ssm_floats_));
     ple_.assign(rows * ple_floats_, 0.0f);
+    journal_index_.assign(n_slots, -1);
 }
 
 uint32_t RecurrentCache::slot_floats() const {
@@ -56,24 +63,108 @@ void RecurrentCache::write_slot(uint32_t slot, uint32_t planes, const float * in
     for (uint32_t k = 0; k < planes; ++k) write_plane(slot, k, in + k * plane_floats);
 }
 
+void RecurrentCache::for_each_row(uint32_t slot, uint32_t planes, const RowFn & fn) {
+    for (uint32_t k = 0; k < planes; ++k) {
+        const uint32_t r = row(k, slot);
+        for (size_t l = 0; l < conv_.size(); ++l) {
+            fn(conv_[l].data() + (size_t)r * conv_floats_, conv_floats_);
+            fn(ssm_[l].data() + (size_t)r * ssm_floats_, ssm_floats_);
+        }
+        if (ple_floats_ > 0) fn(ple_.data() + (size_t)r * ple_floats_, ple_floats_);
+    }
+}
+
+namespace {
+
+// Copies n floats with streaming stores where the destination allows: the journal is read back only when a call
+// fails, so it need not displace the state the model is about to read from the caches.
+void copy_to_journal(float * dst, const float * src, size_t n) {
+#if defined(__SSE2__)
+    size_t i = 0;
+    for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i];
+    for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
+    for (; i < n; ++i) dst[i] = src[i];
+    _mm_sfence();
+#else
+    std::memcpy(dst, src, n * sizeof(float));
+#endif
+}
+
+}  // namespace
+
+// Journal entry layout: part l < n_layers holds, per plane, layer l's conv row then its ssm row; the last part
+// holds the PLE row of every plane.
+void RecurrentCache::save_part(uint32_t entry, uint32_t part) {
+    const uint32_t slot = journal_slots_[entry], planes = 1 + n_rs_seq_;
+    const size_t layer_floats = (size_t)planes * (conv_floats_ + ssm_floats_);
+    float * out = journal_bufs_[entry].data() + (size_t)part * layer_floats;
+    for (uint32_t k = 0; k < planes; ++k) {
+        const uint32_t r = row(k, slot);
+        if (part < conv_.size()) {
+            copy_to_journal(out, conv_[part].data() + (size_t)r * conv_floats_, conv_floats_);
+            out += conv_floats_;
+            copy_to_journal(out, ssm_[part].data() + (size_t)r * ssm_floats_, ssm_floats_);
+            out += ssm_floats_;
+        } else if (ple_floats_ > 0) {
+            copy_to_journal(out, ple_.data() + (size_t)r * ple_floats_, ple_floats_);
+            out += ple_floats_;
+        }
+    }
+    journal_saved_[(size_t)entry * n_parts() + part] = 1;
+}
+
+void RecurrentCache::restore_part(uint32_t entry, uint32_t part) {
+    const uint32_t slot = journal_slots_[entry], planes = 1 + n_rs_seq_;
+    const size_t layer_floats = (size_t)planes * (conv_floats_ + ssm_floats_);
+    const float * in = journal_bufs_[entry].data() + (size_t)part * layer_floats;
+    for (uint32_t k = 0; k < planes; ++k) {
+        const uint32_t r = row(k, slot);
+        if (part < conv_.size()) {
+            std::memcpy(conv_[part].data() + (size_t)r * conv_floats_, in, 4ull * conv_floats_);
+            in += conv_floats_;
+            std::memcpy(ssm_[part].data() + (size_t)r * ssm_floats_, in, 4ull * ssm_floats_);
+            in += ssm_floats_;
+        } else if (ple_floats_ > 0) {
+            std::memcpy(ple_.data() + (size_t)r * ple_floats_, in, 4ull * ple_floats_);
+            in += ple_floats_;
+        }
+    }
+}
+
 void RecurrentCache::touch(uint32_t slot) {
-    if (!journal_on_ || journal_rows_.count(slot)) return;
-    std::vector<float> saved;
-    read_slot(slot, 1 + n_rs_seq_, saved);
-    journal_rows_[slot] = std::move(saved);
+    if (!journal_on_ || journal_index_[slot] >= 0) return;
+    // The k-th slot a call touches gets the k-th buffer, kept from call to call: a decode step allocates nothing.
+    const size_t k = journal_slots_.size();
+    journal_index_[slot] = (int32_t)k;
+    journal_slots_.push_back(slot);
+    if (journal_bufs_.size() <= k) journal_bufs_.emplace_back();
+    std::vector<float> & buf = journal_bufs_[k];
+    if (buf.size() < slot_floats()) buf.resize(slot_floats());
+    journal_saved_.resize((k + 1) * n_parts());
+    std::fill(journal_saved_.begin() + (ptrdiff_t)(k * n_parts()), journal_saved_.end(), 0);
+}
+
+void RecurrentCache::touch_now(uint32_t slot) {
+    touch(slot);
+    if (!journal_on_) return;
+    for (uint32_t part = 0; part < n_parts(); ++part) before_access(part, slot);
 }
 
 void RecurrentCache::copy_slot(uint32_t dst, uint32_t src) {
-    touch(dst);
-    std::vector<float> tmp;
-    read_slot(src, 1 + n_rs_seq_, tmp);
-    write_slot(dst, 1 + n_rs_seq_, tmp.data());
+    touch_now(dst);
+    for (uint32_t k = 0; k < 1 + n_rs_seq_; ++k) {
+        const size_t rd = row(k, dst), rs = row(k, src);
+        for (size_t l = 0; l < conv_.size(); ++l) {
+            std::memcpy(conv_[l].data() + rd * conv_floats_, conv_[l].data() + rs * conv_floats_, 4ull * conv_floats_);
+            std::memcpy(ssm_[l].data() + rd * ssm_floats_, ssm_[l].data() + rs * ssm_floats_, 4ull * ssm_floats_);
+        }
+        if (ple_floats_ > 0) std::memcpy(ple_.data() + rd * ple_floats_, ple_.data() + rs * ple_floats_, 4ull * ple_floats_);
+    }
 }
 
 void RecurrentCache::zero_slot(uint32_t slot) {
-    touch(slot);
-    std::vector<float> zeros(slot_floats(), 0.0f);
-    write_slot(slot, 1 + n_rs_seq_, zeros.data());
+    touch_now(slot);
+    for_each_row(slot, 1 + n_rs_seq_, [](float * p, size_t n) { std::fill(p, p + n, 0.0f); });
 }
 
 void RecurrentCache::materialize(SeqId d) {
@@ -126,7 +217,7 @@ void RecurrentCache::rollback(SeqId s, uint32_t k, Pos new_pos) {
     std::vector<float> plane;
     read_plane(from, k, plane);
     claim(s);
-    touch((uint32_t)s);
+    touch_now((uint32_t)s);
     write_plane((uint32_t)s, 0, plane.data());
     seqs_[s].pos = new_pos;
     seqs_[s].snaps = 0;  // a second rollback needs a new decode first
@@ -150,20 +241,30 @@ void RecurrentCache::clear() {
 void RecurrentCache::journal_begin() {
     journal_on_ = true;
     journal_seqs_ = seqs_;
-    journal_rows_.clear();
+    journal_forget();
+}
+
+void RecurrentCache::journal_forget() {
+    for (const uint32_t slot : journal_slots_) journal_index_[slot] = -1;
+    journal_slots_.clear();
+    journal_saved_.clear();
 }
 
 void RecurrentCache::journal_commit() {
     journal_on_ = false;
-    journal_rows_.clear();
+    journal_forget();
 }
 
 void RecurrentCache::journal_undo() {
     if (!journal_on_) return;
-    for (auto & [slot, saved] : journal_rows_) write_slot(slot, 1 + n_rs_seq_, saved.data());
+    for (uint32_t k = 0; k < journal_slots_.size(); ++k) {
+        for (uint32_t part = 0; part < n_parts(); ++part) {
+            if (journal_saved_[(size_t)k * n_parts() + part]) restore_part(k, part);
+        }
+    }
     seqs_ = journal_seqs_;
     journal_on_ = false;
-    journal_rows_.clear();
+    journal_forget();
 }
 
 }  // namespace offgrid::memory

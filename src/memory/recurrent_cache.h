@@ -9,7 +9,7 @@
 #pragma once
 
 #include <cstdint>
-#include <map>
+#include <functional>
 #include <vector>
 
 #include "memory/plan.h"
@@ -60,9 +60,21 @@ public:
     void journal_commit();
     void journal_undo();
 
-    float * conv(uint32_t layer, uint32_t row) { return conv_[layer].data() + (size_t)row * conv_floats_; }
-    float * ssm(uint32_t layer, uint32_t row) { return ssm_[layer].data() + (size_t)row * ssm_floats_; }
-    float * ple(uint32_t row) { return ple_.data() + (size_t)row * ple_floats_; }
+    // Row pointers for the model, which may write through them. During a decode call the first access to a
+    // journaled slot's layer (or PLE rows) saves that part into the journal first, so a call copies each part
+    // right before the model reads it (from cache afterwards) and never copies a part it does not touch.
+    float * conv(uint32_t layer, uint32_t row) {
+        before_access(layer, row);
+        return conv_[layer].data() + (size_t)row * conv_floats_;
+    }
+    float * ssm(uint32_t layer, uint32_t row) {
+        before_access(layer, row);
+        return ssm_[layer].data() + (size_t)row * ssm_floats_;
+    }
+    float * ple(uint32_t row) {
+        before_access((uint32_t)conv_.size(), row);
+        return ple_.data() + (size_t)row * ple_floats_;
+    }
     uint64_t conv_bytes() const { return 4ull * conv_floats_ * n_rows() * conv_.size(); }
     uint64_t ssm_bytes() const { return 4ull * ssm_floats_ * n_rows() * ssm_.size(); }
     uint64_t ple_bytes() const { return 4ull * ple_.size(); }
@@ -92,7 +104,21 @@ public:
     void restore_states(const std::vector<StateRecord> & recs, SeqId seq);
 
 private:
-    void touch(uint32_t slot);          // journal a slot before it is written
+    using RowFn = std::function<void(float *, size_t)>;
+    // fn(row data, floats) for every layer's conv and ssm rows, then the PLE row, of planes [0, planes).
+    void for_each_row(uint32_t slot, uint32_t planes, const RowFn & fn);
+    // Journal parts: one per recurrent layer (conv and ssm rows of every plane), then one for the PLE rows.
+    uint32_t n_parts() const { return (uint32_t)conv_.size() + 1; }
+    void touch(uint32_t slot);          // journal a slot before the model writes it (parts saved on first access)
+    void touch_now(uint32_t slot);      // journal a slot and save all of it now (before this class writes it)
+    void before_access(uint32_t part, uint32_t row) {
+        if (!journal_on_) return;
+        const int32_t e = journal_index_[row % n_slots_];
+        if (e >= 0 && !journal_saved_[(size_t)e * n_parts() + part]) save_part((uint32_t)e, part);
+    }
+    void save_part(uint32_t entry, uint32_t part);
+    void restore_part(uint32_t entry, uint32_t part);
+    void journal_forget();              // empties the journal (its buffers are kept for the next call)
     void materialize(SeqId d);          // give d its own copy of the shared state
     void detach_sharers(SeqId s);       // every sequence sharing s's slot gets its own copy
     void copy_slot(uint32_t dst, uint32_t src);
@@ -106,7 +132,10 @@ private:
 
     bool journal_on_ = false;
     std::vector<SeqState> journal_seqs_;
-    std::map<uint32_t, std::vector<float>> journal_rows_;
+    std::vector<int32_t> journal_index_;           // per slot: its journal entry in this call, or -1
+    std::vector<uint32_t> journal_slots_;          // entry k's slot
+    std::vector<std::vector<float>> journal_bufs_; // entry k's saved parts (kept from call to call)
+    std::vector<uint8_t> journal_saved_;           // entry k, part p saved: [k * n_parts() + p]
 };
 
 }  // namespace offgrid::memory

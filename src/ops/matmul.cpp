@@ -5,6 +5,7 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -25,7 +26,7 @@ using tensor::ElemType;
 const cpu::TypeKernels * active_kernels(ElemType type) { return cpu::kernels_for(type, cpu::active_isa()); }
 
 const cpu::TypeKernels & f32_kernels() {
-    static const cpu::TypeKernels * k = active_kernels(ElemType::F32);
+    static const cpu::TypeKernels * k = cpu::kernels_for(ElemType::F32, cpu::active_isa());
     return *k;
 }
 
@@ -39,7 +40,8 @@ std::vector<float> & row_scratch() {
     return buf;
 }
 
-// Activations in the kernel's format: the f32 rows themselves, or each token row quantised on its own.
+// Activations in the kernel's format: the f32 rows themselves, or each token row quantised on its own (into
+// 64-byte aligned scratch, so the blocks' vectors never straddle cache lines when the row size allows it).
 const uint8_t * prepare_activations(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
                                     size_t & stride) {
     if (k == nullptr || k->act_type == ElemType::F32) {
@@ -48,9 +50,11 @@ const uint8_t * prepare_activations(const cpu::TypeKernels * k, const float * x,
     }
     stride = cpu::act_row_bytes(k->act_type, cols);
     std::vector<uint8_t> & buf = act_scratch();
-    if (buf.size() < stride * static_cast<size_t>(n_tokens)) buf.resize(stride * static_cast<size_t>(n_tokens));
-    for (int64_t t = 0; t < n_tokens; ++t) k->quantize_act(x + t * cols, buf.data() + t * stride, cols);
-    return buf.data();
+    const size_t need = stride * static_cast<size_t>(n_tokens) + 64;
+    if (buf.size() < need) buf.resize(need);
+    uint8_t * base = buf.data() + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64);
+    for (int64_t t = 0; t < n_tokens; ++t) k->quantize_act(x + t * cols, base + t * stride, cols);
+    return base;
 }
 
 // Activation bytes a thread keeps hot while it sweeps its rows: a chunk of token rows that fits in L2 next to the
@@ -59,18 +63,20 @@ constexpr size_t kActChunkBytes = 256 * 1024;
 constexpr size_t kMinBytesPerPart = 32 * 1024;
 
 // Rows [r0, r1) of Y for every token, through the type's kernels: token chunks outer, tiles of up to kTileMax
-// rows by kTileMax tokens inner. Each output is one vec_dot (or the tile's bit-identical equivalent), so the
-// chunking changes speed only.
+// rows by k.tile_tokens tokens inner. Each output is one vec_dot (or the tile's bit-identical equivalent), so
+// the chunking changes speed only.
 void rows_with_kernels(const Matrix & w, const cpu::TypeKernels & k, const uint8_t * act, size_t act_stride,
                        int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
     constexpr int tile = cpu::kTileMax;
-    const int64_t chunk = std::max<int64_t>(tile, static_cast<int64_t>(kActChunkBytes / act_stride) / tile * tile);
+    const int tt_max = k.dot_tile != nullptr ? k.tile_tokens : tile;
+    const int64_t chunk =
+        std::max<int64_t>(tt_max, static_cast<int64_t>(kActChunkBytes / act_stride) / tt_max * tt_max);
     for (int64_t c0 = 0; c0 < n_tokens; c0 += chunk) {
         const int64_t c1 = std::min(n_tokens, c0 + chunk);
         for (int64_t r = r0; r < r1; r += tile) {
             const int nr = static_cast<int>(std::min<int64_t>(tile, r1 - r));
-            for (int64_t t = c0; t < c1; t += tile) {
-                const int nt = static_cast<int>(std::min<int64_t>(tile, c1 - t));
+            for (int64_t t = c0; t < c1; t += tt_max) {
+                const int nt = static_cast<int>(std::min<int64_t>(tt_max, c1 - t));
                 if (k.dot_tile != nullptr) {
                     k.dot_tile(w.row(r), w.row_bytes, act + t * act_stride, act_stride, w.cols, nr, nt,
                                y + t * w.rows + r, static_cast<size_t>(w.rows));
@@ -182,6 +188,20 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
             }
         },
         min_tiles);
+}
+
+void matmul_rows(const Matrix & w, const float * x, int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
+    if (!supported_weight_type(w.type)) unsupported("matmul", w.type);
+    r1 = std::min(r1, w.rows);
+    if (n_tokens <= 0 || r0 >= r1) return;
+    const cpu::TypeKernels * k = active_kernels(w.type);
+    size_t act_stride = 0;
+    const uint8_t * act = prepare_activations(k, x, w.cols, n_tokens, act_stride);
+    if (k != nullptr) {
+        rows_with_kernels(w, *k, act, act_stride, n_tokens, y, r0, r1);
+    } else {
+        rows_generic(w, x, n_tokens, y, r0, r1);
+    }
 }
 
 void matmul_ref(const Matrix & w, const float * x, int64_t n_tokens, float * y) {

@@ -3,15 +3,21 @@
 // arithmetic as the scalar path, so results never depend on the number of threads. Ranges are claimed, not
 // assigned: on a busy machine a worker that is not scheduled in time leaves its range to whoever is free, so
 // the caller never waits for a thread that has not started.
+//
+// A decode step issues a few dozen short jobs back to back, so the hot path takes no lock: a job is published
+// by one atomic store (generation, part count and claim counter in one word), workers claim parts with a
+// compare-and-swap on that word and count finished parts in another; the caller spins on that count. Idle
+// workers spin for a short while before they sleep on a condition variable (only then is a mutex involved).
 #pragma once
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
-#include <exception>
 #include <vector>
 
 namespace offgrid::ops {
@@ -36,29 +42,46 @@ public:
     // Callers are serialised; fn must not call parallel_for on the same pool (it would wait for itself).
     void parallel_for(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk = 1);
 
+    // Calls fn(part) once for every part in [0, n_parts), each on one thread; blocks until all are done.
+    // Same rules as parallel_for.
+    void run_parts(int n_parts, const std::function<void(int)> & fn);
+
+    // Jobs handed to workers so far (the ones run inline are not counted): for benchmarks and tests.
+    uint64_t jobs_started() const { return jobs_started_; }
+
 private:
-    void worker_loop(int index);
+    void worker_loop();
     void stop_workers();  // wakes every worker with stop_ set and joins it
+    // Claims and runs parts of generation gen until none is left; false when the job is no longer gen's.
+    void claim_parts(uint32_t gen);
+    // Waits (spin, then sleep) until the published generation differs from seen, or stop; returns it.
+    uint32_t wait_for_job(uint32_t seen);
+
+    // The ticket: generation (high 32 bits), part count (bits 16-31), next part to claim (bits 0-15).
+    static uint64_t ticket(uint32_t gen, uint32_t parts, uint32_t next) {
+        return (static_cast<uint64_t>(gen) << 32) | (static_cast<uint64_t>(parts) << 16) | next;
+    }
 
     int n_threads_;
     std::vector<std::thread> workers_;
-    std::mutex call_mutex_;
-    std::mutex mutex_;
-    std::condition_variable wake_;
-    std::condition_variable done_;
-    // Runs the job's ranges until none is left to claim; returns the first exception thrown.
-    std::exception_ptr claim_parts();
+    std::mutex call_mutex_;  // serialises callers (uncontended in the engine: one context, one caller)
 
-    // The current job (null between jobs), guarded by mutex_ except next_part_, which hands out ranges.
-    const std::function<void(size_t, size_t)> * job_ = nullptr;
-    size_t job_n_ = 0;
-    int job_parts_ = 0;
-    std::atomic<int> next_part_{0};
-    std::atomic<unsigned long> generation_{0};  // written under mutex_; idle workers poll it before sleeping
-    int active_ = 0;    // workers inside the current job
-    int sleepers_ = 0;  // workers blocked on wake_ (the caller skips the notify when there are none)
-    bool stop_ = false;
+    // The current job, written by the caller before the ticket that publishes it and stable until every part
+    // is done (a worker reads it only after a successful claim).
+    const std::function<void(int)> * job_ = nullptr;
+    std::atomic<uint64_t> ticket_{0};
+    std::atomic<int> parts_done_{0};
+    uint32_t generation_ = 0;  // the caller's own copy of the current generation
+    uint64_t jobs_started_ = 0;
+
+    std::mutex error_mutex_;
     std::exception_ptr error_;
+
+    // The sleeping side (off the hot path).
+    std::mutex sleep_mutex_;
+    std::condition_variable wake_;
+    std::atomic<int> sleepers_{0};
+    std::atomic<bool> stop_{false};
 };
 
 // Runs fn over [0, n) on the pool, or inline when pool is null.

@@ -256,7 +256,10 @@ public:
             if (vb.output[i]) row_of[i] = n_out++;
         }
         const size_t n_vocab = static_cast<size_t>(model_->n_vocab());
-        std::vector<float> rows(static_cast<size_t>(n_out) * n_vocab);
+        // The next logits are written into the buffer of the ones before the last call (kept, so a decode step
+        // of many sequences does not map and fault in fresh pages every call); every row is written below.
+        std::vector<float> & rows = spare_logits_;
+        rows.resize(static_cast<size_t>(n_out) * n_vocab);
         const size_t n_embd = model_->impl().hidden_width();
         std::vector<float> hidden(params_.embeddings ? vb.size() * n_embd : 0);  // batch order
 
@@ -294,7 +297,7 @@ public:
         }
         if (params_.embeddings) pool_embeddings(vb, hidden, n_embd);  // vb lives until finish()
         mem_->finish();
-        logits_ = std::move(rows);
+        std::swap(logits_, rows);
         n_outputs_ = n_out;
         return {};
     }
@@ -355,6 +358,7 @@ public:
     std::unique_ptr<memory::HybridMemory> mem_;
     std::function<bool()> abort_;
     std::vector<float> logits_;
+    std::vector<float> spare_logits_;  // the buffer the next decode writes into (swapped with logits_)
     int32_t n_outputs_ = 0;
     std::vector<float> embd_;                          // pooling None: output rows
     std::map<int32_t, std::vector<float>> embd_seq_;   // pooled, per sequence

@@ -157,4 +157,78 @@ std::vector<DepthBenchResult> run_depth_bench(const std::shared_ptr<const Model>
     return out;
 }
 
+std::vector<ParallelBenchResult> run_parallel_bench(const std::shared_ptr<const Model> & model,
+                                                    const DepthBenchParams & p, const std::vector<uint32_t> & n_seqs,
+                                                    uint32_t rounds) {
+    if (p.depths.empty()) throw Error("bench: no depth given");
+    if (p.n_gen == 0) throw Error("bench: --parallel needs decode steps (-n)");
+    rounds = std::max(1u, rounds);
+    std::vector<ParallelBenchResult> out;
+    for (const uint32_t depth : p.depths) {
+        // One context per sequence count, filled first; then the rounds go over the counts in turn, so a busy
+        // machine disturbs all of them alike, and each count keeps its best round.
+        struct Run {
+            std::unique_ptr<Context> ctx;
+            std::vector<BatchToken> step;
+            ParallelBenchResult best;
+        };
+        std::vector<Run> runs;
+        TokenSource src(p.seed ^ (0x9000ull + depth), model->n_vocab());
+        for (const uint32_t n : n_seqs) {
+            if (n == 0 || n > 256) throw Error("bench: --parallel: " + std::to_string(n) + " sequences (1..256)");
+            if (p.status) p.status("filling " + std::to_string(n) + " sequences to depth " + std::to_string(depth));
+            ContextParams cp;
+            // One stream per sequence, as the server makes them; every stream holds the depth and the rounds.
+            const uint64_t per_seq = (static_cast<uint64_t>(depth) + uint64_t(p.n_gen) * rounds + 1 + 255) / 256 * 256;
+            if (per_seq * n > (1u << 30)) throw Error("bench: --parallel: the context would be too large");
+            cp.n_ctx = static_cast<uint32_t>(per_seq * n);
+            cp.n_seq_max = n;
+            cp.n_batch = std::max({1u, p.n_batch, n});
+            cp.n_ubatch = std::max({1u, p.n_ubatch, n});
+            cp.n_threads = p.n_threads;
+            cp.type_k = p.type_k;
+            cp.type_v = p.type_v;
+            Run r;
+            r.ctx = std::make_unique<Context>(model, cp);
+            for (uint32_t s = 0; s < n; ++s) {
+                for (uint32_t i = 0; i < depth; i += cp.n_batch) {
+                    std::vector<BatchToken> b(std::min(cp.n_batch, depth - i));
+                    for (auto & t : b) {
+                        t.token = src.next();
+                        t.seqs = {static_cast<int32_t>(s)};
+                    }
+                    b.back().output = true;
+                    decode_or_throw(*r.ctx, b, "filling the context");
+                }
+            }
+            r.step.resize(n);
+            for (uint32_t s = 0; s < n; ++s) {
+                r.step[s].seqs = {static_cast<int32_t>(s)};
+                r.step[s].output = true;
+            }
+            r.best.n_seq = n;
+            r.best.depth = depth;
+            r.best.n_gen = p.n_gen;
+            runs.push_back(std::move(r));
+        }
+        for (uint32_t round = 0; round < rounds; ++round) {
+            for (Run & r : runs) {
+                if (p.status) {
+                    p.status("measuring " + std::to_string(r.best.n_seq) + " parallel sequences at depth " +
+                             std::to_string(depth));
+                }
+                const auto t0 = std::chrono::steady_clock::now();
+                for (uint32_t i = 0; i < p.n_gen; ++i) {
+                    for (auto & t : r.step) t.token = src.next();
+                    decode_or_throw(*r.ctx, r.step, "parallel decode test");
+                }
+                const double s = seconds(t0);
+                if (r.best.gen_seconds == 0 || s < r.best.gen_seconds) r.best.gen_seconds = s;
+            }
+        }
+        for (const Run & r : runs) out.push_back(r.best);
+    }
+    return out;
+}
+
 }  // namespace offgrid::runtime

@@ -51,6 +51,25 @@ struct DepthBenchResult {
     double ms_per_decoded_token() const { return n_gen ? 1000.0 * gen_seconds / n_gen : 0; }
 };
 
+// Parallel sequences (as the server's continuous batching runs them): n_seq sequences, each first filled to
+// `depth` tokens, then n_gen steps that decode one token of every sequence in one call (n_seq tokens per step,
+// each in its own sequence and stream, all with logits).
+struct ParallelBenchResult {
+    uint32_t n_seq = 0;
+    uint32_t depth = 0;
+    uint32_t n_gen = 0;        // steps
+    double gen_seconds = 0;
+    double tokens_per_second() const { return gen_seconds > 0 ? double(n_seq) * n_gen / gen_seconds : 0; }
+    double ms_per_step() const { return n_gen ? 1000.0 * gen_seconds / n_gen : 0; }
+};
+
+// One result per (depth, n_seq) in that order, using params' depths, n_gen, n_batch, n_ubatch, threads, cache
+// types and seed (QSA sparse; prompt tests and state files are not used). With rounds > 1 every sequence count
+// is measured that many times, the counts taking turns, and the fastest round is kept.
+std::vector<ParallelBenchResult> run_parallel_bench(const std::shared_ptr<const Model> & model,
+                                                    const DepthBenchParams & params,
+                                                    const std::vector<uint32_t> & n_seqs, uint32_t rounds = 1);
+
 // Path of the state saved at `depth` under `dir`.
 std::string depth_state_path(const std::string & dir, uint32_t depth);
 

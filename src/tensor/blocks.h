@@ -92,6 +92,21 @@ struct BlockQ8_K {               // activations of the K-quant and iq4_xs dot pr
     int16_t bsums[kQK_K / 16];   // sums of each 16 quants
 };
 
+// offgrid's 16-bit activation block (not a ggml format; the integer dot kernels' activations, see
+// docs/kernels.md): x = d * qs[i] with d = max|x| / 16383 over the 256 elements (15-bit quants, so the integer
+// kernels' int32 sums cannot overflow). bsums16 / bsums32 are the
+// exact sums of each 16 / 32 quants (the min terms of q2_K, q4_K, q5_K). 640 bytes, so that qs of every
+// block of a 64-byte aligned row is 64-byte aligned. A row of n elements holds ceil(n / 256) blocks, the last one
+// zero-padded (its d is the partial block's own max|x| / 16383).
+struct BlockQ16_K {
+    int16_t qs[kQK_K];
+    int32_t bsums16[kQK_K / 16];
+    int32_t bsums32[kQK_K / 32];
+    float d;
+    uint8_t pad[28];
+};
+static_assert(sizeof(BlockQ16_K) == 640);
+
 static_assert(sizeof(BlockQ4_0) == 18 && sizeof(BlockQ4_1) == 20 && sizeof(BlockQ5_0) == 22 &&
               sizeof(BlockQ5_1) == 24 && sizeof(BlockQ8_0) == 34 && sizeof(BlockQ8_1) == 36);
 static_assert(sizeof(BlockQ2_K) == 84 && sizeof(BlockQ3_K) == 110 && sizeof(BlockQ4_K) == 144 &&

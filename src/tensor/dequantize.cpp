@@ -208,6 +208,11 @@ void dequant_q8_k(const BlockQ8_K * x, float * y, size_t nb) {
     }
 }
 
+// n elements: the last block may be partial (a Q16_K row of any width holds ceil(n / 256) blocks).
+void dequant_q16_k(const BlockQ16_K * x, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] = x[i / kQK_K].d * static_cast<float>(x[i / kQK_K].qs[i % kQK_K]);
+}
+
 void dequant_iq4_nl(const BlockIQ4_NL * x, float * y, size_t nb) {
     for (size_t i = 0; i < nb; ++i, y += kQK) {
         const float d = f16_to_f32(x[i].d);
@@ -242,6 +247,7 @@ uint16_t load_u16(const uint8_t * p) {
 
 void dequantize_row(ElemType type, const void * src, float * dst, size_t n) {
     const TypeTraits & t = traits(type);
+    if (type == ElemType::Q16_K) return dequant_q16_k(static_cast<const BlockQ16_K *>(src), dst, n);
     if (n % t.block_size != 0) {
         throw Error("dequantize_row: " + std::to_string(n) + " elements is not a multiple of the " +
                     std::string(t.name) + " block size " + std::to_string(t.block_size));

@@ -15,7 +15,7 @@ namespace {
 // others (known so that gguf-info can name them and the reader can size them) follow gguf-py's
 // GGML_QUANT_SIZES. Ids 4, 5 (q4_2, q4_3), 31-33 and 36-38 (repacked layouts) were removed upstream and are
 // left empty, so files using them are rejected.
-constexpr size_t kTypeCount = 43;
+constexpr size_t kTypeCount = 64;  // 43..62 unknown; 63 is offgrid's activation format Q16_K
 
 constexpr std::array<TypeTraits, kTypeCount> make_table() {
     std::array<TypeTraits, kTypeCount> t{};
@@ -57,6 +57,7 @@ constexpr std::array<TypeTraits, kTypeCount> make_table() {
     set(ElemType::NVFP4, "nvfp4", 64, 36, false);
     set(ElemType::Q1_0, "q1_0", 128, 18, false);
     set(ElemType::Q2_0, "q2_0", 64, 18, false);
+    set(ElemType::Q16_K, "q16_K", kQK_K, sizeof(BlockQ16_K), true);
     return t;
 }
 

@@ -18,6 +18,8 @@ enum class ElemType : uint32_t {
     IQ2_XXS = 16, IQ2_XS = 17, IQ3_XXS = 18, IQ1_S = 19, IQ4_NL = 20, IQ3_S = 21, IQ2_S = 22, IQ4_XS = 23,
     I8 = 24, I16 = 25, I32 = 26, I64 = 27, F64 = 28, IQ1_M = 29, BF16 = 30,
     TQ1_0 = 34, TQ2_0 = 35, MXFP4 = 39, NVFP4 = 40, Q1_0 = 41, Q2_0 = 42,
+    // offgrid's own activation format (not a ggml type; never in a file): see BlockQ16_K in tensor/blocks.h.
+    Q16_K = 63,
 };
 
 struct TypeTraits {
@@ -36,7 +38,7 @@ uint64_t row_bytes(ElemType type, uint64_t n);
 
 // Converts n elements (a multiple of the block size) starting at src to f32, bit for bit as ggml's to_float
 // for the type (same float operations in the same order; see docs/weights.md). Reads F32 F16 BF16 Q8_0 Q4_0
-// Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS (and the activation types Q8_1, Q8_K). Throws
+// Q4_1 Q5_0 Q5_1 Q2_K Q3_K Q4_K Q5_K Q6_K IQ4_NL IQ4_XS (and the activation types Q8_1, Q8_K, Q16_K). Throws
 // offgrid::Error for any other type or a partial block.
 void dequantize_row(ElemType type, const void * src, float * dst, size_t n);
 

@@ -49,6 +49,30 @@ TEST(Bench, TableJsonAndPlot) {
     EXPECT_EQ(std::system(check.c_str()), 0) << json.out;
 }
 
+TEST(Bench, ParallelSequencesTableAndJson) {
+    TempDir dir;
+    const std::string model = dir.file("m.gguf");
+    runtime::write_model_file(model::qwen4exp::gen_preset("tiny"), model);
+    const std::string base = "bench -m " + q(model) + " -d 0,20 -n 3 -t 2 --parallel 3,2 -r 2";
+    const CmdResult table = run_offgrid(base);
+    ASSERT_EQ(table.status, 0) << table.err;
+    // 1 is always measured (the ratio's base), then the counts in the order given, per depth.
+    for (const char * row : {"\\| +1 \\| +0 \\| .*\\| +1\\.00 \\|", "\\| +3 \\| +0 \\|", "\\| +2 \\| +20 \\|"}) {
+        EXPECT_TRUE(std::regex_search(table.out, std::regex(row))) << row << "\n" << table.out;
+    }
+    const CmdResult json = run_offgrid(base + " --json");
+    ASSERT_EQ(json.status, 0) << json.err;
+    std::ofstream(dir.file("par.json"), std::ios::binary) << json.out;
+    const std::string check = "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); r=d['parallel']; "
+                              "assert [(x['depth'],x['n_seq']) for x in r]==[(0,1),(0,3),(0,2),(20,1),(20,3),(20,2)], r; "
+                              "assert d['repetitions']==2 and d['threads']==2, d; "
+                              "assert all(x['steps']==3 and x['tokens_per_second']>0 and x['ratio_to_one']>0 for x in r); "
+                              "assert all(x['ratio_to_one']==1.0 for x in r if x['n_seq']==1)\" " +
+                              q(dir.file("par.json"));
+    EXPECT_EQ(std::system(check.c_str()), 0) << json.out;
+    EXPECT_NE(run_offgrid("bench -m " + q(model) + " --parallel 0").status, 0);
+}
+
 // Below the budget, QSA selects every pool anyway: sparse and dense logits are bit-identical. Past it they differ.
 TEST(Bench, QsaDenseSwitchesTheQsaLayersToDenseAttention) {
     TempDir dir;

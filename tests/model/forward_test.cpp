@@ -179,7 +179,7 @@ TEST(Forward, WeightTypesMatchReference) {
             EXPECT_LE(d, 1e-4) << "type " << static_cast<int>(type);
             continue;
         }
-        // A kernel that multiplies 8-bit activations (Q8_0 with OFFGRID_Q8_0_ACT=q8_0). Quantisation is discontinuous: inputs that agree to float
+        // A kernel that quantises activations (the default int16 kernels, or 8-bit with OFFGRID_QUANT_ACT=int8). Quantisation is discontinuous: inputs that agree to float
         // rounding can still round a few quants the other way, so the engine is only close to the reference
         // that quantises the same way, and must be much closer to it than to the f32-activation maths.
         test::ReferenceOptions f32_act;

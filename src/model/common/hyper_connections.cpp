@@ -1,8 +1,11 @@
 #include "model/common/hyper_connections.h"
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 
 #include "ops/elementwise.h"
+#include "ops/matmul_group.h"
 
 namespace offgrid::model::common {
 
@@ -26,27 +29,46 @@ void mean_of_streams(const float * R, size_t n, size_t hc, size_t E, float * out
 void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float * R, size_t n, float * mixed,
                   float * inject, ops::ThreadPool * pool) {
     const size_t E = s.E, hc = s.hc, dim = hc * E, lr = s.lr;
-    std::vector<float> xn(n * dim), lo(n * lr), g(n * dim);
-    for (size_t t = 0; t < n; ++t) {
-        for (size_t h = 0; h < hc; ++h) {
-            ops::rms_norm(R + t * dim + h * E, E, s.eps, w.norm.data() + h * E, xn.data() + t * dim + h * E);
+    // Scratch that only grows (per thread): a decode step allocates nothing here.
+    thread_local std::vector<float> xn, lo, g;
+    if (xn.size() < n * dim) xn.resize(n * dim);
+    if (lo.size() < n * lr) lo.resize(n * lr);
+    if (g.size() < n * dim) g.resize(n * dim);
+    // Pointers, not the thread_local names, inside the lambdas (those would be each worker's own buffers).
+    float * const xnp = xn.data();
+    float * const gp = g.data();
+    // Per-stream norms and the gated mean are independent per stream and per element: with several tokens they
+    // are spread over the pool, each value computed by one thread with the same arithmetic (for one token the
+    // two barriers cost about what they save).
+    ops::ThreadPool * const spread = n >= 2 ? pool : nullptr;
+    ops::parallel_for(spread, n * hc, [&](size_t r0, size_t r1) {
+        for (size_t r = r0; r < r1; ++r) {
+            const size_t h = r % hc;
+            ops::rms_norm(R + r * E, E, s.eps, w.norm.data() + h * E, xnp + r * E);
         }
-    }
-    ops::matmul(w.down, xn.data(), n, lo.data(), pool);
+    }, 2);
+    // The low-rank down projection and the inject logits read the same normed streams: one parallel region.
+    const int64_t tokens = static_cast<int64_t>(n);
+    const ops::MatmulTask first[2] = {{w.down, xnp, tokens, lo.data()}, {w.inject, xnp, tokens, inject}};
+    ops::matmul_group(std::span<const ops::MatmulTask>(first, inject ? 2 : 1), pool);
     const float inv_hc = 1.0f / static_cast<float>(hc);
-    for (float & v : lo) v = ops::silu(v * inv_hc);  // scaled before the activation
-    ops::matmul(w.up, lo.data(), n, g.data(), pool);
-    for (size_t t = 0; t < n; ++t) {
-        const float * x = xn.data() + t * dim;
-        const float * gt = g.data() + t * dim;
-        float * out = mixed + t * E;
-        for (size_t i = 0; i < E; ++i) {
-            float sum = 0.0f;
-            for (size_t h = 0; h < hc; ++h) sum += x[h * E + i] * ops::sigmoid(gt[h * E + i]);
-            out[i] = sum * inv_hc;
+    for (size_t i = 0; i < n * lr; ++i) lo[i] = ops::silu(lo[i] * inv_hc);  // scaled before the activation
+    ops::matmul(w.up, lo.data(), tokens, gp, pool);
+    constexpr size_t kBlock = 256;  // elements of one token's output per range unit
+    const size_t blocks = (E + kBlock - 1) / kBlock;
+    ops::parallel_for(spread, n * blocks, [&](size_t b0, size_t b1) {
+        for (size_t b = b0; b < b1; ++b) {
+            const size_t t = b / blocks, i0 = (b % blocks) * kBlock, i1 = std::min(E, i0 + kBlock);
+            const float * x = xnp + t * dim;
+            const float * gt = gp + t * dim;
+            float * out = mixed + t * E;
+            for (size_t i = i0; i < i1; ++i) {
+                float sum = 0.0f;
+                for (size_t h = 0; h < hc; ++h) sum += x[h * E + i] * ops::sigmoid(gt[h * E + i]);
+                out[i] = sum * inv_hc;
+            }
         }
-    }
-    if (inject) ops::matmul(w.inject, xn.data(), n, inject, pool);
+    }, 2);
 }
 
 void gated_hc_combine(const GatedHcShape & s, float * R, const float * y, const float * inject, size_t n) {

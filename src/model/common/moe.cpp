@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "ops/matmul_group.h"
+
 namespace offgrid::model::common {
 
 Routing route_softmax_top_k(float * logits, size_t T, size_t n_expert, size_t n_used) {
@@ -50,31 +52,112 @@ Routing route_sigmoid_biased(const float * logits, const float * bias, size_t T,
     return r;
 }
 
+namespace {
+
+// Scratch of run_experts that only grows (one per thread): no allocation once a context has run its largest batch.
+struct ExpertScratch {
+    std::vector<size_t> slots;        // t * n_used + k, grouped by expert
+    std::vector<size_t> first, count; // per expert: its range in slots
+    std::vector<float> x, gu, h, d;   // gathered inputs, gate|up, SwiGLU, down
+    std::vector<float> sg, su;        // the shared expert's gate and up
+    std::vector<ops::MatmulTask> tasks;
+};
+
+ExpertScratch & expert_scratch() {
+    thread_local ExpertScratch s;
+    return s;
+}
+
+template <typename V>
+void grow(V & v, size_t n) {
+    if (v.size() < n) v.resize(n);
+}
+
+}  // namespace
+
 void run_experts(const ExpertWeights & m, size_t n_expert, size_t n_ff, const float * f, size_t T, size_t E,
-                 const Routing & r, size_t n_used, float clamp_limit, float * out, ops::ThreadPool * pool) {
+                 const Routing & r, size_t n_used, float clamp_limit, float * out, ops::ThreadPool * pool,
+                 const SharedExpert * shared) {
+    ExpertScratch & s = expert_scratch();
+    const size_t S = T * n_used;
+    // Slots grouped by expert (counting sort: within an expert, slots stay in token order).
+    s.count.assign(n_expert, 0);
+    s.first.assign(n_expert + 1, 0);
+    for (size_t i = 0; i < S; ++i) ++s.count[r.chosen[i]];
+    for (size_t e = 0; e < n_expert; ++e) s.first[e + 1] = s.first[e] + s.count[e];
+    grow(s.slots, S);
+    {
+        std::vector<size_t> & fill = s.count;  // reused as the write cursor, restored below
+        for (size_t e = 0; e < n_expert; ++e) fill[e] = s.first[e];
+        for (size_t i = 0; i < S; ++i) s.slots[fill[r.chosen[i]]++] = i;
+        for (size_t e = 0; e < n_expert; ++e) fill[e] -= s.first[e];
+    }
+    grow(s.x, S * E);
+    grow(s.gu, S * 2 * n_ff);
+    grow(s.h, S * n_ff);
+    grow(s.d, S * E);
+    for (size_t i = 0; i < S; ++i) std::memcpy(&s.x[i * E], f + (s.slots[i] / n_used) * E, E * sizeof(float));
+    const size_t n_sh = shared ? static_cast<size_t>(shared->gate.rows) : 0;
+    if (shared) {
+        grow(s.sg, T * n_sh);
+        grow(s.su, T * n_sh);
+    }
+
+    // Gate and up of every expert (fused: one product of 2 n_ff rows, gate then up), and the shared expert's.
+    s.tasks.clear();
     for (size_t e = 0; e < n_expert; ++e) {
-        std::vector<size_t> slots;  // t * n_used + k
-        for (size_t s = 0; s < T * n_used; ++s) {
-            if (r.chosen[s] == e) slots.push_back(s);
-        }
-        if (slots.empty()) continue;
-        const size_t n = slots.size();
-        std::vector<float> x(n * E), gate(n * n_ff), up(n * n_ff), down(n * E);
-        for (size_t i = 0; i < n; ++i) std::memcpy(&x[i * E], f + (slots[i] / n_used) * E, E * sizeof(float));
+        const size_t n = s.count[e], at = s.first[e];
+        if (n == 0) continue;
+        const float * x = &s.x[at * E];
+        float * gu = &s.gu[at * 2 * n_ff];
+        const auto tokens = static_cast<int64_t>(n);
         if (m.fused_gate_up) {
-            ops::matmul(m.gate_up.row_slice(e * 2 * n_ff, n_ff), x.data(), n, gate.data(), pool);
-            ops::matmul(m.gate_up.row_slice(e * 2 * n_ff + n_ff, n_ff), x.data(), n, up.data(), pool);
+            s.tasks.push_back({m.gate_up.row_slice(static_cast<int64_t>(e * 2 * n_ff), static_cast<int64_t>(2 * n_ff)), x,
+                               tokens, gu});
         } else {
-            ops::matmul(m.gate.row_slice(e * n_ff, n_ff), x.data(), n, gate.data(), pool);
-            ops::matmul(m.up.row_slice(e * n_ff, n_ff), x.data(), n, up.data(), pool);
+            // Separate products into the two halves of the same layout (gate rows, then up rows, per token).
+            s.tasks.push_back({m.gate.row_slice(static_cast<int64_t>(e * n_ff), static_cast<int64_t>(n_ff)), x, tokens, gu});
+            s.tasks.push_back({m.up.row_slice(static_cast<int64_t>(e * n_ff), static_cast<int64_t>(n_ff)), x, tokens,
+                               gu + n * n_ff});
         }
-        for (size_t i = 0; i < n * n_ff; ++i) {
-            gate[i] = swiglu(gate[i] * m.gate_scale[e], up[i] * m.up_scale[e], clamp_limit);
-        }
-        ops::matmul(m.down.row_slice(e * E, E), gate.data(), n, down.data(), pool);
+    }
+    if (shared) {
+        s.tasks.push_back({shared->gate, f, static_cast<int64_t>(T), s.sg.data()});
+        s.tasks.push_back({shared->up, f, static_cast<int64_t>(T), s.su.data()});
+    }
+    ops::matmul_group(s.tasks, pool);
+
+    // SwiGLU per slot, then the down products.
+    s.tasks.clear();
+    for (size_t e = 0; e < n_expert; ++e) {
+        const size_t n = s.count[e], at = s.first[e];
+        if (n == 0) continue;
+        const float * gu = &s.gu[at * 2 * n_ff];
+        float * h = &s.h[at * n_ff];
         for (size_t i = 0; i < n; ++i) {
-            float * o = out + slots[i] * E;
-            for (size_t j = 0; j < E; ++j) o[j] = down[i * E + j] * m.down_scale[e];
+            // fused: token i's row is [gate | up]; separate: all gates, then all ups.
+            const float * g = m.fused_gate_up ? gu + i * 2 * n_ff : gu + i * n_ff;
+            const float * u = m.fused_gate_up ? g + n_ff : gu + (n + i) * n_ff;
+            for (size_t j = 0; j < n_ff; ++j) {
+                h[i * n_ff + j] = swiglu(g[j] * m.gate_scale[e], u[j] * m.up_scale[e], clamp_limit);
+            }
+        }
+        s.tasks.push_back({m.down.row_slice(static_cast<int64_t>(e * E), static_cast<int64_t>(E)), h,
+                           static_cast<int64_t>(n), &s.d[at * E]});
+    }
+    if (shared) {
+        for (size_t i = 0; i < T * n_sh; ++i) {
+            s.sg[i] = swiglu(s.sg[i] * shared->gate_scale, s.su[i] * shared->up_scale, shared->clamp_limit);
+        }
+        s.tasks.push_back({shared->down, s.sg.data(), static_cast<int64_t>(T), shared->out});
+    }
+    ops::matmul_group(s.tasks, pool);
+
+    for (size_t e = 0; e < n_expert; ++e) {
+        for (size_t i = s.first[e]; i < s.first[e] + s.count[e]; ++i) {
+            float * o = out + s.slots[i] * E;
+            const float * d = &s.d[i * E];
+            for (size_t j = 0; j < E; ++j) o[j] = d[j] * m.down_scale[e];
         }
     }
 }

@@ -39,10 +39,22 @@ Routing route_sigmoid_biased(const float * logits, const float * bias, size_t T,
 // SwiGLU with an optional limit L (0: none): min(silu(g), L) * clamp(u, -L, L) when L > 1e-6, else silu(g) * u.
 inline float swiglu(float g, float u, float limit);
 
+// A shared SwiGLU expert over every token, run in the same parallel regions as the routed experts:
+// out (T x E) = down(swiglu(gate(f) * gate_scale, up(f) * up_scale, clamp_limit)), down's scale left to the caller.
+struct SharedExpert {
+    ops::Matrix gate, up, down;
+    float gate_scale = 1.0f, up_scale = 1.0f, clamp_limit = 0.0f;
+    float * out = nullptr;
+};
+
 // Runs the chosen experts on f (T x E): out[(t * n_used + k) * E + j] is expert chosen[t*n_used + k]'s output
-// for token t (not yet weighted). gate/up/down scales multiply the matrices' outputs as the weights say.
+// for token t (not yet weighted). gate/up/down scales multiply the matrices' outputs as the weights say. Every
+// expert runs once over the tokens that chose it; all the gate and up products (and the shared expert's, when
+// given) share one parallel region, all the down products a second one. Each output is the same dot whatever
+// the grouping, so a token's result does not depend on the other tokens of the call.
 void run_experts(const ExpertWeights & w, size_t n_expert, size_t n_ff, const float * f, size_t T, size_t E,
-                 const Routing & r, size_t n_used, float clamp_limit, float * out, ops::ThreadPool * pool);
+                 const Routing & r, size_t n_used, float clamp_limit, float * out, ops::ThreadPool * pool,
+                 const SharedExpert * shared = nullptr);
 
 // y[t][j] = sum_k weight[t][k] * out[t][k][j], summed in selection order.
 void weighted_sum(const float * out, const Routing & r, size_t T, size_t n_used, size_t E, float * y);

@@ -18,24 +18,26 @@ namespace detail {
 void moe_layer(const Batch & b, uint32_t il, const float * f, float * y) {
     const MoeWeights & m = b.model.weights().layers[il].moe;
     const size_t T = b.n_tokens, E = b.hp.n_embd, n_exp = b.hp.n_expert, n_used = b.hp.n_expert_used;
-    const size_t n_ff = b.hp.n_ff_exp, n_sh = b.hp.n_ff_shexp;
+    const size_t n_ff = b.hp.n_ff_exp;
+
+    // Scratch that only grows (per thread), so a decode step allocates nothing here.
+    thread_local std::vector<float> probs, expert_out, sd;
+    if (probs.size() < T * n_exp) probs.resize(T * n_exp);
+    if (expert_out.size() < T * n_used * E) expert_out.resize(T * n_used * E);
+    if (sd.size() < T * E) sd.resize(T * E);
 
     // Routing: softmax over all experts, the n_used most probable, renormalised. Each expert runs once over the
-    // tokens that chose it.
-    std::vector<float> probs(T * n_exp);
+    // tokens that chose it; the shared expert (sigmoid-gated below) runs in the same parallel regions.
     ops::matmul(m.router, f, T, probs.data(), b.pool);
     const common::Routing routing = common::route_softmax_top_k(probs.data(), T, n_exp, n_used);
-    std::vector<float> expert_out(T * n_used * E);
-    common::run_experts(m, n_exp, n_ff, f, T, E, routing, n_used, 0.0f, expert_out.data(), b.pool);
-
-    // Shared expert with its sigmoid gate.
-    std::vector<float> sg(T * n_sh), su(T * n_sh), sd(T * E);
-    ops::matmul(m.shared_gate, f, T, sg.data(), b.pool);
-    ops::matmul(m.shared_up, f, T, su.data(), b.pool);
-    for (size_t i = 0; i < T * n_sh; ++i) {
-        sg[i] = ops::silu(sg[i] * m.shared_gate_scale) * (su[i] * m.shared_up_scale);
-    }
-    ops::matmul(m.shared_down, sg.data(), T, sd.data(), b.pool);
+    common::SharedExpert shared;
+    shared.gate = m.shared_gate;
+    shared.up = m.shared_up;
+    shared.down = m.shared_down;
+    shared.gate_scale = m.shared_gate_scale;
+    shared.up_scale = m.shared_up_scale;
+    shared.out = sd.data();
+    common::run_experts(m, n_exp, n_ff, f, T, E, routing, n_used, 0.0f, expert_out.data(), b.pool, &shared);
 
     // Routed experts summed in selection order, then the gated shared expert.
     common::weighted_sum(expert_out.data(), routing, T, n_used, E, y);

@@ -7,6 +7,7 @@
 #include "model/qwen4exp/forward_internal.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
+#include "ops/matmul_group.h"
 #include "ops/sequence.h"
 
 namespace offgrid::model::qwen4exp::detail {
@@ -57,8 +58,9 @@ void ple_block(const Batch & b, uint32_t il, const float * u, float * R) {
     const PleWeights & w = b.model.weights().layers[il].ple;
     const size_t T = b.n_tokens, E = hp.n_embd, hc = hp.hc, dim = hc * E;
     std::vector<float> key(T * dim), value(T * E);
-    ops::matmul(w.key, u, T, key.data(), b.pool);
-    ops::matmul(w.value, u, T, value.data(), b.pool);
+    const ops::MatmulTask products[2] = {{w.key, u, static_cast<int64_t>(T), key.data()},
+                                         {w.value, u, static_cast<int64_t>(T), value.data()}};
+    ops::matmul_group(products, b.pool);
 
     // Gated value per stream (Gv) and its normed copy (Nc), the conv input.
     std::vector<float> gv(T * dim), nc(T * dim), kn(E), qn(E);

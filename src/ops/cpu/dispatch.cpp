@@ -12,6 +12,7 @@
 
 #include "ops/cpu/kernels_float.h"
 #include "ops/cpu/kernels_quant.h"
+#include "tensor/blocks.h"
 
 namespace offgrid::ops::cpu {
 
@@ -72,33 +73,30 @@ Isa from_env(Isa detected) {
 using Table = std::array<TypeKernels, kTypeTableSize>;
 
 // Level L starts from level L-1's table, so a type without a faster kernel at L keeps the best lower one.
-bool int8_q8_0_in_table() {
-    const char * env = std::getenv("OFFGRID_Q8_0_ACT");
-    return env != nullptr && std::strcmp(env, "q8_0") == 0;
-}
-
+// `exact` holds the exact entries whatever OFFGRID_QUANT_ACT says (f32 activations for every weight type).
 struct Tables {
     std::array<Table, kIsaCount> by_isa{};
+    std::array<Table, kIsaCount> exact{};
     std::array<TypeKernels, kIsaCount> q8_0_int8{};
     Tables() {
-        Table t{};
+        using Fill = void (*)(TypeKernels *);
+        const Fill fl[kIsaCount] = {add_float_kernels_scalar, add_float_kernels_avx2, add_float_kernels_avx512};
+        void (*const q8fill[kIsaCount])(TypeKernels &) = {add_q8_0_int8_kernels_scalar, add_q8_0_int8_kernels_avx2,
+                                                           add_q8_0_int8_kernels_avx512};
+        Table t{}, e{};
         TypeKernels q8{};
-        add_float_kernels_scalar(t.data());
-        add_quant_kernels(Isa::Scalar, t.data());
-        add_q8_0_int8_kernels_scalar(q8);
-        by_isa[0] = t;
-        q8_0_int8[0] = q8;
-        add_float_kernels_avx2(t.data());
-        add_quant_kernels(Isa::Avx2, t.data());
-        add_q8_0_int8_kernels_avx2(q8);
-        by_isa[1] = t;
-        q8_0_int8[1] = q8;
-        add_float_kernels_avx512(t.data());
-        add_quant_kernels(Isa::Avx512, t.data());
-        add_q8_0_int8_kernels_avx512(q8);
-        by_isa[2] = t;
-        q8_0_int8[2] = q8;
-        if (int8_q8_0_in_table()) {
+        for (int i = 0; i < kIsaCount; ++i) {
+            const Isa isa = static_cast<Isa>(i);
+            fl[i](t.data());
+            add_quant_kernels(isa, t.data());
+            fl[i](e.data());
+            add_exact_quant_kernels(isa, e.data());
+            q8fill[i](q8);
+            by_isa[i] = t;
+            exact[i] = e;
+            q8_0_int8[i] = q8;
+        }
+        if (quant_act_mode() == QuantActMode::Int8) {
             for (int i = 0; i < kIsaCount; ++i) by_isa[i][static_cast<uint32_t>(ElemType::Q8_0)] = q8_0_int8[i];
         }
     }
@@ -144,6 +142,14 @@ const TypeKernels * kernels_for(ElemType type, Isa isa) {
     return k.vec_dot != nullptr ? &k : nullptr;
 }
 
+const TypeKernels * exact_kernels_for(ElemType type, Isa isa) {
+    const auto id = static_cast<uint32_t>(type);
+    const int level = static_cast<int>(isa);
+    if (id >= kTypeTableSize || level < 0 || level >= kIsaCount) return nullptr;
+    const TypeKernels & k = tables().exact[level][id];
+    return k.vec_dot != nullptr ? &k : nullptr;
+}
+
 const TypeKernels * q8_0_int8_kernels(Isa isa) {
     const int level = static_cast<int>(isa);
     if (level < 0 || level >= kIsaCount) return nullptr;
@@ -152,6 +158,7 @@ const TypeKernels * q8_0_int8_kernels(Isa isa) {
 
 size_t act_row_bytes(ElemType act_type, int64_t n) {
     if (act_type == ElemType::F32) return static_cast<size_t>(n) * sizeof(float);
+    if (act_type == ElemType::Q16_K) return static_cast<size_t>((n + 255) / 256) * sizeof(tensor::BlockQ16_K);
     return static_cast<size_t>(tensor::row_bytes(act_type, static_cast<uint64_t>(n)));
 }
 

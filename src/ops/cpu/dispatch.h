@@ -32,26 +32,36 @@ struct TypeKernels {
     // dot(weight row of n elements, activation row in act_type), fixed reduction order.
     float (*vec_dot)(const void * w_row, const void * act_row, int64_t n) = nullptr;
     // Optional tile: y[t * y_stride + r] = vec_dot(w + r * w_stride, act + t * act_stride, n) for r < n_rows,
-    // t < n_tok (each at most 4), bit-identical to vec_dot. Null: the driver calls vec_dot.
+    // t < n_tok (n_rows at most kTileMax, n_tok at most tile_tokens), bit-identical to vec_dot. Null: the
+    // driver calls vec_dot.
     void (*dot_tile)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
                      int n_rows, int n_tok, float * y, size_t y_stride) = nullptr;
+    // Most tokens one dot_tile call takes (kTileMax, or up to kTileTokensMax for kernels whose weight decoding
+    // is worth spreading over more tokens).
+    int tile_tokens = 4;
 };
 
 constexpr size_t kTypeTableSize = 64;  // indexed by the ggml type id
-constexpr int kTileMax = 4;            // dot_tile handles at most this many rows and tokens
+constexpr int kTileMax = 4;            // dot_tile handles at most this many rows (and tokens, by default)
+constexpr int kTileTokensMax = 8;      // the largest tile_tokens of any entry
 
 // Kernels of a weight type at a level; null when the type has no entry there (the caller falls back to the
 // generic path: dequantise the row, then the F32 dot).
 const TypeKernels * kernels_for(tensor::ElemType type, Isa isa);
 
+// The exact entry of a type at a level whatever OFFGRID_QUANT_ACT selects: f32 activations, weights dequantised
+// exactly (the float kernels and the quantised types' exact entries). The driver takes it for a row width the
+// table entry's activation blocks cannot hold; tests take it as the exact mode.
+const TypeKernels * exact_kernels_for(tensor::ElemType type, Isa isa);
+
 // The int8 variant of the Q8_0 kernels: activations quantised to Q8_0 per token row, exact integer block dots
-// (AVX2 maddubs, AVX-512 VNNI vpdpbusd). Not in the table: its activation rounding moves logits about as far
-// from the exact result as llama.cpp's own Q8_0 path does, while the f32-activation entry is exact and, measured
-// in bench_kernels, close in speed (docs/kernels.md). OFFGRID_Q8_0_ACT=q8_0 puts it in the table (read once),
-// for speed comparisons.
+// (AVX2 maddubs, AVX-512 VNNI vpdpbusd). In the table only under OFFGRID_QUANT_ACT=int8 (measurement): its
+// activation rounding moves logits about as far from the exact result as llama.cpp's own Q8_0 path does
+// (docs/kernels.md).
 const TypeKernels * q8_0_int8_kernels(Isa isa);
 
-// Bytes of one activation row of n elements in act_type (n elements of F32, or whole blocks).
+// Bytes of one activation row of n elements in act_type (n elements of F32, or whole blocks; Q16_K rows end
+// with a zero-padded block when n is not a multiple of 256).
 size_t act_row_bytes(tensor::ElemType act_type, int64_t n);
 
 }  // namespace offgrid::ops::cpu

@@ -38,6 +38,7 @@ inline float hsum(__m256 v) {
 
 // Loaders of 8 weights starting at element i, as floats; `count` < 8 loads a zero-padded tail.
 struct LoadF32 {
+    static constexpr int kBytes = 4;
     static __m256 full(const void * w, int64_t i) { return _mm256_loadu_ps(static_cast<const float *>(w) + i); }
     static __m256 tail(const void * w, int64_t i, int count) {
         float buf[kLanes] = {};
@@ -46,6 +47,7 @@ struct LoadF32 {
     }
 };
 struct LoadF16 {
+    static constexpr int kBytes = 2;
     static __m256 full(const void * w, int64_t i) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(static_cast<const uint16_t *>(w) + i)));
     }
@@ -56,6 +58,7 @@ struct LoadF16 {
     }
 };
 struct LoadBF16 {
+    static constexpr int kBytes = 2;
     static __m256 full(const void * w, int64_t i) {
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i *>(static_cast<const uint16_t *>(w) + i));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -88,6 +91,15 @@ float vec_dot_float(const void * w, const void * xv, int64_t n) {
 }
 
 // Four weight rows by NT (<= 2) tokens: 8 accumulators, the weights loaded once per step for both tokens.
+// Software prefetch in the one-token tiles (decode), which are memory-bound: rows are contiguous, so the tile two
+// tiles ahead starts at w + 8 * w_stride; each loop step prefetches as many bytes of it as it reads of this tile
+// (see kernels_float_avx512.cpp for the measurement). Not in the two-token tile, which prompts use (compute-bound).
+constexpr int kPrefetchTiles = 2;
+inline void prefetch_ahead(const uint8_t * w, size_t w_stride, size_t offset, size_t bytes) {
+    const uint8_t * p = w + kPrefetchTiles * 4 * w_stride + offset;
+    for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char *>(p + b), _MM_HINT_T0);
+}
+
 template <typename L, int NT>
 void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                  size_t y_stride) {
@@ -98,6 +110,7 @@ void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t
     for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
+        if constexpr (NT == 1) prefetch_ahead(w, w_stride, static_cast<size_t>(i) * 4 * L::kBytes, 4 * kLanes * L::kBytes);
         __m256 xv[NT];
         for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x[t] + i);
         for (int r = 0; r < 4; ++r) {
@@ -168,6 +181,7 @@ void tile4_q8_0_f32(const uint8_t * w, size_t w_stride, const uint8_t * act, siz
     const float * x[NT];
     for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
     for (int64_t b = 0; b < n / kQ8Block; ++b) {
+        if constexpr (NT == 1) prefetch_ahead(w, w_stride, static_cast<size_t>(b) * 4 * kQ8BlockBytes, 4 * kQ8BlockBytes);
         for (int r = 0; r < 4; ++r) {
             __m256 wv[4];
             q8_widen(w + r * w_stride + b * kQ8BlockBytes, wv);

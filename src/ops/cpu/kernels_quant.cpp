@@ -1,19 +1,50 @@
-// The quantised dot kernels' entry into the dispatch tables. Every level registers the fused exact entries
-// (dequantise + the level's F32 dot; the Scalar level's are the twins); OFFGRID_QUANT_ACT=int8 replaces them by
-// the 8-bit-activation kernels, for measurement.
+// The quantised dot kernels' entry into the dispatch tables, by OFFGRID_QUANT_ACT (kernels_quant.h).
 #include "ops/cpu/kernels_quant.h"
 
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
 #include "ops/cpu/kernels_quant_common.h"
+#include "ops/cpu/kernels_quant_int16.h"
 
 namespace offgrid::ops::cpu {
 
+namespace {
+
+QuantActMode mode_from_env() {
+    const char * env = std::getenv("OFFGRID_QUANT_ACT");
+    if (env == nullptr || *env == '\0' || std::strcmp(env, "int16") == 0) return QuantActMode::Int16;
+    if (std::strcmp(env, "f32") == 0) return QuantActMode::F32;
+    if (std::strcmp(env, "int8") == 0) return QuantActMode::Int8;
+    std::fprintf(stderr, "offgrid: OFFGRID_QUANT_ACT=%s is not int16, f32 or int8; using int16\n", env);
+    return QuantActMode::Int16;
+}
+
+}  // namespace
+
+QuantActMode quant_act_mode() {
+    static const QuantActMode mode = mode_from_env();
+    return mode;
+}
+
+void add_exact_quant_kernels(Isa isa, TypeKernels * table) { quant::add_dequant_entries(isa, table); }
+
 void add_quant_kernels(Isa isa, TypeKernels * table) {
-    static const bool int8 = quant::integer_activations_requested();
-    if (int8) {
-        if (isa == Isa::Scalar) quant::add_integer_entries(table);
-        return;
+    switch (quant_act_mode()) {
+        case QuantActMode::F32: add_exact_quant_kernels(isa, table); return;
+        case QuantActMode::Int8:
+            if (isa == Isa::Scalar) quant::add_integer_entries(table);
+            return;
+        case QuantActMode::Int16:
+            add_exact_quant_kernels(isa, table);  // q4_1 / q5_1
+            switch (isa) {
+                case Isa::Scalar: quant::add_int16_entries_scalar(table); return;
+                case Isa::Avx2: quant::add_int16_entries_avx2(table); return;
+                case Isa::Avx512: quant::add_int16_entries_avx512(table); return;
+            }
+            return;
     }
-    quant::add_dequant_entries(isa, table);
 }
 
 }  // namespace offgrid::ops::cpu

@@ -1,13 +1,25 @@
-// Quantised dot kernels of every weight type except F32, F16, BF16 and Q8_0 (owned by the quantisation side of
-// issue 8; see docs/kernels.md). add_quant_kernels fills table[type id] for the types it implements at isa;
-// it is called once per level when the dispatch builds its tables. A Scalar entry is required for every type
-// with an entry at a higher level: it is the twin the tests compare with.
+// Quantised dot kernels of every weight type except F32, F16 and BF16 (docs/kernels.md). add_quant_kernels
+// fills table[type id] for the types it implements at isa, in the mode OFFGRID_QUANT_ACT selects (read once):
+//  - int16 (the default): Q16_K activations, integer dots (kernels_quant_int16.h) for q8_0 q4_0 q5_0 iq4_nl
+//    q2_K q3_K q4_K q5_K q6_K iq4_xs; q4_1 q5_1 keep the exact entry;
+//  - f32: the exact entries (weights dequantised in registers, f32 activations; Q8_0 keeps the float side's
+//    exact entry);
+//  - int8: ggml-style 8-bit activations (q8_0 / q8_1 / q8_K, scalar kernels; Q8_0 the int8 variant), for
+//    measurement only: its error against the exact computation is llama.cpp's order (docs/weights.md).
+// add_exact_quant_kernels fills the exact entries whatever the mode (the driver's fallback for a row width
+// that Q16_K blocks cannot hold, and the tests' exact table). Both are called once per level when the
+// dispatch builds its tables, after the float kernels; a Scalar entry exists for every type with an entry at
+// a higher level: it is the twin the tests compare with.
 #pragma once
 
 #include "ops/cpu/dispatch.h"
 
 namespace offgrid::ops::cpu {
 
+enum class QuantActMode { Int16, F32, Int8 };
+QuantActMode quant_act_mode();  // OFFGRID_QUANT_ACT=int16|f32|int8, default int16 (read once)
+
 void add_quant_kernels(Isa isa, TypeKernels * table);
+void add_exact_quant_kernels(Isa isa, TypeKernels * table);
 
 }  // namespace offgrid::ops::cpu

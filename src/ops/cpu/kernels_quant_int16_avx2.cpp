@@ -1,0 +1,215 @@
+// AVX2 int16 kernels: each group of 32 weights is widened to two vectors of 16 int16 (elements 0..15 and
+// 16..31 of the group) and multiplied by their per-16 scales, then dotted with every token's Q16_K quants by
+// vpmaddwd: lane l of the sum holds the elements with (i mod 16) / 2 == l, the contract's lanes
+// (kernels_quant_int16.h), so the bits equal the Scalar twin's. A tile decodes each weight block once for all
+// its tokens.
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include "ops/cpu/kernels_quant_int16_decode.h"
+#endif
+
+#include "ops/cpu/kernels_quant_int16.h"
+
+namespace offgrid::ops::cpu::quant {
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+
+namespace {
+
+OFFGRID_I16_INLINE __m256i load_q(const int16_t * p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
+
+template <class T, int NT>
+inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const typename T::Block *>(wrow);
+    __m256 acc[NT];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        KDecoded k;
+        T::decode(w[b], k);
+        alignas(32) int16_t sc[16];
+        _mm256_store_si256(reinterpret_cast<__m256i *>(sc), k.sc16);
+        __m256i p[NT];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) p[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) {
+            const __m256i lo = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(k.g[g])),
+                                                  _mm256_set1_epi16(sc[2 * g]));
+            const __m256i hi = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(k.g[g], 1)),
+                                                  _mm256_set1_epi16(sc[2 * g + 1]));
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const int16_t * q = act[t][b].qs + 32 * g;
+                p[t] = _mm256_add_epi32(p[t], _mm256_add_epi32(_mm256_madd_epi16(lo, load_q(q)),
+                                                               _mm256_madd_epi16(hi, load_q(q + 16))));
+            }
+        }
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ16_K & a = act[t][b];
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_set1_ps(k.d * a.d), acc[t]);
+            if constexpr (T::kMins == Mins::Per32) {
+                const __m256i m = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(k.mins),
+                                                     _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a.bsums32)));
+                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), acc[t]);
+            }
+            if constexpr (T::kMins == Mins::Per16) {
+                const auto * bs = reinterpret_cast<const __m256i *>(a.bsums16);
+                const __m256i m = _mm256_add_epi32(
+                    _mm256_mullo_epi32(_mm256_cvtepu8_epi32(k.mins), _mm256_loadu_si256(bs)),
+                    _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(k.mins, 8)), _mm256_loadu_si256(bs + 1)));
+                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), acc[t]);
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
+}
+
+template <class T, int NT>
+inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const typename T::Block *>(wrow);
+    __m256 acc[2][NT];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[0][t] = acc[1][t] = _mm256_setzero_ps();
+    auto block = [&](int64_t b, __m256 * ac) {
+        const __m256i v = T::values(w[b]);
+        const __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
+        const __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1));
+        const float dw = _cvtsh_ss(w[b].d);
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ16_K & a = act[t][b / 8];
+            const int16_t * q = a.qs + 32 * (b % 8);
+            const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(lo, load_q(q)), _mm256_madd_epi16(hi, load_q(q + 16)));
+            ac[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), ac[t]);
+        }
+    };
+    const int64_t nb = n / kQK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        block(b, acc[0]);
+        block(b + 1, acc[1]);
+    }
+    if (b < nb) block(b, acc[0]);
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) out[t] = reduce8(_mm256_add_ps(acc[0][t], acc[1][t]));
+}
+
+template <class T, bool K, int NT>
+inline void dot_row_n(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    if constexpr (K) {
+        dot_row_k<T, NT>(wrow, act, n, out);
+    } else {
+        dot_row_32<T, NT>(wrow, act, n, out);
+    }
+}
+
+template <class T, bool K>
+inline void dot_row(const void * wrow, const BlockQ16_K * const * act, int64_t n, int nt, float * out) {
+    switch (nt) {
+        case 1: return dot_row_n<T, K, 1>(wrow, act, n, out);
+        case 2: return dot_row_n<T, K, 2>(wrow, act, n, out);
+        case 3: return dot_row_n<T, K, 3>(wrow, act, n, out);
+        default: return dot_row_n<T, K, 4>(wrow, act, n, out);
+    }
+}
+
+template <class T, bool K>
+float vec_dot(const void * w, const void * x, int64_t n) {
+    const BlockQ16_K * a[1] = {static_cast<const BlockQ16_K *>(x)};
+    float out;
+    dot_row_n<T, K, 1>(w, a, n, &out);
+    return out;
+}
+
+template <class T, bool K>
+void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows, int n_tok,
+              float * y, size_t y_stride) {
+    const BlockQ16_K * a[kTileMax];
+    for (int t = 0; t < n_tok; ++t) {
+        a[t] = reinterpret_cast<const BlockQ16_K *>(static_cast<const uint8_t *>(act) + t * act_stride);
+    }
+    for (int r = 0; r < n_rows; ++r) {
+        float out[kTileMax];
+        dot_row<T, K>(static_cast<const uint8_t *>(w) + r * w_stride, a, n, n_tok, out);
+        for (int t = 0; t < n_tok; ++t) y[t * y_stride + r] = out[t];
+    }
+}
+
+// The Q16_K quantiser (the same bytes as the Scalar twin: see kernels_quant_int16.h).
+void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb);
+
+void quantize_q16_k(const float * x, void * dst, int64_t n) {
+    auto * y = static_cast<BlockQ16_K *>(dst);
+    quantize_q16_k_blocks(x, y, n / kQK_K);
+    if (n % kQK_K != 0) {  // the last, partial block: zero-padded
+        alignas(64) float tail[kQK_K] = {};
+        std::memcpy(tail, x + n / kQK_K * kQK_K, sizeof(float) * static_cast<size_t>(n % kQK_K));
+        quantize_q16_k_blocks(tail, y + n / kQK_K, 1);
+    }
+}
+
+void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; ++b, x += kQK_K) {
+        BlockQ16_K & o = y[b];
+        __m256 mx = _mm256_setzero_ps();
+        for (int j = 0; j < kQK_K; j += 8) mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)));
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        std::memset(&o, 0, sizeof o);
+        if (amax == 0.0f) continue;
+        const __m256 id = _mm256_set1_ps(16383.0f / amax);
+        const __m256i lo = _mm256_set1_epi32(-16383), hi = _mm256_set1_epi32(16383);
+        for (int g = 0; g < 16; ++g) {
+            const __m256i q0 = _mm256_min_epi32(hi, _mm256_max_epi32(lo, _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * g), id))));
+            const __m256i q1 = _mm256_min_epi32(hi, _mm256_max_epi32(lo, _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * g + 8), id))));
+            // packs works per 128-bit lane: [q0 lo, q1 lo, q0 hi, q1 hi] -> reorder the 64-bit quarters.
+            const __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xd8);
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.qs + 16 * g), p);
+            __m256i s = _mm256_add_epi32(q0, q1);
+            __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
+            o.bsums16[g] = _mm_cvtsi128_si32(s4);
+        }
+        #pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) o.bsums32[g] = o.bsums16[2 * g] + o.bsums16[2 * g + 1];
+        o.d = amax / 16383.0f;
+    }
+}
+
+template <class T, bool K>
+void set(TypeKernels * table, ElemType type) {
+    TypeKernels & k = table[static_cast<uint32_t>(type)];
+    k.act_type = ElemType::Q16_K;
+    k.quantize_act = quantize_q16_k;
+    k.vec_dot = vec_dot<T, K>;
+    k.dot_tile = dot_tile<T, K>;
+}
+
+}  // namespace
+
+void add_int16_entries_avx2(TypeKernels * table) {
+    set<DQ4K, true>(table, ElemType::Q4_K);
+    set<DQ5K, true>(table, ElemType::Q5_K);
+    set<DQ6K, true>(table, ElemType::Q6_K);
+    set<DQ3K, true>(table, ElemType::Q3_K);
+    set<DQ2K, true>(table, ElemType::Q2_K);
+    set<DIQ4XS, true>(table, ElemType::IQ4_XS);
+    set<DQ80, false>(table, ElemType::Q8_0);
+    set<DQ40, false>(table, ElemType::Q4_0);
+    set<DQ50, false>(table, ElemType::Q5_0);
+    set<DIQ4NL, false>(table, ElemType::IQ4_NL);
+}
+
+#else
+
+void add_int16_entries_avx2(TypeKernels *) {}
+
+#endif
+
+}  // namespace offgrid::ops::cpu::quant

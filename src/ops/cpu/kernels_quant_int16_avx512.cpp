@@ -1,0 +1,340 @@
+// AVX-512 (VNNI) int16 kernels: each group of 32 weights is widened once to int16 and multiplied by its
+// per-16 scales (vpmullw), then dotted with every token's Q16_K quants by vpmaddwd / vpdpwssd (32 products
+// per instruction). The 16 int32 lanes of a super-block are folded to the contract's 8 (lanes l and l + 8
+// hold the elements with (i mod 16) / 2 == l) before the float step, so the bits equal the Scalar twin's
+// (kernels_quant_int16.h). A tile decodes each weight block once for all its tokens.
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include "ops/cpu/kernels_quant_int16_decode.h"
+#endif
+
+#include "ops/cpu/kernels_quant_int16.h"
+
+namespace offgrid::ops::cpu::quant {
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VNNI__)
+
+namespace {
+
+OFFGRID_I16_INLINE __m512i load512(const void * p) { return _mm512_loadu_si512(p); }
+OFFGRID_I16_INLINE __m256i fold16(__m512i p) { return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1)); }
+
+OFFGRID_I16_INLINE __m512i group_scale(__m512i sv, int g) {
+    const __m512i halves = _mm512_set_epi16(1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0,
+                                            0, 0, 0, 0, 0, 0, 0, 0);
+    return _mm512_permutexvar_epi16(_mm512_add_epi16(halves, _mm512_set1_epi16(static_cast<short>(2 * g))), sv);
+}
+
+// A decoded block for the dot: the 8 groups as scaled int16 (value * scale of its 16-half), the scales and
+// the min multipliers. Generic: from the shared byte decoders; q4_K, q5_K and q6_K widen their packed bytes to
+// int16 first and split the bit fields there (fewer instructions; the same integers).
+struct Wide {
+    __m512i wz[8];
+    __m128i mins;
+    float d, dmin;
+};
+
+template <class T>
+OFFGRID_I16_INLINE void decode_wide(const typename T::Block & blk, Wide & o) {
+    KDecoded k;
+    T::decode(blk, k);
+    const __m512i sv = _mm512_castsi256_si512(k.sc16);
+    #pragma GCC unroll 8
+    for (int g = 0; g < 8; ++g) o.wz[g] = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(k.g[g]), group_scale(sv, g));
+    o.mins = k.mins;
+    o.d = k.d;
+    o.dmin = k.dmin;
+}
+
+OFFGRID_I16_INLINE __m512i widen_bytes(const uint8_t * p) { return _mm512_cvtepu8_epi16(load256(p)); }
+
+template <bool Fifth>
+OFFGRID_I16_INLINE void decode_wide_k4(const uint8_t * scales, const uint8_t * qs, const uint8_t * qh, Wide & o) {
+    uint64_t sc, mn;
+    k4_scales_mins_u64(scales, sc, mn);
+    const __m512i sv = _mm512_castsi256_si512(per32_scales(sc));
+    o.mins = _mm_cvtsi64_si128(static_cast<long long>(mn));
+    const __m512i low4 = _mm512_set1_epi16(0x0f);
+    __m512i h = _mm512_setzero_si512();
+    if constexpr (Fifth) h = widen_bytes(qh);
+    #pragma GCC unroll 8
+    for (int c = 0; c < 4; ++c) {
+        const __m512i v = widen_bytes(qs + 32 * c);  // each int16 one byte: low nibble, high nibble
+        __m512i lo = _mm512_and_si512(v, low4), hi = _mm512_srli_epi16(v, 4);
+        if constexpr (Fifth) {
+            const __m512i b16 = _mm512_set1_epi16(16);
+            // bit 2c (2c + 1) of qh[l] as 16: shifted to bit 4 (h holds one byte per int16)
+            auto bit16 = [&](int k) {
+                return _mm512_and_si512(k <= 4 ? _mm512_slli_epi16(h, static_cast<unsigned>(4 - k))
+                                               : _mm512_srli_epi16(h, static_cast<unsigned>(k - 4)),
+                                        b16);
+            };
+            lo = _mm512_or_si512(lo, bit16(2 * c));
+            hi = _mm512_or_si512(hi, bit16(2 * c + 1));
+        }
+        o.wz[2 * c] = _mm512_mullo_epi16(lo, group_scale(sv, 2 * c));
+        o.wz[2 * c + 1] = _mm512_mullo_epi16(hi, group_scale(sv, 2 * c + 1));
+    }
+}
+
+template <>
+OFFGRID_I16_INLINE void decode_wide<DQ4K>(const BlockQ4_K & b, Wide & o) {
+    decode_wide_k4<false>(b.scales, b.qs, nullptr, o);
+    o.d = _cvtsh_ss(b.d);
+    o.dmin = _cvtsh_ss(b.dmin);
+}
+template <>
+OFFGRID_I16_INLINE void decode_wide<DQ5K>(const BlockQ5_K & b, Wide & o) {
+    decode_wide_k4<true>(b.scales, b.qs, b.qh, o);
+    o.d = _cvtsh_ss(b.d);
+    o.dmin = _cvtsh_ss(b.dmin);
+}
+template <>
+OFFGRID_I16_INLINE void decode_wide<DQ6K>(const BlockQ6_K & b, Wide & o) {
+    const __m512i sv = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(load128(b.scales)));
+    const __m512i low4 = _mm512_set1_epi16(0x0f), m30 = _mm512_set1_epi16(0x30), b32 = _mm512_set1_epi16(32);
+    for (int h = 0; h < 2; ++h) {
+        const __m512i a = widen_bytes(b.ql + 64 * h), c = widen_bytes(b.ql + 64 * h + 32), hb = widen_bytes(b.qh + 32 * h);
+        const __m512i q0 = _mm512_or_si512(_mm512_and_si512(a, low4), _mm512_and_si512(_mm512_slli_epi16(hb, 4), m30));
+        const __m512i q1 = _mm512_or_si512(_mm512_and_si512(c, low4), _mm512_and_si512(_mm512_slli_epi16(hb, 2), m30));
+        const __m512i q2 = _mm512_or_si512(_mm512_srli_epi16(a, 4), _mm512_and_si512(hb, m30));
+        const __m512i q3 = _mm512_or_si512(_mm512_srli_epi16(c, 4), _mm512_and_si512(_mm512_srli_epi16(hb, 2), m30));
+        o.wz[4 * h + 0] = _mm512_mullo_epi16(_mm512_sub_epi16(q0, b32), group_scale(sv, 4 * h + 0));
+        o.wz[4 * h + 1] = _mm512_mullo_epi16(_mm512_sub_epi16(q1, b32), group_scale(sv, 4 * h + 1));
+        o.wz[4 * h + 2] = _mm512_mullo_epi16(_mm512_sub_epi16(q2, b32), group_scale(sv, 4 * h + 2));
+        o.wz[4 * h + 3] = _mm512_mullo_epi16(_mm512_sub_epi16(q3, b32), group_scale(sv, 4 * h + 3));
+    }
+    o.mins = _mm_setzero_si128();
+    o.d = _cvtsh_ss(b.d);
+    o.dmin = 0;
+}
+
+// NR weight rows (stride ws) against NT token rows: y[t * ys + r]. Each (row, token) pair gets exactly the
+// operations of vec_dot (the 1 x 1 case), in the same order; interleaving the rows per super-block only lets
+// their independent chains overlap.
+template <class T, int NR, int NT>
+inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
+                       size_t ys) {
+    __m256 acc[NR][NT];
+    #pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+    }
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        #pragma GCC unroll 8
+        for (int r = 0; r < NR; ++r) {
+            const auto & blk = reinterpret_cast<const typename T::Block *>(w + r * ws)[b];
+            Wide k;
+            decode_wide<T>(blk, k);
+            const __m512i * wz = k.wz;
+            __m256i m8 = _mm256_setzero_si256();
+            __m512i m16 = _mm512_setzero_si512();
+            if constexpr (T::kMins == Mins::Per32) m8 = _mm256_cvtepu8_epi32(k.mins);
+            if constexpr (T::kMins == Mins::Per16) m16 = _mm512_cvtepu8_epi32(k.mins);
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const BlockQ16_K & a = act[t][b];
+                __m512i p0 = _mm512_madd_epi16(wz[0], load512(a.qs));
+                __m512i p1 = _mm512_madd_epi16(wz[1], load512(a.qs + 32));
+                p0 = _mm512_dpwssd_epi32(p0, wz[2], load512(a.qs + 64));
+                p1 = _mm512_dpwssd_epi32(p1, wz[3], load512(a.qs + 96));
+                p0 = _mm512_dpwssd_epi32(p0, wz[4], load512(a.qs + 128));
+                p1 = _mm512_dpwssd_epi32(p1, wz[5], load512(a.qs + 160));
+                p0 = _mm512_dpwssd_epi32(p0, wz[6], load512(a.qs + 192));
+                p1 = _mm512_dpwssd_epi32(p1, wz[7], load512(a.qs + 224));
+                const __m256i p = fold16(_mm512_add_epi32(p0, p1));
+                __m256 ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(k.d * a.d), acc[r][t]);
+                if constexpr (T::kMins == Mins::Per32) {
+                    const __m256i m =
+                        _mm256_mullo_epi32(m8, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a.bsums32)));
+                    ac = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), ac);
+                }
+                if constexpr (T::kMins == Mins::Per16) {
+                    const __m256i m = fold16(_mm512_mullo_epi32(m16, load512(a.bsums16)));
+                    ac = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), ac);
+                }
+                acc[r][t] = ac;
+            }
+        }
+    }
+    #pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) y[t * ys + r] = reduce8(acc[r][t]);
+    }
+}
+
+template <class T, int NR, int NT>
+inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
+                        size_t ys) {
+    __m256 acc[2][NR][NT];
+    #pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) acc[0][r][t] = acc[1][r][t] = _mm256_setzero_ps();
+    }
+    auto block = [&](int64_t b, __m256 (*ac)[NT]) {
+        #pragma GCC unroll 8
+        for (int r = 0; r < NR; ++r) {
+            const auto & blk = reinterpret_cast<const typename T::Block *>(w + r * ws)[b];
+            const __m512i wz = _mm512_cvtepi8_epi16(T::values(blk));
+            const float dw = _cvtsh_ss(blk.d);
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const BlockQ16_K & a = act[t][b / 8];
+                const __m256i p = fold16(_mm512_madd_epi16(wz, load512(a.qs + 32 * (b % 8))));
+                ac[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), ac[r][t]);
+            }
+        }
+    };
+    const int64_t nb = n / kQK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        block(b, acc[0]);
+        block(b + 1, acc[1]);
+    }
+    if (b < nb) block(b, acc[0]);
+    #pragma GCC unroll 8
+    for (int r = 0; r < NR; ++r) {
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) y[t * ys + r] = reduce8(_mm256_add_ps(acc[0][r][t], acc[1][r][t]));
+    }
+}
+
+template <class T, bool K, int NR, int NT>
+inline void dot_rows(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y, size_t ys) {
+    if constexpr (K) {
+        dot_rows_k<T, NR, NT>(w, ws, act, n, y, ys);
+    } else {
+        dot_rows_32<T, NR, NT>(w, ws, act, n, y, ys);
+    }
+}
+
+// Up to 2 tokens: all the tile's rows at once (a decode's independent row chains overlap); more tokens: rows in
+// pairs, so the accumulators stay in registers.
+template <class T, bool K, int NR>
+inline void dot_rows_nt(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, int nt, float * y,
+                        size_t ys) {
+    switch (nt) {
+        case 1: return dot_rows<T, K, NR, 1>(w, ws, act, n, y, ys);
+        case 2: return dot_rows<T, K, NR, 2>(w, ws, act, n, y, ys);
+        default: break;
+    }
+    for (int r = 0; r < NR; r += 2) {
+        const uint8_t * wr = w + r * ws;
+        float * yr = y + r;
+        if (r + 1 == NR) {
+            switch (nt) {
+                case 3: dot_rows<T, K, 1, 3>(wr, ws, act, n, yr, ys); break;
+                case 4: dot_rows<T, K, 1, 4>(wr, ws, act, n, yr, ys); break;
+                case 5: dot_rows<T, K, 1, 5>(wr, ws, act, n, yr, ys); break;
+                case 6: dot_rows<T, K, 1, 6>(wr, ws, act, n, yr, ys); break;
+                case 7: dot_rows<T, K, 1, 7>(wr, ws, act, n, yr, ys); break;
+                default: dot_rows<T, K, 1, 8>(wr, ws, act, n, yr, ys); break;
+            }
+        } else {
+            switch (nt) {
+                case 3: dot_rows<T, K, 2, 3>(wr, ws, act, n, yr, ys); break;
+                case 4: dot_rows<T, K, 2, 4>(wr, ws, act, n, yr, ys); break;
+                case 5: dot_rows<T, K, 2, 5>(wr, ws, act, n, yr, ys); break;
+                case 6: dot_rows<T, K, 2, 6>(wr, ws, act, n, yr, ys); break;
+                case 7: dot_rows<T, K, 2, 7>(wr, ws, act, n, yr, ys); break;
+                default: dot_rows<T, K, 2, 8>(wr, ws, act, n, yr, ys); break;
+            }
+        }
+    }
+}
+
+template <class T, bool K>
+float vec_dot(const void * w, const void * x, int64_t n) {
+    const BlockQ16_K * a[1] = {static_cast<const BlockQ16_K *>(x)};
+    float out;
+    dot_rows<T, K, 1, 1>(static_cast<const uint8_t *>(w), 0, a, n, &out, 1);
+    return out;
+}
+
+template <class T, bool K>
+void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows, int n_tok,
+              float * y, size_t y_stride) {
+    const BlockQ16_K * a[kTileTokensMax];
+    for (int t = 0; t < n_tok; ++t) {
+        a[t] = reinterpret_cast<const BlockQ16_K *>(static_cast<const uint8_t *>(act) + t * act_stride);
+    }
+    const auto * wb = static_cast<const uint8_t *>(w);
+    switch (n_rows) {
+        case 1: return dot_rows_nt<T, K, 1>(wb, w_stride, a, n, n_tok, y, y_stride);
+        case 2: return dot_rows_nt<T, K, 2>(wb, w_stride, a, n, n_tok, y, y_stride);
+        case 3: return dot_rows_nt<T, K, 3>(wb, w_stride, a, n, n_tok, y, y_stride);
+        default: return dot_rows_nt<T, K, 4>(wb, w_stride, a, n, n_tok, y, y_stride);
+    }
+}
+
+// The Q16_K quantiser (the same bytes as the Scalar twin: see kernels_quant_int16.h).
+void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb);
+
+void quantize_q16_k(const float * x, void * dst, int64_t n) {
+    auto * y = static_cast<BlockQ16_K *>(dst);
+    quantize_q16_k_blocks(x, y, n / kQK_K);
+    if (n % kQK_K != 0) {  // the last, partial block: zero-padded
+        alignas(64) float tail[kQK_K] = {};
+        std::memcpy(tail, x + n / kQK_K * kQK_K, sizeof(float) * static_cast<size_t>(n % kQK_K));
+        quantize_q16_k_blocks(tail, y + n / kQK_K, 1);
+    }
+}
+
+void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t b = 0; b < nb; ++b, x += kQK_K) {
+        BlockQ16_K & o = y[b];
+        __m512 mx = _mm512_setzero_ps();
+        for (int j = 0; j < kQK_K; j += 16) mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
+        const float amax = _mm512_reduce_max_ps(mx);
+        std::memset(&o, 0, sizeof o);
+        if (amax == 0.0f) continue;
+        const __m512 id = _mm512_set1_ps(16383.0f / amax);
+        const __m512i lo = _mm512_set1_epi32(-16383), hi = _mm512_set1_epi32(16383);
+        for (int g = 0; g < 16; ++g) {
+            const __m512i q = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), id))));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.qs + 16 * g), _mm512_cvtepi32_epi16(q));
+            o.bsums16[g] = _mm512_reduce_add_epi32(q);
+        }
+        #pragma GCC unroll 8
+        for (int g = 0; g < 8; ++g) o.bsums32[g] = o.bsums16[2 * g] + o.bsums16[2 * g + 1];
+        o.d = amax / 16383.0f;
+    }
+}
+
+template <class T, bool K>
+void set(TypeKernels * table, ElemType type) {
+    TypeKernels & k = table[static_cast<uint32_t>(type)];
+    k.act_type = ElemType::Q16_K;
+    k.quantize_act = quantize_q16_k;
+    k.vec_dot = vec_dot<T, K>;
+    k.dot_tile = dot_tile<T, K>;
+    k.tile_tokens = kTileTokensMax;
+}
+
+}  // namespace
+
+void add_int16_entries_avx512(TypeKernels * table) {
+    set<DQ4K, true>(table, ElemType::Q4_K);
+    set<DQ5K, true>(table, ElemType::Q5_K);
+    set<DQ6K, true>(table, ElemType::Q6_K);
+    set<DQ3K, true>(table, ElemType::Q3_K);
+    set<DQ2K, true>(table, ElemType::Q2_K);
+    set<DIQ4XS, true>(table, ElemType::IQ4_XS);
+    set<DQ80, false>(table, ElemType::Q8_0);
+    set<DQ40, false>(table, ElemType::Q4_0);
+    set<DQ50, false>(table, ElemType::Q5_0);
+    set<DIQ4NL, false>(table, ElemType::IQ4_NL);
+}
+
+#else
+
+void add_int16_entries_avx512(TypeKernels *) {}
+
+#endif
+
+}  // namespace offgrid::ops::cpu::quant

@@ -1,0 +1,87 @@
+#include "ops/matmul_group.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "ops/cpu/dispatch.h"
+
+namespace offgrid::ops {
+
+namespace {
+
+// Below this many weight bytes per thread the wake-up and the barrier cost more than the rows.
+constexpr uint64_t kMinBytesPerPart = 64 * 1024;
+// Up to this many ranges per thread, claimed in order (as ThreadPool::parallel_for): a thread slowed down by
+// the machine leaves its later ranges to the others.
+constexpr int kPartsPerThread = 4;
+constexpr int kMaxGroupParts = ThreadPool::kMaxThreads * kPartsPerThread;
+
+// The cost of one row tile: its weight bytes (streamed once) and the multiply-adds for its tokens, in one
+// unit: a token costs 1/8 of the bytes (decode is memory-bound, prompts compute-bound).
+uint64_t tile_cost(const MatmulTask & t) {
+    return static_cast<uint64_t>(cpu::kTileMax) * t.w.row_bytes * static_cast<uint64_t>(8 + t.n_tokens);
+}
+
+int64_t n_tiles(const MatmulTask & t) { return (t.w.rows + cpu::kTileMax - 1) / cpu::kTileMax; }
+
+// Position in the group: task index and tile within it.
+struct Cut {
+    size_t task;
+    int64_t tile;
+};
+
+}  // namespace
+
+void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
+    uint64_t total = 0, bytes = 0;
+    for (const MatmulTask & t : tasks) {
+        if (t.n_tokens <= 0 || t.w.rows == 0) continue;
+        total += tile_cost(t) * static_cast<uint64_t>(n_tiles(t));
+        bytes += t.w.row_bytes * static_cast<uint64_t>(t.w.rows);
+    }
+    if (total == 0) return;
+    const int threads = pool ? pool->n_threads() : 1;
+    const int parts = threads == 1 ? 1 : static_cast<int>(std::clamp<uint64_t>(
+        std::min<uint64_t>(static_cast<uint64_t>(threads) * kPartsPerThread, bytes / kMinBytesPerPart), 1, kMaxGroupParts));
+    auto run_range = [&](Cut from, Cut to) {
+        for (size_t i = from.task; i <= to.task && i < tasks.size(); ++i) {
+            const MatmulTask & t = tasks[i];
+            if (t.n_tokens <= 0 || t.w.rows == 0) continue;
+            const int64_t first = i == from.task ? from.tile : 0;
+            const int64_t last = i == to.task ? to.tile : n_tiles(t);
+            if (first < last) {
+                matmul_rows(t.w, t.x, t.n_tokens, t.y, first * cpu::kTileMax,
+                            std::min<int64_t>(t.w.rows, last * cpu::kTileMax));
+            }
+        }
+    };
+    if (parts == 1) {
+        run_range({0, 0}, {tasks.size(), 0});
+        return;
+    }
+    // Cut p is the first tile whose cost starts at or after p/parts of the total; part p runs [cut p, cut p+1).
+    thread_local std::vector<Cut> cut_scratch;  // only grows
+    cut_scratch.resize(static_cast<size_t>(parts) + 1);
+    std::vector<Cut> & cuts = cut_scratch;  // the caller's: a thread_local named in the lambda would be the worker's
+    cuts[0] = {0, 0};
+    cuts[parts] = {tasks.size(), 0};
+    size_t task = 0;
+    uint64_t before = 0;  // cost of the tasks before `task`
+    for (int p = 1; p < parts; ++p) {
+        const uint64_t target = total / parts * p + total % parts * p / parts;
+        for (;;) {
+            const MatmulTask & t = tasks[task];
+            const uint64_t c = (t.n_tokens <= 0 || t.w.rows == 0) ? 0 : tile_cost(t);
+            const uint64_t task_total = c * static_cast<uint64_t>(c ? n_tiles(t) : 0);
+            if (before + task_total > target) {
+                cuts[p] = {task, static_cast<int64_t>((target - before + c - 1) / c)};
+                break;
+            }
+            before += task_total;
+            ++task;
+        }
+    }
+    pool->run_parts(parts, [&](int p) { run_range(cuts[p], cuts[p + 1]); });
+}
+
+}  // namespace offgrid::ops
