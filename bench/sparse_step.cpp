@@ -87,7 +87,7 @@ void step_pointers(const Cache & c, const memory::TokenPlan & tp, const float * 
 }
 
 void step_rows(const Cache & c, const memory::TokenPlan & tp, const float * q, const float * qi, float * out,
-               std::vector<float> & scores, std::vector<float> & scratch, std::vector<uint32_t> & picked,
+               std::vector<float> & scores, std::vector<uint32_t> & scratch, std::vector<uint32_t> & picked,
                std::vector<uint32_t> & cells) {
     const memory::SeqView view{c.cells, c.pools, c.reps};
     const auto * idx = reinterpret_cast<const uint8_t *>(c.idx.data());
@@ -150,8 +150,8 @@ int main(int argc, char ** argv) {
     std::vector<float> q(kH * kD), qi(kHi * kDi), out_a(kH * kD), out_b(kH * kD);
     for (auto & x : q) x = nd(rng);
     for (auto & x : qi) x = nd(rng) * 0.1f;
-    std::vector<float> scores, scratch;
-    std::vector<uint32_t> picked, cells;
+    std::vector<float> scores;
+    std::vector<uint32_t> scratch, picked, cells;
     for (const int64_t d : runtime::parse_integer_list("--depths", depths, 64, 1 << 22)) {
         const Cache c = make_cache(static_cast<size_t>(d), rng);
         std::vector<uint32_t> tail;

@@ -127,18 +127,21 @@ void score_pools_ref(const float * q, size_t n_heads, size_t dim, std::span<cons
 void score_pool_rows(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const CacheTable & keys,
                      const uint32_t * rows, size_t n, float * out, size_t out_stride) {
     check_cache_type(keys.type);
+    if (dim > cpu::kAttnMaxDim) throw Error("score_pool_rows: indexer head of " + std::to_string(dim) + " is wider than 512");
     const cpu::AttnRowKernels & k = cpu::attn_row_kernels();
     (keys.type == ElemType::F32 ? k.score_f32 : k.score_f16)(q, n_q, q_stride, n_heads, dim, keys.base, keys.stride, rows,
                                                              n, out, out_stride);
 }
 
-bool attend_rows_supported(ElemType type_k, ElemType type_v) {
-    return type_k == type_v && (type_k == ElemType::F32 || type_k == ElemType::F16);
+bool attend_rows_supported(ElemType type_k, ElemType type_v, size_t head_dim) {
+    return type_k == type_v && (type_k == ElemType::F32 || type_k == ElemType::F16) && head_dim <= cpu::kAttnMaxDim;
 }
 
 void attend_rows(const float * q, size_t n_q, size_t q_stride, size_t head_dim, const CacheTable & k,
                  const CacheTable & v, std::span<const uint32_t> cells, float scale, float * out, size_t out_stride) {
-    if (!attend_rows_supported(k.type, v.type)) throw Error("attend_rows: K and V must both be f32 or both f16");
+    if (!attend_rows_supported(k.type, v.type, head_dim)) {
+        throw Error("attend_rows: K and V must both be f32 or both f16, heads at most 512 wide");
+    }
     const cpu::AttnRowKernels & kk = cpu::attn_row_kernels();
     (k.type == ElemType::F32 ? kk.attend_f32 : kk.attend_f16)(q, n_q, q_stride, head_dim, k.base, k.stride, v.base,
                                                               v.stride, cells.data(), cells.size(), scale, out,

@@ -56,8 +56,9 @@ struct CacheTable {
 void score_pool_rows(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const CacheTable & keys,
                      const uint32_t * rows, size_t n, float * out, size_t out_stride);
 
-// Whether attend_rows takes these cache types: both F32 or both F16 (Q8_0 goes through widen_cache_rows).
-bool attend_rows_supported(tensor::ElemType type_k, tensor::ElemType type_v);
+// Whether attend_rows takes these cache types and head size: both F32 or both F16 (Q8_0 goes through
+// widen_cache_rows), heads of at most 512. score_pool_rows throws offgrid::Error for heads wider than 512.
+bool attend_rows_supported(tensor::ElemType type_k, tensor::ElemType type_v, size_t head_dim);
 
 // Softmax attention of n_q queries (head_dim floats at q + i * q_stride) over the rows of `cells` in order, K
 // and V read by cell from their tables (online softmax, F16 widened in registers; ops/cpu/attn_rows.h). Each

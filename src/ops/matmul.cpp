@@ -41,20 +41,24 @@ std::vector<float> & row_scratch() {
 }
 
 // Activations in the kernel's format: the f32 rows themselves, or each token row quantised on its own (into
-// 64-byte aligned scratch, so the blocks' vectors never straddle cache lines when the row size allows it).
-const uint8_t * prepare_activations(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
-                                    size_t & stride) {
+// 64-byte aligned storage, so the blocks' vectors never straddle cache lines when the row size allows it).
+const uint8_t * prepare_into(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
+                             size_t & stride, std::vector<uint8_t> & buf) {
     if (k == nullptr || k->act_type == ElemType::F32) {
         stride = static_cast<size_t>(cols) * sizeof(float);
         return reinterpret_cast<const uint8_t *>(x);
     }
     stride = cpu::act_row_bytes(k->act_type, cols);
-    std::vector<uint8_t> & buf = act_scratch();
     const size_t need = stride * static_cast<size_t>(n_tokens) + 64;
     if (buf.size() < need) buf.resize(need);
     uint8_t * base = buf.data() + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64);
     for (int64_t t = 0; t < n_tokens; ++t) k->quantize_act(x + t * cols, base + t * stride, cols);
     return base;
+}
+
+const uint8_t * prepare_activations(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
+                                    size_t & stride) {
+    return prepare_into(k, x, cols, n_tokens, stride, act_scratch());
 }
 
 // Activation bytes a thread keeps hot while it sweeps its rows: a chunk of token rows that fits in L2 next to the
@@ -199,6 +203,27 @@ void matmul_rows(const Matrix & w, const float * x, int64_t n_tokens, float * y,
     const uint8_t * act = prepare_activations(k, x, w.cols, n_tokens, act_stride);
     if (k != nullptr) {
         rows_with_kernels(w, *k, act, act_stride, n_tokens, y, r0, r1);
+    } else {
+        rows_generic(w, x, n_tokens, y, r0, r1);
+    }
+}
+
+PreparedActivations prepare_activations(const Matrix & w, const float * x, int64_t n_tokens,
+                                        std::vector<uint8_t> & storage) {
+    if (!supported_weight_type(w.type)) unsupported("matmul", w.type);
+    PreparedActivations a;
+    if (n_tokens > 0) a.data = prepare_into(active_kernels(w.type), x, w.cols, n_tokens, a.stride, storage);
+    return a;
+}
+
+void matmul_rows(const Matrix & w, const float * x, const PreparedActivations & act, int64_t n_tokens, float * y,
+                 int64_t r0, int64_t r1) {
+    if (!supported_weight_type(w.type)) unsupported("matmul", w.type);
+    r1 = std::min(r1, w.rows);
+    if (n_tokens <= 0 || r0 >= r1) return;
+    const cpu::TypeKernels * k = active_kernels(w.type);
+    if (k != nullptr) {
+        rows_with_kernels(w, *k, act.data, act.stride, n_tokens, y, r0, r1);
     } else {
         rows_generic(w, x, n_tokens, y, r0, r1);
     }

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "ops/thread_pool.h"
 #include "tensor/types.h"
@@ -49,6 +50,17 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
 // (each output is the same single dot whatever the range). For running several products in one parallel region
 // (ops/matmul_group.h). Activations are prepared per call.
 void matmul_rows(const Matrix & w, const float * x, int64_t n_tokens, float * y, int64_t r0, int64_t r1);
+// The activations of x in the format w's kernels want (each token row quantised on its own), prepared once for
+// several matmul_rows calls on other threads: `storage` holds them (it only grows) and must outlive those calls.
+struct PreparedActivations {
+    const uint8_t * data = nullptr;
+    size_t stride = 0;
+};
+PreparedActivations prepare_activations(const Matrix & w, const float * x, int64_t n_tokens,
+                                        std::vector<uint8_t> & storage);
+// matmul_rows with activations from prepare_activations(w, x, n_tokens, ...): the same bits.
+void matmul_rows(const Matrix & w, const float * x, const PreparedActivations & act, int64_t n_tokens, float * y,
+                 int64_t r0, int64_t r1);
 // Plain scalar twin of matmul, single-threaded.
 void matmul_ref(const Matrix & w, const float * x, int64_t n_tokens, float * y);
 

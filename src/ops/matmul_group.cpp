@@ -40,6 +40,16 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
         bytes += t.w.row_bytes * static_cast<uint64_t>(t.w.rows);
     }
     if (total == 0) return;
+    // Each task's activations quantised once here (when its kernels want quantised rows), not once per range.
+    thread_local std::vector<std::vector<uint8_t>> act_storage;  // the caller's; only grows
+    thread_local std::vector<PreparedActivations> act_prepared;
+    if (act_storage.size() < tasks.size()) act_storage.resize(tasks.size());
+    act_prepared.resize(tasks.size());
+    for (size_t i = 0; i < tasks.size(); ++i) {
+        const MatmulTask & t = tasks[i];
+        if (t.n_tokens > 0 && t.w.rows > 0) act_prepared[i] = prepare_activations(t.w, t.x, t.n_tokens, act_storage[i]);
+    }
+    const std::vector<PreparedActivations> & acts = act_prepared;  // named outside: workers have their own
     const int threads = pool ? pool->n_threads() : 1;
     const int parts = threads == 1 ? 1 : static_cast<int>(std::clamp<uint64_t>(
         std::min<uint64_t>(static_cast<uint64_t>(threads) * kPartsPerThread, bytes / kMinBytesPerPart), 1, kMaxGroupParts));
@@ -50,7 +60,7 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
             const int64_t first = i == from.task ? from.tile : 0;
             const int64_t last = i == to.task ? to.tile : n_tiles(t);
             if (first < last) {
-                matmul_rows(t.w, t.x, t.n_tokens, t.y, first * cpu::kTileMax,
+                matmul_rows(t.w, t.x, acts[i], t.n_tokens, t.y, first * cpu::kTileMax,
                             std::min<int64_t>(t.w.rows, last * cpu::kTileMax));
             }
         }

@@ -94,14 +94,14 @@ struct BlockQ8_K {               // activations of the K-quant and iq4_xs dot pr
 
 // offgrid's 16-bit activation block (not a ggml format; the integer dot kernels' activations, see
 // docs/kernels.md): x = d * qs[i] with d = max|x| / 16383 over the 256 elements (15-bit quants, so the integer
-// kernels' int32 sums cannot overflow). bsums16 / bsums32 are the
-// exact sums of each 16 / 32 quants (the min terms of q2_K, q4_K, q5_K). 640 bytes, so that qs of every
-// block of a 64-byte aligned row is 64-byte aligned. A row of n elements holds ceil(n / 256) blocks, the last one
-// zero-padded (its d is the partial block's own max|x| / 16383).
+// kernels' int32 sums cannot overflow). dsum16 / dsum32 are d times the exact integer sum of each 16 / 32 quants
+// (one f32 rounding; the min terms of q2_K, q4_K, q5_K). 640 bytes, so that qs of every block of a 64-byte
+// aligned row is 64-byte aligned. A row of n elements holds ceil(n / 256) blocks, the last one zero-padded
+// (its d is the partial block's own max|x| / 16383).
 struct BlockQ16_K {
     int16_t qs[kQK_K];
-    int32_t bsums16[kQK_K / 16];
-    int32_t bsums32[kQK_K / 32];
+    float dsum16[kQK_K / 16];
+    float dsum32[kQK_K / 32];
     float d;
     uint8_t pad[28];
 };

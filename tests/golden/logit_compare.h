@@ -23,15 +23,15 @@ inline int argmax(const std::vector<float> & v) {
 }
 
 // Runs the replay in a fresh working directory (workloads write state files there) and reads its record.
-// `name` keeps the directories of parallel tests apart.
+// `name` keeps the directories of parallel tests apart; `env` (e.g. "OFFGRID_QUANT_ACT=f32") is set for the run.
 inline runtime::Logrec run_replay(const std::string & model_path, const std::string & workload_path,
-                                  const std::string & name) {
+                                  const std::string & name, const std::string & env = "") {
     namespace fs = std::filesystem;
     // The process id keeps apart the same test run at once from several worktrees (/tmp is shared).
     const fs::path dir = fs::temp_directory_path() / ("offgrid_golden_" + name + "_" + std::to_string(getpid()));
     fs::remove_all(dir);
     fs::create_directories(dir);
-    const std::string cmd = "cd '" + dir.string() + "' && '" OFFGRID_BINARY "' replay '" + model_path + "' '" +
+    const std::string cmd = "cd '" + dir.string() + "' && " + (env.empty() ? "" : "env " + env + " ") + "'" OFFGRID_BINARY "' replay '" + model_path + "' '" +
                             workload_path + "' -b out.bin -o out.txt 2>err.txt";
     const int rc = std::system(cmd.c_str());
     EXPECT_EQ(rc, 0) << cmd;

@@ -21,7 +21,7 @@ std::vector<uint32_t> twin(const std::vector<float> & v, size_t k) {
 
 TEST(BestPools, LinearSelectionEqualsTopKTwin) {
     std::mt19937 rng(5);
-    std::vector<float> scratch;
+    std::vector<uint32_t> scratch;
     std::vector<uint32_t> picked;
     for (int round = 0; round < 200; ++round) {
         const size_t n = 1 + rng() % 300, k = rng() % (n + 3);
@@ -42,11 +42,29 @@ TEST(BestPools, ContinuousScores) {
     std::normal_distribution<float> nd;
     std::vector<float> v(5000);
     for (auto & x : v) x = nd(rng);
-    std::vector<float> scratch;
+    std::vector<uint32_t> scratch;
     std::vector<uint32_t> picked;
     for (size_t k : {0u, 1u, 512u, 4999u, 5000u, 6000u}) {
         best_pools(v.data(), v.size(), k, scratch, picked);
         EXPECT_EQ(picked, twin(v, k)) << k;
+    }
+}
+
+// Scores over the whole float range (every exponent, both signs, infinities): the radix digits of all three
+// passes decide, and equal keys sit in every bin.
+TEST(BestPools, EveryExponentAndSign) {
+    std::mt19937 rng(7);
+    std::vector<uint32_t> scratch, picked;
+    for (int round = 0; round < 60; ++round) {
+        std::vector<float> v(1 + rng() % 800);
+        for (auto & x : v) {
+            const uint32_t r = rng() % 50;
+            x = r == 0 ? INFINITY : r == 1 ? -INFINITY : std::ldexp(static_cast<float>(rng() % 64) - 32.0f,
+                                                                    static_cast<int>(rng() % 200) - 100);
+        }
+        const size_t k = rng() % (v.size() + 1);
+        best_pools(v.data(), v.size(), k, scratch, picked);
+        EXPECT_EQ(picked, twin(v, k)) << "round " << round;
     }
 }
 

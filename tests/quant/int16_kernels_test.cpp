@@ -232,9 +232,13 @@ TEST(Int16Kernels, Q16KQuantiser) {
         for (int g = 0; g < 16; ++g) {
             int s = 0;
             for (int j = 0; j < 16; ++j) s += blk[b].qs[16 * g + j];
-            EXPECT_EQ(blk[b].bsums16[g], s);
+            EXPECT_EQ(blk[b].dsum16[g], blk[b].d * static_cast<float>(s));
         }
-        for (int g = 0; g < 8; ++g) EXPECT_EQ(blk[b].bsums32[g], blk[b].bsums16[2 * g] + blk[b].bsums16[2 * g + 1]);
+        for (int g = 0; g < 8; ++g) {
+            int s = 0;
+            for (int j = 0; j < 32; ++j) s += blk[b].qs[32 * g + j];
+            EXPECT_EQ(blk[b].dsum32[g], blk[b].d * static_cast<float>(s));
+        }
     }
 }
 

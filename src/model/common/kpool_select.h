@@ -22,9 +22,9 @@ void pooled_keys(const memory::SeqView & view, const memory::TokenPlan & tp,
 
 // The best `budget` pools by score (ops::top_k: descending, ties to the lower index), returned in sequence order.
 std::vector<uint32_t> best_pools(const float * scores, size_t n_pools, size_t budget);
-// The same set, in O(n_pools) (a threshold by selection, then one pass in sequence order): `picked` is
-// overwritten, `scratch` is working space the caller may reuse across calls.
-void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector<float> & scratch,
+// The same set, in O(n_pools) (the threshold by a radix selection, then one pass in sequence order): `picked`
+// is overwritten, `scratch` is working space the caller may reuse across calls.
+void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector<uint32_t> & scratch,
                 std::vector<uint32_t> & picked);
 
 // Appends the member cells of the given pools (sequence order within a pool), then the tail oldest first.

@@ -49,28 +49,35 @@ void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w
         ops::store_cache_row(row + half_bytes, type, zeros.data(), Di);
     }
     const ops::RopeParams rp = rope_params(hp);
-    std::vector<float> sum(Di), member(Di), pooled(Di);
     const float inv_r = 1.0f / static_cast<float>(r);
     for (const memory::NewPool & np : b.plan.new_pools) {
         if (np.members.size() != r) {
             throw Error("forward: a new pool has " + std::to_string(np.members.size()) + " members, expected " +
                         std::to_string(r));
         }
-        std::fill(sum.begin(), sum.end(), 0.0f);
-        for (uint32_t cell : np.members) {
-            ops::load_cache_row(b.storage.idx_row(li, cell), type, member.data(), Di);
-            for (size_t i = 0; i < Di; ++i) sum[i] += member[i];
-        }
-        for (size_t i = 0; i < Di; ++i) sum[i] *= inv_r;
-        ops::rms_norm(sum.data(), Di, hp.rms_eps, w.idx_k_norm.data(), pooled.data());
-        // Text positions throughout: tokens are roped at (p, p, p, 0) from TokenPlan.pos alone, so a pool is
-        // roped at (p0, p0, p0, p0) from its first member's position; the 2-D components of pos4 are not used
-        // (the reference's text cells carry y = x = p, which this reproduces whatever the plan puts there).
-        const memory::Pos p0 = np.pos4[0];
-        ops::imrope(pooled.data(), 1, static_cast<int>(Di), rp, {p0, p0, p0, p0});
-        auto * rep = static_cast<uint8_t *>(b.storage.idx_row(li, np.rep));
-        ops::store_cache_row(rep + half_bytes, type, pooled.data(), Di);
     }
+    // Pools are independent (members' raw halves read, the rep's pooled half written), so they spread over the
+    // pool: the first decode after a state restore re-pools the whole context.
+    ops::parallel_for(b.pool, b.plan.new_pools.size(), [&](size_t n0, size_t n1) {
+        std::vector<float> sum(Di), member(Di), pooled(Di);
+        for (size_t k = n0; k < n1; ++k) {
+            const memory::NewPool & np = b.plan.new_pools[k];
+            std::fill(sum.begin(), sum.end(), 0.0f);
+            for (uint32_t cell : np.members) {
+                ops::load_cache_row(b.storage.idx_row(li, cell), type, member.data(), Di);
+                for (size_t i = 0; i < Di; ++i) sum[i] += member[i];
+            }
+            for (size_t i = 0; i < Di; ++i) sum[i] *= inv_r;
+            ops::rms_norm(sum.data(), Di, hp.rms_eps, w.idx_k_norm.data(), pooled.data());
+            // Text positions throughout: tokens are roped at (p, p, p, 0) from TokenPlan.pos alone, so a pool is
+            // roped at (p0, p0, p0, p0) from its first member's position; the 2-D components of pos4 are not used
+            // (the reference's text cells carry y = x = p, which this reproduces whatever the plan puts there).
+            const memory::Pos p0 = np.pos4[0];
+            ops::imrope(pooled.data(), 1, static_cast<int>(Di), rp, {p0, p0, p0, p0});
+            auto * rep = static_cast<uint8_t *>(b.storage.idx_row(li, np.rep));
+            ops::store_cache_row(rep + half_bytes, type, pooled.data(), Di);
+        }
+    }, 64);
 }
 
 }  // namespace
@@ -138,7 +145,7 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
     const size_t budget = qsa ? hp.idx_top_k / r : 0;
     const tensor::ElemType type_k = b.shape.type_k, type_v = b.shape.type_v, type_idx = b.shape.type_idx;
-    const bool by_table = ops::attend_rows_supported(type_k, type_v);
+    const bool by_table = ops::attend_rows_supported(type_k, type_v, D);
     const memory::RowTable k_table = b.storage.k_rows(li), v_table = b.storage.v_rows(li);
     const memory::RowTable idx_table = b.storage.idx_rows(li);
     const size_t k_elem = elem_size(type_k), v_elem = elem_size(type_v);
@@ -208,10 +215,10 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         }
         // Per-thread working space, kept across blocks and layers (a prompt's block scores n_pools x 16 floats).
         // Named through references: inside the lambdas below a thread_local name would mean the worker's own.
-        thread_local std::vector<float> tl_scores, tl_scratch;
-        thread_local std::vector<uint32_t> tl_picked, tl_cells;
-        std::vector<float> & scores = tl_scores, & scratch = tl_scratch;
-        std::vector<uint32_t> & picked = tl_picked, & cells = tl_cells;
+        thread_local std::vector<float> tl_scores;
+        thread_local std::vector<uint32_t> tl_scratch, tl_picked, tl_cells;
+        std::vector<float> & scores = tl_scores;
+        std::vector<uint32_t> & scratch = tl_scratch, & picked = tl_picked, & cells = tl_cells;
         if (n_score > 0) {
             scores.resize((t1 - t0) * n_score);
             ops::parallel_for(inner, n_score, [&](size_t p0, size_t p1) {

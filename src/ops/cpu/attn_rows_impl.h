@@ -2,6 +2,7 @@
 // primitive set P and instantiates these templates with it:
 //   dots(q, q_stride, m, key, dim, out)  out[i] = q_i . key for i < m, each with the level's one dot order (the
 //                                        same bits whatever m: several dots run interleaved, never merged)
+//   dots_pair(q, q_stride, m, k0, k1, dim, o0, o1)  dots(.., k0, .., o0) and dots(.., k1, .., o1), same bits
 //   exp_shift(s, n, mx)                  s[j] = exp(s[j] - mx) (the level's exp; the scalar twin's is std::exp)
 //   accumulate<F16>(w, w_stride, m, v_base, v_stride, cells, nb, out, out_stride, dim)
 //                                        out_i[d] += sum over j < nb in order of w[i * w_stride + j] V_j[d], one
@@ -21,8 +22,9 @@
 
 namespace offgrid::ops::cpu::attn_impl {
 
-// Rows ahead of the one in use whose cache lines are requested: the rows of a selection are scattered, so
-// the hardware prefetcher cannot guess them.
+// Rows ahead of the one in use whose cache lines are requested (into L2: measured in bench_sparse_step, an L1
+// hint or more rows ahead were slower): the rows of a selection are scattered, so the hardware prefetcher
+// cannot guess them.
 inline constexpr size_t kAhead = 6;
 
 template <class P, bool F16>
@@ -46,11 +48,34 @@ template <class P, bool F16>
 void score(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
            size_t stride, const uint32_t * rows, size_t n, float * out, size_t out_stride) {
     if (dim > kAttnMaxDim) throw std::invalid_argument("score: indexer head wider than kAttnMaxDim");
-    alignas(64) float buf[kAttnMaxDim];
+    alignas(64) float buf0[kAttnMaxDim], buf1[kAttnMaxDim];
     const size_t bytes = row_bytes<F16>(dim);
-    for (size_t p = 0; p < n; ++p) {
-        if (p + kAhead < n) P::prefetch(base + static_cast<size_t>(rows[p + kAhead]) * stride, bytes);
-        const float * key = widened<P, F16>(base + static_cast<size_t>(rows[p]) * stride, buf, dim);
+    auto row = [&](size_t p) { return base + static_cast<size_t>(rows[p]) * stride; };
+    // Two pools at a time: each query head vector is loaded once for both keys (dots_pair); a lone last pool
+    // goes through dots. Every (query, pool) value is still one relu-sum of the level's dots.
+    size_t p = 0;
+    for (; p + 2 <= n; p += 2) {
+        if (p + kAhead + 1 < n) {
+            P::prefetch(row(p + kAhead), bytes);
+            P::prefetch(row(p + kAhead + 1), bytes);
+        }
+        const float * k0 = widened<P, F16>(row(p), buf0, dim);
+        const float * k1 = widened<P, F16>(row(p + 1), buf1, dim);
+        for (size_t i = 0; i < n_q; ++i) {
+            float d0[64], d1[64];
+            float s0 = 0.0f, s1 = 0.0f;
+            for (size_t h0 = 0; h0 < n_heads; h0 += 64) {
+                const size_t hn = std::min<size_t>(64, n_heads - h0);
+                P::dots_pair(q + i * q_stride + h0 * dim, dim, hn, k0, k1, dim, d0, d1);
+                for (size_t h = 0; h < hn; ++h) s0 += std::max(d0[h], 0.0f);
+                for (size_t h = 0; h < hn; ++h) s1 += std::max(d1[h], 0.0f);
+            }
+            out[i * out_stride + p] = s0;
+            out[i * out_stride + p + 1] = s1;
+        }
+    }
+    for (; p < n; ++p) {
+        const float * key = widened<P, F16>(row(p), buf0, dim);
         for (size_t i = 0; i < n_q; ++i) {
             float d[64];
             float s = 0.0f;

@@ -19,6 +19,11 @@ struct Plain {
     static void dots(const float * q, size_t q_stride, size_t m, const float * key, size_t dim, float * out) {
         for (size_t i = 0; i < m; ++i) out[i] = dot(q + i * q_stride, key, dim);
     }
+    static void dots_pair(const float * q, size_t q_stride, size_t m, const float * k0, const float * k1, size_t dim,
+                          float * o0, float * o1) {
+        dots(q, q_stride, m, k0, dim, o0);
+        dots(q, q_stride, m, k1, dim, o1);
+    }
     static void exp_shift(float * s, size_t n, float mx) {
         for (size_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - mx);
     }

@@ -1,7 +1,7 @@
 // Quantised dot kernels of every weight type except F32, F16 and BF16 (docs/kernels.md). add_quant_kernels
 // fills table[type id] for the types it implements at isa, in the mode OFFGRID_QUANT_ACT selects (read once):
-//  - int16 (the default): Q16_K activations, integer dots (kernels_quant_int16.h) for q8_0 q4_0 q5_0 iq4_nl
-//    q2_K q3_K q4_K q5_K q6_K iq4_xs; q4_1 q5_1 keep the exact entry;
+//  - int16 (the default): Q16_K activations, integer dots (kernels_quant_int16.h) for q4_0 q5_0 iq4_nl
+//    q2_K q3_K q4_K q5_K q6_K iq4_xs; q4_1 q5_1 and Q8_0 keep the exact entry (Q8_0: measured, see the .cpp);
 //  - f32: the exact entries (weights dequantised in registers, f32 activations; Q8_0 keeps the float side's
 //    exact entry);
 //  - int8: ggml-style 8-bit activations (q8_0 / q8_1 / q8_K, scalar kernels; Q8_0 the int8 variant), for

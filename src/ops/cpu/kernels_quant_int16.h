@@ -11,9 +11,10 @@
 //  - per super-block (256 types) the integer lanes P[l] (l < 8) sum w[i] * a[i] over the elements with
 //    (i mod 16) / 2 == l: exact int32 (|P| <= 32 * 4096 * 16383 < 2^31: why 15 bits, not 16), so the SIMD grouping
 //    is free;
-//  - the min lanes M[l]: q4_K / q5_K m[l] * bsums32[l]; q2_K m[l] * bsums16[l] + m[l + 8] * bsums16[l + 8];
-//  - float: acc[l] = fma(float(P[l]), d_w * d_a, acc[l]), then acc[l] = fma(float(M[l]), -(dmin_w * d_a),
-//    acc[l]) for the types with mins, super-block after super-block; the result is reduce8(acc);
+//  - float: acc[l] = fma(float(P[l]), d_w * d_a, acc[l]), super-block after super-block; the types with mins
+//    then subtract their min term lane by lane with one rounding: q4_K / q5_K acc[l] = fma(-(dmin_w * m[l]),
+//    dsum32[l], acc[l]); q2_K the same with dsum16[l], then with m[l + 8] and dsum16[l + 8]; the result is
+//    reduce8(acc);
 //  - blocks of 32 (q8_0 q4_0 q5_0 iq4_nl): P[l] over the block's 32 elements as above, folded with
 //    d_w * d_a (d_a of the Q16_K block holding it) into acc_even or acc_odd by the block's index parity; the
 //    result is reduce8(acc_even + acc_odd);

@@ -44,25 +44,26 @@ inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t
                                                                _mm256_madd_epi16(hi, load_q(q + 16))));
             }
         }
-        #pragma GCC unroll 8
+        __m256 wm_lo = _mm256_setzero_ps(), wm_hi = _mm256_setzero_ps();
+        if constexpr (T::kMins != Mins::None) {
+            const __m256 dm = _mm256_set1_ps(k.dmin);
+            wm_lo = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(k.mins)));
+            if constexpr (T::kMins == Mins::Per16) {
+                wm_hi = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(k.mins, 8))));
+            }
+        }
+        const __m256 kd = _mm256_set1_ps(k.d);
+#pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
             const BlockQ16_K & a = act[t][b];
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_set1_ps(k.d * a.d), acc[t]);
-            if constexpr (T::kMins == Mins::Per32) {
-                const __m256i m = _mm256_mullo_epi32(_mm256_cvtepu8_epi32(k.mins),
-                                                     _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a.bsums32)));
-                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), acc[t]);
-            }
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p[t]), _mm256_mul_ps(kd, _mm256_broadcast_ss(&a.d)), acc[t]);
+            if constexpr (T::kMins == Mins::Per32) acc[t] = _mm256_fnmadd_ps(wm_lo, _mm256_loadu_ps(a.dsum32), acc[t]);
             if constexpr (T::kMins == Mins::Per16) {
-                const auto * bs = reinterpret_cast<const __m256i *>(a.bsums16);
-                const __m256i m = _mm256_add_epi32(
-                    _mm256_mullo_epi32(_mm256_cvtepu8_epi32(k.mins), _mm256_loadu_si256(bs)),
-                    _mm256_mullo_epi32(_mm256_cvtepu8_epi32(_mm_srli_si128(k.mins, 8)), _mm256_loadu_si256(bs + 1)));
-                acc[t] = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), acc[t]);
+                acc[t] = _mm256_fnmadd_ps(wm_lo, _mm256_loadu_ps(a.dsum16), acc[t]);
+                acc[t] = _mm256_fnmadd_ps(wm_hi, _mm256_loadu_ps(a.dsum16 + 8), acc[t]);
             }
         }
     }
-    #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
 }
 
@@ -164,6 +165,7 @@ void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
         if (amax == 0.0f) continue;
         const __m256 id = _mm256_set1_ps(16383.0f / amax);
         const __m256i lo = _mm256_set1_epi32(-16383), hi = _mm256_set1_epi32(16383);
+        int32_t s16[16];
         for (int g = 0; g < 16; ++g) {
             const __m256i q0 = _mm256_min_epi32(hi, _mm256_max_epi32(lo, _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * g), id))));
             const __m256i q1 = _mm256_min_epi32(hi, _mm256_max_epi32(lo, _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + 16 * g + 8), id))));
@@ -174,11 +176,11 @@ void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
             __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4e));
             s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xb1));
-            o.bsums16[g] = _mm_cvtsi128_si32(s4);
+            s16[g] = _mm_cvtsi128_si32(s4);
         }
-        #pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) o.bsums32[g] = o.bsums16[2 * g] + o.bsums16[2 * g + 1];
         o.d = amax / 16383.0f;
+        for (int g = 0; g < 16; ++g) o.dsum16[g] = o.d * static_cast<float>(s16[g]);
+        for (int g = 0; g < 8; ++g) o.dsum32[g] = o.d * static_cast<float>(s16[2 * g] + s16[2 * g + 1]);
     }
 }
 

@@ -129,11 +129,17 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * 
             Wide k;
             decode_wide<T>(blk, k);
             const __m512i * wz = k.wz;
-            __m256i m8 = _mm256_setzero_si256();
-            __m512i m16 = _mm512_setzero_si512();
-            if constexpr (T::kMins == Mins::Per32) m8 = _mm256_cvtepu8_epi32(k.mins);
-            if constexpr (T::kMins == Mins::Per16) m16 = _mm512_cvtepu8_epi32(k.mins);
-            #pragma GCC unroll 8
+            // Min multipliers dmin_w * m[l] (and m[l + 8] for q2_K), once per block for every token.
+            __m256 wm_lo = _mm256_setzero_ps(), wm_hi = _mm256_setzero_ps();
+            if constexpr (T::kMins != Mins::None) {
+                const __m256 dm = _mm256_set1_ps(k.dmin);
+                wm_lo = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(k.mins)));
+                if constexpr (T::kMins == Mins::Per16) {
+                    wm_hi = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_srli_si128(k.mins, 8))));
+                }
+            }
+            const __m256 kd = _mm256_set1_ps(k.d);
+#pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
                 const BlockQ16_K & a = act[t][b];
                 __m512i p0 = _mm512_madd_epi16(wz[0], load512(a.qs));
@@ -145,15 +151,11 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * 
                 p0 = _mm512_dpwssd_epi32(p0, wz[6], load512(a.qs + 192));
                 p1 = _mm512_dpwssd_epi32(p1, wz[7], load512(a.qs + 224));
                 const __m256i p = fold16(_mm512_add_epi32(p0, p1));
-                __m256 ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(k.d * a.d), acc[r][t]);
-                if constexpr (T::kMins == Mins::Per32) {
-                    const __m256i m =
-                        _mm256_mullo_epi32(m8, _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a.bsums32)));
-                    ac = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), ac);
-                }
+                __m256 ac = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(kd, _mm256_broadcast_ss(&a.d)), acc[r][t]);
+                if constexpr (T::kMins == Mins::Per32) ac = _mm256_fnmadd_ps(wm_lo, _mm256_loadu_ps(a.dsum32), ac);
                 if constexpr (T::kMins == Mins::Per16) {
-                    const __m256i m = fold16(_mm512_mullo_epi32(m16, load512(a.bsums16)));
-                    ac = _mm256_fnmadd_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(k.dmin * a.d), ac);
+                    ac = _mm256_fnmadd_ps(wm_lo, _mm256_loadu_ps(a.dsum16), ac);
+                    ac = _mm256_fnmadd_ps(wm_hi, _mm256_loadu_ps(a.dsum16 + 8), ac);
                 }
                 acc[r][t] = ac;
             }
@@ -166,40 +168,60 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * 
     }
 }
 
+// Blocks of 32 in pairs: block b's 8 contract lanes in lanes 0-7 of one register, block b + 1's in lanes 8-15,
+// so the contract's even and odd accumulators are the two halves of one 16-lane accumulator (one conversion
+// and one fused multiply-add per pair and token).
 template <class T, int NR, int NT>
 inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
                         size_t ys) {
-    __m256 acc[2][NR][NT];
-    #pragma GCC unroll 8
+    __m512 acc[NR][NT];
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-        #pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) acc[0][r][t] = acc[1][r][t] = _mm256_setzero_ps();
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
     }
-    auto block = [&](int64_t b, __m256 (*ac)[NT]) {
-        #pragma GCC unroll 8
+    const int64_t nb = n / kQK;
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+#pragma GCC unroll 8
+        for (int r = 0; r < NR; ++r) {
+            const auto * blk = reinterpret_cast<const typename T::Block *>(w + r * ws) + b;
+            const __m512i w0 = _mm512_cvtepi8_epi16(T::values(blk[0]));
+            const __m512i w1 = _mm512_cvtepi8_epi16(T::values(blk[1]));
+            const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(blk[0].d))),
+                                                 _mm256_set1_ps(_cvtsh_ss(blk[1].d)), 1);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const BlockQ16_K & a = act[t][b / 8];  // b even: b and b + 1 share the activation block
+                const __m512i p0 = _mm512_madd_epi16(w0, load512(a.qs + 32 * (b % 8)));
+                const __m512i p1 = _mm512_madd_epi16(w1, load512(a.qs + 32 * (b % 8) + 32));
+                const __m512i p = _mm512_add_epi32(_mm512_shuffle_i64x2(p0, p1, 0x44), _mm512_shuffle_i64x2(p0, p1, 0xee));
+                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[r][t]);
+            }
+        }
+    }
+    if (b < nb) {  // the last, even block: lanes 0-7 only
+#pragma GCC unroll 8
         for (int r = 0; r < NR; ++r) {
             const auto & blk = reinterpret_cast<const typename T::Block *>(w + r * ws)[b];
             const __m512i wz = _mm512_cvtepi8_epi16(T::values(blk));
             const float dw = _cvtsh_ss(blk.d);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
                 const BlockQ16_K & a = act[t][b / 8];
                 const __m256i p = fold16(_mm512_madd_epi16(wz, load512(a.qs + 32 * (b % 8))));
-                ac[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), ac[r][t]);
+                acc[r][t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(_mm512_castsi256_si512(p)),
+                                                  _mm512_set1_ps(dw * a.d), acc[r][t], 0x00ff);  // lanes 8-15 kept
             }
         }
-    };
-    const int64_t nb = n / kQK;
-    int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) {
-        block(b, acc[0]);
-        block(b + 1, acc[1]);
     }
-    if (b < nb) block(b, acc[0]);
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int r = 0; r < NR; ++r) {
-        #pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) y[t * ys + r] = reduce8(_mm256_add_ps(acc[0][r][t], acc[1][r][t]));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const __m512 v = acc[r][t];
+            y[t * ys + r] = reduce8(_mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1)));
+        }
     }
 }
 
@@ -212,16 +234,17 @@ inline void dot_rows(const uint8_t * w, size_t ws, const BlockQ16_K * const * ac
     }
 }
 
-// Up to 2 tokens: all the tile's rows at once (a decode's independent row chains overlap); more tokens: rows in
-// pairs, so the accumulators stay in registers.
+// One token (decode): row after row. Interleaving the 4 rows per super-block overlapped their chains from cache
+// but cost ~1.5x in the model, where the rows stream from DRAM (4 strided streams prefetch worse than one).
+// Two tokens: the rows together; more: rows in pairs, so the accumulators stay in registers.
 template <class T, bool K, int NR>
 inline void dot_rows_nt(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, int nt, float * y,
                         size_t ys) {
-    switch (nt) {
-        case 1: return dot_rows<T, K, NR, 1>(w, ws, act, n, y, ys);
-        case 2: return dot_rows<T, K, NR, 2>(w, ws, act, n, y, ys);
-        default: break;
+    if (nt == 1) {
+        for (int r = 0; r < NR; ++r) dot_rows<T, K, 1, 1>(w + r * ws, ws, act, n, y + r, ys);
+        return;
     }
+    if (nt == 2) return dot_rows<T, K, NR, 2>(w, ws, act, n, y, ys);
     for (int r = 0; r < NR; r += 2) {
         const uint8_t * wr = w + r * ws;
         float * yr = y + r;
@@ -295,14 +318,15 @@ void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
         if (amax == 0.0f) continue;
         const __m512 id = _mm512_set1_ps(16383.0f / amax);
         const __m512i lo = _mm512_set1_epi32(-16383), hi = _mm512_set1_epi32(16383);
+        int32_t s16[16];
         for (int g = 0; g < 16; ++g) {
             const __m512i q = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), id))));
             _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.qs + 16 * g), _mm512_cvtepi32_epi16(q));
-            o.bsums16[g] = _mm512_reduce_add_epi32(q);
+            s16[g] = _mm512_reduce_add_epi32(q);
         }
-        #pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) o.bsums32[g] = o.bsums16[2 * g] + o.bsums16[2 * g + 1];
         o.d = amax / 16383.0f;
+        for (int g = 0; g < 16; ++g) o.dsum16[g] = o.d * static_cast<float>(s16[g]);
+        for (int g = 0; g < 8; ++g) o.dsum32[g] = o.d * static_cast<float>(s16[2 * g] + s16[2 * g + 1]);
     }
 }
 

@@ -40,13 +40,14 @@ void quantize_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
         if (amax == 0.0f) continue;
         const float id = 16383.0f / amax;
         for (int j = 0; j < kQK_K; ++j) o.qs[j] = static_cast<int16_t>(q16_round(x[j] * id));
-        for (int g = 0; g < kQK_K / 16; ++g) {
-            int32_t s = 0;
-            for (int j = 0; j < 16; ++j) s += o.qs[16 * g + j];
-            o.bsums16[g] = s;
-        }
-        for (int g = 0; g < kQK_K / 32; ++g) o.bsums32[g] = o.bsums16[2 * g] + o.bsums16[2 * g + 1];
         o.d = amax / 16383.0f;
+        int32_t s16[16];
+        for (int g = 0; g < kQK_K / 16; ++g) {
+            s16[g] = 0;
+            for (int j = 0; j < 16; ++j) s16[g] += o.qs[16 * g + j];
+            o.dsum16[g] = o.d * static_cast<float>(s16[g]);
+        }
+        for (int g = 0; g < kQK_K / 32; ++g) o.dsum32[g] = o.d * static_cast<float>(s16[2 * g] + s16[2 * g + 1]);
     }
 }
 
@@ -167,14 +168,17 @@ float dot_k(const void * wv, const void * av, int64_t n) {
         for (int i = 0; i < kQK_K; ++i) p[(i % 16) / 2] += (k.v[i] * k.sc[i / 16]) * a[b].qs[i];
         const float s = k.d * a[b].d;
         for (int l = 0; l < 8; ++l) acc[l] = std::fma(static_cast<float>(p[l]), s, acc[l]);
-        if constexpr (T::kMins != Mins::None) {
-            int32_t m[8];
+        if constexpr (T::kMins == Mins::Per32) {
             for (int l = 0; l < 8; ++l) {
-                m[l] = T::kMins == Mins::Per32 ? k.m[l] * a[b].bsums32[l]
-                                               : k.m[l] * a[b].bsums16[l] + k.m[l + 8] * a[b].bsums16[l + 8];
+                const float wm = k.dmin * static_cast<float>(k.m[l]);
+                acc[l] = std::fma(-wm, a[b].dsum32[l], acc[l]);
             }
-            const float sm = k.dmin * a[b].d;
-            for (int l = 0; l < 8; ++l) acc[l] = std::fma(static_cast<float>(m[l]), -sm, acc[l]);
+        }
+        if constexpr (T::kMins == Mins::Per16) {
+            for (int l = 0; l < 8; ++l) {
+                acc[l] = std::fma(-(k.dmin * static_cast<float>(k.m[l])), a[b].dsum16[l], acc[l]);
+                acc[l] = std::fma(-(k.dmin * static_cast<float>(k.m[l + 8])), a[b].dsum16[l + 8], acc[l]);
+            }
         }
     }
     return i16_reduce8(acc);
