@@ -49,9 +49,9 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
     float * const xnp = xn.data();
     float * const lop = lo.data();
     float * const gp = g.data();
-    // Per-stream norms and the gated mean are independent per stream and per element: with several tokens they
-    // are spread over the pool, each value computed by one thread with the same arithmetic (for one token the
-    // two barriers cost about what they save).
+    // The per-stream norms and the gated mean below are independent per stream and per element, so they are spread
+    // over the pool, each value computed by one thread with the same arithmetic. The norms only with several
+    // tokens (for one token the barrier costs about what it saves).
     ops::ThreadPool * const spread = n >= 2 ? pool : nullptr;
     ops::parallel_for(spread, n * hc, [&](size_t r0, size_t r1) {
         for (size_t r = r0; r < r1; ++r) {
@@ -71,7 +71,8 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
     constexpr size_t kBlock = 256;  // elements of one token's output per range unit
     const size_t blocks = (E + kBlock - 1) / kBlock;
     const float * const up_t = w.up_t.data();
-    ops::parallel_for(spread, n * blocks, [&](size_t b0, size_t b1) {
+    // (Always spread: with the gate logits computed here this loop is the mixer's largest serial part.)
+    ops::parallel_for(pool, n * blocks, [&](size_t b0, size_t b1) {
         float gate[kBlock], sum[kBlock];
         for (size_t b = b0; b < b1; ++b) {
             const size_t t = b / blocks, i0 = (b % blocks) * kBlock, m = std::min(E, i0 + kBlock) - i0;
