@@ -35,35 +35,62 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         std::memcpy(b.storage.conv_state(ri, to), b.storage.conv_state(ri, from), conv_floats * sizeof(float));
         std::memcpy(b.storage.ssm_state(ri, to), b.storage.ssm_state(ri, from), ssm_floats * sizeof(float));
     };
-    for (const memory::SeqGroup & g : b.plan.groups) {
-        float * conv_state = b.storage.conv_state(ri, g.row);
-        float * ssm_state = b.storage.ssm_state(ri, g.row);
-        snapshot_if_due(g, 0, copy_row);
-        for (size_t step = 0; step < g.tokens.size(); ++step) {
-            const size_t t = g.tokens[step];
-            ops::causal_conv_step(w.conv.data(), hp.ssm_d_conv, 1, conv_dim, conv_state, &x[t * conv_dim], c.data());
-            for (float & v : c) v = ops::silu(v);
-            for (size_t i = 0; i < Hk; ++i) {
-                ops::l2_norm(&c[i * dk], dk, hp.rms_eps, &c[i * dk]);
-                ops::l2_norm(&c[key_dim + i * dk], dk, hp.rms_eps, &c[key_dim + i * dk]);
+    // Conv, activation and key/query norms of token t (the conv history advances by one token).
+    auto conv_token = [&](float * conv_state, size_t t, float * ct) {
+        ops::causal_conv_step(w.conv.data(), hp.ssm_d_conv, 1, conv_dim, conv_state, &x[t * conv_dim], ct);
+        for (size_t i = 0; i < conv_dim; ++i) ct[i] = ops::silu(ct[i]);
+        for (size_t i = 0; i < Hk; ++i) {
+            ops::l2_norm(&ct[i * dk], dk, hp.rms_eps, &ct[i * dk]);
+            ops::l2_norm(&ct[key_dim + i * dk], dk, hp.rms_eps, &ct[key_dim + i * dk]);
+        }
+    };
+    // The delta rule of value head j for token t of a sequence whose state is ssm_state.
+    auto delta_head = [&](float * ssm_state, size_t t, const float * ct, size_t j) {
+        thread_local std::vector<float> head_out;
+        head_out.resize(dv);
+        const size_t kh = j % Hk;  // tiled V-head order: value head j reads key head j mod Hk
+        const float gdec = ops::softplus(alpha[t * Hv + j] * w.alpha_scale + w.dt_bias[j]) * w.a[j];
+        const float bt = ops::sigmoid(beta[t * Hv + j] * w.beta_scale);
+        ops::gated_delta_step(ssm_state + j * dk * dv, dk, dv, &ct[kh * dk], &ct[key_dim + kh * dk],
+                              &ct[2 * key_dim + j * dv], std::exp(gdec), bt, out_scale, head_out.data());
+        float * oj = &o[t * vdim + j * dv];
+        ops::rms_norm(head_out.data(), dv, hp.rms_eps, w.norm.data(), oj);
+        for (size_t m = 0; m < dv; ++m) oj[m] *= ops::sigmoid(z[t * vdim + j * dv + m]);
+    };
+    // Value heads are independent, and so are sequences: their (sequence, head) steps are spread over the pool
+    // (each one's arithmetic is the same on any thread, so the result does not depend on the thread count).
+    const size_t min_heads = std::max<size_t>(1, 16384 / (dk * dv));
+    const auto & groups = b.plan.groups;
+    const bool one_token_each =
+        std::all_of(groups.begin(), groups.end(), [](const memory::SeqGroup & g) { return g.tokens.size() == 1; });
+    if (one_token_each && groups.size() > 1) {
+        // A decode step of several sequences: every conv first (snapshots are due only before the token), then
+        // one parallel region over every (sequence, head) pair instead of one region per sequence.
+        std::vector<float> cs(groups.size() * conv_dim);
+        for (size_t gi = 0; gi < groups.size(); ++gi) {
+            snapshot_if_due(groups[gi], 0, copy_row);
+            conv_token(b.storage.conv_state(ri, groups[gi].row), groups[gi].tokens[0], &cs[gi * conv_dim]);
+        }
+        ops::parallel_for(b.pool, groups.size() * Hv, [&](size_t begin, size_t end) {
+            for (size_t k = begin; k < end; ++k) {
+                const memory::SeqGroup & g = groups[k / Hv];
+                delta_head(b.storage.ssm_state(ri, g.row), g.tokens[0], &cs[(k / Hv) * conv_dim], k % Hv);
             }
-            // Value heads are independent: large heads are spread over the pool (each head's arithmetic is
-            // the same on any thread, so the result does not depend on the thread count).
-            const size_t min_heads = std::max<size_t>(1, 16384 / (dk * dv));
-            ops::parallel_for(b.pool, Hv, [&](size_t j_begin, size_t j_end) {
-                std::vector<float> head_out(dv);
-                for (size_t j = j_begin; j < j_end; ++j) {
-                    const size_t kh = j % Hk;  // tiled V-head order: value head j reads key head j mod Hk
-                    const float gdec = ops::softplus(alpha[t * Hv + j] * w.alpha_scale + w.dt_bias[j]) * w.a[j];
-                    const float bt = ops::sigmoid(beta[t * Hv + j] * w.beta_scale);
-                    ops::gated_delta_step(ssm_state + j * dk * dv, dk, dv, &c[kh * dk], &c[key_dim + kh * dk],
-                                          &c[2 * key_dim + j * dv], std::exp(gdec), bt, out_scale, head_out.data());
-                    float * oj = &o[t * vdim + j * dv];
-                    ops::rms_norm(head_out.data(), dv, hp.rms_eps, w.norm.data(), oj);
-                    for (size_t m = 0; m < dv; ++m) oj[m] *= ops::sigmoid(z[t * vdim + j * dv + m]);
-                }
-            }, min_heads);
-            snapshot_if_due(g, step + 1, copy_row);
+        }, min_heads);
+        for (const memory::SeqGroup & g : groups) snapshot_if_due(g, 1, copy_row);
+    } else {
+        for (const memory::SeqGroup & g : groups) {
+            float * conv_state = b.storage.conv_state(ri, g.row);
+            float * ssm_state = b.storage.ssm_state(ri, g.row);
+            snapshot_if_due(g, 0, copy_row);
+            for (size_t step = 0; step < g.tokens.size(); ++step) {
+                const size_t t = g.tokens[step];
+                conv_token(conv_state, t, c.data());
+                ops::parallel_for(b.pool, Hv, [&](size_t j_begin, size_t j_end) {
+                    for (size_t j = j_begin; j < j_end; ++j) delta_head(ssm_state, t, c.data(), j);
+                }, min_heads);
+                snapshot_if_due(g, step + 1, copy_row);
+            }
         }
     }
     ops::matmul(w.out, o.data(), T, y, b.pool);
