@@ -102,6 +102,8 @@ struct CacheShape {
     tensor::ElemType type_k = tensor::ElemType::F16;  // K rows: F32, F16 or Q8_0 (k_width a multiple of 32)
     tensor::ElemType type_v = tensor::ElemType::F16;  // V rows: F32, F16 or Q8_0 (v_width a multiple of 32)
     tensor::ElemType type_idx = tensor::ElemType::F16;  // indexer rows: F32 or F16 (the model derives it from type_k)
+
+    bool operator==(const CacheShape &) const = default;
 };
 
 // One layer's rows of one cache as a single array: the row of global cell c starts at base + c * stride bytes.

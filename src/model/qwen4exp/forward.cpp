@@ -56,12 +56,7 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
                            memory::Storage & storage, ops::ThreadPool * pool, const ForwardOptions & options) {
     const Hparams & hp = model.hparams();
     const memory::CacheShape want = model.cache_shape(shape.type_k, shape.type_v);
-    if (shape.n_attn_layers != want.n_attn_layers || shape.k_width != want.k_width || shape.v_width != want.v_width ||
-        shape.idx_width != want.idx_width || shape.n_recr_layers != want.n_recr_layers ||
-        shape.conv_floats != want.conv_floats || shape.ssm_floats != want.ssm_floats ||
-        shape.ple_floats != want.ple_floats || shape.type_idx != want.type_idx) {
-        throw Error("forward: the cache shape does not match the model's");
-    }
+    if (shape != want) throw Error("forward: the cache shape does not match the model's");
     if (hp.kpool > 0 && plan.kpool != hp.kpool) {
         throw Error("forward: plan pool size " + std::to_string(plan.kpool) + " differs from the model's compress ratio " +
                     std::to_string(hp.kpool));
