@@ -194,20 +194,6 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
         min_tiles);
 }
 
-void matmul_rows(const Matrix & w, const float * x, int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
-    if (!supported_weight_type(w.type)) unsupported("matmul", w.type);
-    r1 = std::min(r1, w.rows);
-    if (n_tokens <= 0 || r0 >= r1) return;
-    const cpu::TypeKernels * k = active_kernels(w.type);
-    size_t act_stride = 0;
-    const uint8_t * act = prepare_activations(k, x, w.cols, n_tokens, act_stride);
-    if (k != nullptr) {
-        rows_with_kernels(w, *k, act, act_stride, n_tokens, y, r0, r1);
-    } else {
-        rows_generic(w, x, n_tokens, y, r0, r1);
-    }
-}
-
 PreparedActivations prepare_activations(const Matrix & w, const float * x, int64_t n_tokens,
                                         std::vector<uint8_t> & storage) {
     if (!supported_weight_type(w.type)) unsupported("matmul", w.type);

@@ -46,10 +46,6 @@ void matvec(const Matrix & w, const float * x, float * y, ThreadPool * pool = nu
 // Y[t, o] = sum_i W[o,i] X[t, i] for n_tokens rows of X (stride W.cols) and Y (stride W.rows). The work is
 // split by output rows, so results do not depend on the thread count.
 void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, ThreadPool * pool = nullptr);
-// Rows [r0, r1) of matmul(w, x, n_tokens, y) on the calling thread, bit-identical to what matmul writes there
-// (each output is the same single dot whatever the range). For running several products in one parallel region
-// (ops/matmul_group.h). Activations are prepared per call.
-void matmul_rows(const Matrix & w, const float * x, int64_t n_tokens, float * y, int64_t r0, int64_t r1);
 // The activations of x in the format w's kernels want (each token row quantised on its own), prepared once for
 // several matmul_rows calls on other threads: `storage` holds them (it only grows) and must outlive those calls.
 struct PreparedActivations {
@@ -58,7 +54,9 @@ struct PreparedActivations {
 };
 PreparedActivations prepare_activations(const Matrix & w, const float * x, int64_t n_tokens,
                                         std::vector<uint8_t> & storage);
-// matmul_rows with activations from prepare_activations(w, x, n_tokens, ...): the same bits.
+// Rows [r0, r1) of matmul(w, x, n_tokens, y) on the calling thread, with activations from
+// prepare_activations(w, x, n_tokens, ...): bit-identical to what matmul writes there (each output is the same
+// single dot whatever the range). For running several products in one parallel region (ops/matmul_group.h).
 void matmul_rows(const Matrix & w, const float * x, const PreparedActivations & act, int64_t n_tokens, float * y,
                  int64_t r0, int64_t r1);
 // Plain scalar twin of matmul, single-threaded.

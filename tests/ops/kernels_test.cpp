@@ -182,7 +182,7 @@ TEST(Dispatch, TileIsBitIdenticalToVecDot) {
     }
 }
 
-// The int8 variant of Q8_0 (outside the table unless OFFGRID_Q8_0_ACT=q8_0): the same checks as the table's entries.
+// The int8 variant of Q8_0 (outside the table unless OFFGRID_QUANT_ACT=int8): the same checks as the table's entries.
 TEST(Dispatch, Q8_0Int8VariantMatchesItsTwin) {
     const ElemType type = ElemType::Q8_0;
     const TypeKernels & ref = *q8_0_int8_kernels(Isa::Scalar);
