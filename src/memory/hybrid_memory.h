@@ -189,6 +189,7 @@ private:
     void check_seq(SeqId s, const char * op, bool allow_all = false) const;
     void check_idle(const char * op) const;
     void remove_whole(SeqId s);
+    bool has_pools() const { return params_.kpool > 0 && params_.shape.idx_width > 0; }
     Pos stale_pos(SeqId s, Pos p0) const;
     bool shares_cells_unevenly(SeqId s, Pos p0, Pos p1, bool any_sharer = false) const;
     std::string coupling_conflict(const ValidBatch & b) const;

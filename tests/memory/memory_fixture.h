@@ -52,10 +52,15 @@ inline void absorb(float & n, float & h, Token t) {
     h = (float)std::fmod((double)h * 31.0 + (double)t + 1.0, 65521.0);
 }
 
-// Signature a pooled key carries: its member cells in order and the first member's position.
-inline float pool_signature(std::span<const uint32_t> members) {
+// Signature a pooled key carries (the first member's position goes next to it).
+// A pooled key depends on its members' raw keys, in order, not on where they are stored: a restore that moves the
+// cells keeps the pooled keys it saved, as a real model's would be. The raw key here is (token, pos at writing).
+inline float pool_signature(HybridMemory & mem, std::span<const uint32_t> members) {
     double sig = 0;
-    for (size_t k = 0; k < members.size(); ++k) sig = std::fmod(sig * 7.0 + members[k] + 1.0, 1048573.0);
+    for (uint32_t c : members) {
+        const float * raw = (const float *)mem.idx_row(0, c);
+        sig = std::fmod(sig * 7.0 + raw[0] * 3.0 + raw[1] + 1.0, 1048573.0);
+    }
     return (float)sig;
 }
 
@@ -78,7 +83,7 @@ inline void fake_forward(const Plan & plan, HybridMemory & mem) {
     }
     for (const NewPool & np : plan.new_pools) {
         float * idx = (float *)mem.idx_row(0, np.rep);
-        idx[2] = pool_signature(np.members);
+        idx[2] = pool_signature(mem, np.members);
         idx[3] = (float)np.pos4[0];
     }
     if (shape.n_recr_layers == 0) return;
@@ -163,7 +168,7 @@ inline std::string check_contents(HybridMemory & mem) {
                 std::vector<uint32_t> members;
                 for (uint32_t m = 0; m < kpool; ++m) members.push_back(sq.cells[sq.pools[k] + m].cell);
                 const float * row = (const float *)mem.idx_row(0, members.back());
-                if (row[2] != pool_signature(members) || row[3] != (float)sq.cells[sq.pools[k]].pos)
+                if (row[2] != pool_signature(mem, members) || row[3] != (float)sq.cells[sq.pools[k]].pos)
                     return "seq " + std::to_string(s) + " pool " + std::to_string(k) + " (rep cell " +
                            std::to_string(members.back()) + ") holds a stale pooled key";
             }

@@ -99,7 +99,7 @@ public:
                 std::vector<uint32_t> members;
                 for (uint32_t m = 0; m < kpool; ++m) members.push_back(sq.cells[sq.pools[k] + m].cell);
                 const float * row = (const float *)mem.idx_row(0, members.back());
-                if (row[2] != pool_signature(members) || row[3] != (float)sq.cells[sq.pools[k]].pos)
+                if (row[2] != pool_signature(mem, members) || row[3] != (float)sq.cells[sq.pools[k]].pos)
                     return "seq " + std::to_string(s) + " pool " + std::to_string(k) + " holds a stale pooled key";
             }
         }
