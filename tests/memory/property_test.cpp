@@ -92,6 +92,7 @@ public:
     std::string check_contents_pools() {
         HybridMemory & mem = *mem_;
         const uint32_t kpool = cfg_.kpool;
+        if (std::string e = check_pool_keys(mem); !e.empty()) return e;
         for (SeqId s = 0; s < (SeqId)cfg_.n_seq_max; ++s) {
             const SeqLayout & sq = mem.layout().seq(s);
             for (size_t k = 0; k < sq.pools.size(); ++k) {
