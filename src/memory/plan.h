@@ -115,7 +115,8 @@ struct RowTable {
 };
 
 // Row access to the memory's storage, for the model. Rows have the element types of the CacheShape.
-// Invariant: k_row(l, c) == k_rows(l).row(c) for every cell (likewise V and indexer rows).
+// Invariant: k_row(l, c) == k_rows(l).row(c) for every cell (likewise V and indexer rows). The recurrent accessors
+// may be called from several threads at once for rows of distinct slots (a first access may journal the rows).
 struct Storage {
     virtual void * k_row(uint32_t attn_layer, uint32_t cell) = 0;
     virtual void * v_row(uint32_t attn_layer, uint32_t cell) = 0;     // null when v_width is 0

@@ -110,11 +110,12 @@ OFFGRID_I16_INLINE void decode_wide<DQ6K>(const BlockQ6_K & b, Wide & o) {
     o.dmin = 0;
 }
 
-// NR weight rows (stride ws) against NT token rows: y[t * ys + r]. Each (row, token) pair gets exactly the
-// operations of vec_dot (the 1 x 1 case), in the same order; interleaving the rows per super-block only lets
-// their independent chains overlap.
+// NR weight rows (stride ws) against NT token rows (stride as): y[t * ys + r]. Each (row, token) pair gets
+// exactly the operations of vec_dot (the 1 x 1 case), in the same order; interleaving the rows per super-block
+// only lets their independent chains overlap. The token rows are addressed from one base and a stride (not
+// a pointer per token), so the loop needs one address register for all of them.
 template <class T, int NR, int NT>
-inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
+inline void dot_rows_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y,
                        size_t ys) {
     __m256 acc[NR][NT];
     #pragma GCC unroll 8
@@ -141,7 +142,7 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * 
             const __m256 kd = _mm256_set1_ps(k.d);
 #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
-                const BlockQ16_K & a = act[t][b];
+                const BlockQ16_K & a = reinterpret_cast<const BlockQ16_K *>(act + t * as)[b];
                 __m512i p0 = _mm512_madd_epi16(wz[0], load512(a.qs));
                 __m512i p1 = _mm512_madd_epi16(wz[1], load512(a.qs + 32));
                 p0 = _mm512_dpwssd_epi32(p0, wz[2], load512(a.qs + 64));
@@ -172,7 +173,7 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const BlockQ16_K * const * 
 // so the contract's even and odd accumulators are the two halves of one 16-lane accumulator (one conversion
 // and one fused multiply-add per pair and token).
 template <class T, int NR, int NT>
-inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y,
+inline void dot_rows_32(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y,
                         size_t ys) {
     __m512 acc[NR][NT];
 #pragma GCC unroll 8
@@ -192,7 +193,7 @@ inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const *
                                                  _mm256_set1_ps(_cvtsh_ss(blk[1].d)), 1);
 #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
-                const BlockQ16_K & a = act[t][b / 8];  // b even: b and b + 1 share the activation block
+                const BlockQ16_K & a = reinterpret_cast<const BlockQ16_K *>(act + t * as)[b / 8];  // b even: b and b + 1 share the activation block
                 const __m512i p0 = _mm512_madd_epi16(w0, load512(a.qs + 32 * (b % 8)));
                 const __m512i p1 = _mm512_madd_epi16(w1, load512(a.qs + 32 * (b % 8) + 32));
                 const __m512i p = _mm512_add_epi32(_mm512_shuffle_i64x2(p0, p1, 0x44), _mm512_shuffle_i64x2(p0, p1, 0xee));
@@ -208,7 +209,7 @@ inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const *
             const float dw = _cvtsh_ss(blk.d);
 #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
-                const BlockQ16_K & a = act[t][b / 8];
+                const BlockQ16_K & a = reinterpret_cast<const BlockQ16_K *>(act + t * as)[b / 8];
                 const __m256i p = fold16(_mm512_madd_epi16(wz, load512(a.qs + 32 * (b % 8))));
                 acc[r][t] = _mm512_mask3_fmadd_ps(_mm512_cvtepi32_ps(_mm512_castsi256_si512(p)),
                                                   _mm512_set1_ps(dw * a.d), acc[r][t], 0x00ff);  // lanes 8-15 kept
@@ -226,71 +227,54 @@ inline void dot_rows_32(const uint8_t * w, size_t ws, const BlockQ16_K * const *
 }
 
 template <class T, bool K, int NR, int NT>
-inline void dot_rows(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, float * y, size_t ys) {
+inline void dot_rows(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
     if constexpr (K) {
-        dot_rows_k<T, NR, NT>(w, ws, act, n, y, ys);
+        dot_rows_k<T, NR, NT>(w, ws, act, as, n, y, ys);
     } else {
-        dot_rows_32<T, NR, NT>(w, ws, act, n, y, ys);
+        dot_rows_32<T, NR, NT>(w, ws, act, as, n, y, ys);
     }
 }
 
 // One token (decode): row after row. Interleaving the 4 rows per super-block overlapped their chains from cache
 // but cost ~1.5x in the model, where the rows stream from DRAM (4 strided streams prefetch worse than one).
-// Two tokens: the rows together; more: rows in pairs, so the accumulators stay in registers.
+// More tokens: all rows of the tile together, each weight block decoded once for every token. (With a pointer
+// per token row instead of base + stride, GCC kept the activation vectors shared by the rows alive across them
+// and spilled them to the stack: the 4 x 8 tile from cache ran at ~100 GFLOP/s for q4_K, against ~135 now;
+// bench/probes/int16_tile.cpp compares the row groupings.)
 template <class T, bool K, int NR>
-inline void dot_rows_nt(const uint8_t * w, size_t ws, const BlockQ16_K * const * act, int64_t n, int nt, float * y,
+inline void dot_rows_nt(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, int nt, float * y,
                         size_t ys) {
-    if (nt == 1) {
-        for (int r = 0; r < NR; ++r) dot_rows<T, K, 1, 1>(w + r * ws, ws, act, n, y + r, ys);
-        return;
-    }
-    if (nt == 2) return dot_rows<T, K, NR, 2>(w, ws, act, n, y, ys);
-    for (int r = 0; r < NR; r += 2) {
-        const uint8_t * wr = w + r * ws;
-        float * yr = y + r;
-        if (r + 1 == NR) {
-            switch (nt) {
-                case 3: dot_rows<T, K, 1, 3>(wr, ws, act, n, yr, ys); break;
-                case 4: dot_rows<T, K, 1, 4>(wr, ws, act, n, yr, ys); break;
-                case 5: dot_rows<T, K, 1, 5>(wr, ws, act, n, yr, ys); break;
-                case 6: dot_rows<T, K, 1, 6>(wr, ws, act, n, yr, ys); break;
-                case 7: dot_rows<T, K, 1, 7>(wr, ws, act, n, yr, ys); break;
-                default: dot_rows<T, K, 1, 8>(wr, ws, act, n, yr, ys); break;
-            }
-        } else {
-            switch (nt) {
-                case 3: dot_rows<T, K, 2, 3>(wr, ws, act, n, yr, ys); break;
-                case 4: dot_rows<T, K, 2, 4>(wr, ws, act, n, yr, ys); break;
-                case 5: dot_rows<T, K, 2, 5>(wr, ws, act, n, yr, ys); break;
-                case 6: dot_rows<T, K, 2, 6>(wr, ws, act, n, yr, ys); break;
-                case 7: dot_rows<T, K, 2, 7>(wr, ws, act, n, yr, ys); break;
-                default: dot_rows<T, K, 2, 8>(wr, ws, act, n, yr, ys); break;
-            }
-        }
+    switch (nt) {
+        case 1:
+            for (int r = 0; r < NR; ++r) dot_rows<T, K, 1, 1>(w + r * ws, ws, act, as, n, y + r, ys);
+            return;
+        case 2: return dot_rows<T, K, NR, 2>(w, ws, act, as, n, y, ys);
+        case 3: return dot_rows<T, K, NR, 3>(w, ws, act, as, n, y, ys);
+        case 4: return dot_rows<T, K, NR, 4>(w, ws, act, as, n, y, ys);
+        case 5: return dot_rows<T, K, NR, 5>(w, ws, act, as, n, y, ys);
+        case 6: return dot_rows<T, K, NR, 6>(w, ws, act, as, n, y, ys);
+        case 7: return dot_rows<T, K, NR, 7>(w, ws, act, as, n, y, ys);
+        default: return dot_rows<T, K, NR, 8>(w, ws, act, as, n, y, ys);
     }
 }
 
 template <class T, bool K>
 float vec_dot(const void * w, const void * x, int64_t n) {
-    const BlockQ16_K * a[1] = {static_cast<const BlockQ16_K *>(x)};
     float out;
-    dot_rows<T, K, 1, 1>(static_cast<const uint8_t *>(w), 0, a, n, &out, 1);
+    dot_rows<T, K, 1, 1>(static_cast<const uint8_t *>(w), 0, static_cast<const uint8_t *>(x), 0, n, &out, 1);
     return out;
 }
 
 template <class T, bool K>
 void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows, int n_tok,
               float * y, size_t y_stride) {
-    const BlockQ16_K * a[kTileTokensMax];
-    for (int t = 0; t < n_tok; ++t) {
-        a[t] = reinterpret_cast<const BlockQ16_K *>(static_cast<const uint8_t *>(act) + t * act_stride);
-    }
     const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * ab = static_cast<const uint8_t *>(act);
     switch (n_rows) {
-        case 1: return dot_rows_nt<T, K, 1>(wb, w_stride, a, n, n_tok, y, y_stride);
-        case 2: return dot_rows_nt<T, K, 2>(wb, w_stride, a, n, n_tok, y, y_stride);
-        case 3: return dot_rows_nt<T, K, 3>(wb, w_stride, a, n, n_tok, y, y_stride);
-        default: return dot_rows_nt<T, K, 4>(wb, w_stride, a, n, n_tok, y, y_stride);
+        case 1: return dot_rows_nt<T, K, 1>(wb, w_stride, ab, act_stride, n, n_tok, y, y_stride);
+        case 2: return dot_rows_nt<T, K, 2>(wb, w_stride, ab, act_stride, n, n_tok, y, y_stride);
+        case 3: return dot_rows_nt<T, K, 3>(wb, w_stride, ab, act_stride, n, n_tok, y, y_stride);
+        default: return dot_rows_nt<T, K, 4>(wb, w_stride, ab, act_stride, n, n_tok, y, y_stride);
     }
 }
 
