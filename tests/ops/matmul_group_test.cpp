@@ -106,6 +106,38 @@ TEST(MatmulGroup, LargeGroupSplitsAcrossThreadsWithTheSameBits) {
     for (size_t i = 0; i < tasks.size(); ++i) EXPECT_EQ(got[i], expected[i]) << i;
 }
 
+TEST(MatmulGroup, SharedInputsAndParallelQuantisationKeepTheBits) {
+    // Prompt-sized Q4_K tasks (their activations quantised on the pool: 70 x 1024 elements each), three of them
+    // reading the same input (quantised once), one the same input with fewer tokens, one the same floats read
+    // as rows of another width.
+    const int64_t cols = 1024;
+    const auto x = random_floats(static_cast<size_t>(cols * 70), 8);
+    const std::vector<Shape> shapes = {{cols, 40, 70}, {cols, 13, 70}, {cols, 64, 33}, {512, 20, 70}, {cols, 9, 70}};
+    const std::vector<const float *> inputs = {x.data(), x.data(), x.data(), x.data(), x.data()};  // 512: another layout
+    std::vector<std::vector<uint8_t>> weights;
+    std::vector<std::vector<float>> expected;
+    std::vector<MatmulTask> tasks;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        weights.push_back(weight_bytes(ElemType::Q4_K, shapes[i].cols, shapes[i].rows, 200 + static_cast<uint32_t>(i)));
+        const Matrix m = make_matrix(ElemType::Q4_K, weights[i].data(), shapes[i].cols, shapes[i].rows);
+        expected.emplace_back(static_cast<size_t>(shapes[i].rows * shapes[i].tokens));
+        matmul(m, inputs[i], shapes[i].tokens, expected.back().data());  // no pool: quantised on the caller
+        tasks.push_back({m, inputs[i], shapes[i].tokens, nullptr});
+    }
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<std::vector<float>> got;
+        for (const auto & e : expected) got.emplace_back(e.size(), -1.0f);
+        for (size_t i = 0; i < tasks.size(); ++i) tasks[i].y = got[i].data();
+        matmul_group(tasks, &pool);
+        for (size_t i = 0; i < tasks.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "task " << i << ", " << threads << " threads";
+        // matmul alone, its activations quantised on the pool too.
+        std::vector<float> one(expected[0].size(), -1.0f);
+        matmul(tasks[0].w, inputs[0], shapes[0].tokens, one.data(), &pool);
+        EXPECT_EQ(one, expected[0]) << threads << " threads";
+    }
+}
+
 TEST(ThreadPool, RunPartsCallsEachPartOnceAndRethrows) {
     ThreadPool pool(3);
     std::vector<std::atomic<int>> hits(40);
