@@ -76,15 +76,36 @@ void quantize_all_rows(const PreparedActivations & a, int64_t n_tokens, ThreadPo
 // Activation bytes a thread keeps hot while it sweeps its rows: a chunk of token rows that fits in L2 next to the
 // weights, so each weight tile is reused for every token of the chunk from L1 and the chunk is read from L2.
 constexpr size_t kActChunkBytes = 256 * 1024;
+// Weight rows a thread sweeps past each token group when the activation rows are the larger side.
+constexpr size_t kWeightBlockBytes = 256 * 1024;
 constexpr size_t kMinBytesPerPart = 32 * 1024;
 
-// Rows [r0, r1) of Y for every token, through the type's kernels: token chunks outer, tiles of up to kTileMax
-// rows by k.tile_tokens tokens inner. Each output is one vec_dot (or the tile's bit-identical equivalent), so
-// the chunking changes speed only.
+// Rows [r0, r1) of Y for every token, through the type's kernels, in tiles of up to kTileMax rows by
+// k.tile_tokens tokens: with 16-bit activations weight-row blocks outer, token groups, then row tiles; otherwise
+// token chunks outer, row tiles, then token groups. Each output is one vec_dot (or the tile's bit-identical
+// equivalent), so the order changes speed only.
 void rows_with_kernels(const Matrix & w, const cpu::TypeKernels & k, const uint8_t * act, size_t act_stride,
                        int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
     constexpr int tile = cpu::kTileMax;
     const int tt_max = k.dot_tile != nullptr ? k.tile_tokens : tile;
+    if (k.dot_tile != nullptr && k.act_type == ElemType::Q16_K && n_tokens > tt_max) {
+        // 16-bit activation rows are 3-4x the bytes of a quantised weight row: keep a token group's rows in L1
+        // and sweep a block of weight rows that stays in L2 past it (weights: ~2 KB per tile from L2, instead
+        // of ~20 KB of activations per tile). 4-15 % faster than chunking the tokens (q4_K from cache).
+        const int64_t block = std::max<int64_t>(tile, static_cast<int64_t>(kWeightBlockBytes / w.row_bytes) / tile * tile);
+        for (int64_t b0 = r0; b0 < r1; b0 += block) {
+            const int64_t b1 = std::min(r1, b0 + block);
+            for (int64_t t = 0; t < n_tokens; t += tt_max) {
+                const int nt = static_cast<int>(std::min<int64_t>(tt_max, n_tokens - t));
+                for (int64_t r = b0; r < b1; r += tile) {
+                    const int nr = static_cast<int>(std::min<int64_t>(tile, b1 - r));
+                    k.dot_tile(w.row(r), w.row_bytes, act + t * act_stride, act_stride, w.cols, nr, nt,
+                               y + t * w.rows + r, static_cast<size_t>(w.rows));
+                }
+            }
+        }
+        return;
+    }
     const int64_t chunk =
         std::max<int64_t>(tt_max, static_cast<int64_t>(kActChunkBytes / act_stride) / tt_max * tt_max);
     for (int64_t c0 = 0; c0 < n_tokens; c0 += chunk) {

@@ -106,6 +106,25 @@ TEST(MatmulGroup, LargeGroupSplitsAcrossThreadsWithTheSameBits) {
     for (size_t i = 0; i < tasks.size(); ++i) EXPECT_EQ(got[i], expected[i]) << i;
 }
 
+TEST(Matmul, PromptProductEqualsOneDotPerOutput) {
+    // 503 Q4_K rows of 1024 (more than one 256 KB block of weight rows, a partial last tile) by 21 tokens (two
+    // full 8-token groups and a partial one): every output equals the product of its row and token alone.
+    const int64_t cols = 1024, rows = 503, tokens = 21;
+    const auto w = weight_bytes(ElemType::Q4_K, cols, rows, 300);
+    const auto x = random_floats(static_cast<size_t>(cols * tokens), 301);
+    const Matrix m = make_matrix(ElemType::Q4_K, w.data(), cols, rows);
+    for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(static_cast<size_t>(rows * tokens), -1.0f);
+        matmul(m, x.data(), tokens, y.data(), &pool);
+        for (int64_t t = 0; t < tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+                ASSERT_EQ(y[t * rows + r], dot_row(m, r, x.data() + t * cols)) << "row " << r << " token " << t;
+            }
+        }
+    }
+}
+
 TEST(MatmulGroup, SharedInputsAndParallelQuantisationKeepTheBits) {
     // Prompt-sized Q4_K tasks (their activations quantised on the pool: 70 x 1024 elements each), three of them
     // reading the same input (quantised once), one the same input with fewer tokens, one the same floats read
