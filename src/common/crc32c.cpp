@@ -3,7 +3,7 @@
 #include <array>
 #include <cstring>
 
-#if defined(__SSE4_2__)
+#if defined(__x86_64__)
 #include <nmmintrin.h>
 #endif
 
@@ -34,8 +34,11 @@ uint32_t crc32c_portable(const void * data, size_t n, uint32_t crc) {
     return ~c;
 }
 
-uint32_t crc32c(const void * data, size_t n, uint32_t crc) {
-#if defined(__SSE4_2__) && defined(__x86_64__)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+namespace {
+
+// The SSE4.2 instruction, compiled for it whatever the build's baseline; called only where the CPU has it.
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void * data, size_t n, uint32_t crc) {
     const auto * p = static_cast<const uint8_t *>(data);
     uint64_t c = ~crc;
     for (; n >= 8; n -= 8, p += 8) {
@@ -46,9 +49,18 @@ uint32_t crc32c(const void * data, size_t n, uint32_t crc) {
     uint32_t c32 = static_cast<uint32_t>(c);
     for (; n > 0; --n, ++p) c32 = _mm_crc32_u8(c32, *p);
     return ~c32;
-#else
-    return crc32c_portable(data, n, crc);
+}
+
+const bool kHasSse42 = __builtin_cpu_supports("sse4.2");
+
+}  // namespace
 #endif
+
+uint32_t crc32c(const void * data, size_t n, uint32_t crc) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (kHasSse42) return crc32c_sse42(data, n, crc);
+#endif
+    return crc32c_portable(data, n, crc);
 }
 
 }  // namespace offgrid

@@ -1,7 +1,7 @@
 // CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of state files and in-memory states.
 // It detects every error confined to 32 consecutive bits, so any single changed byte is always caught.
-// crc32c("123456789") == 0xE3069283. Uses the SSE4.2 instruction when the build targets it, else a table; both
-// give the same value (tested).
+// crc32c("123456789") == 0xE3069283. Uses the SSE4.2 instruction when the CPU has it (checked at run time, so the
+// baseline build gets it too), else a table; both give the same value (tested).
 #pragma once
 
 #include <cstddef>

@@ -87,7 +87,9 @@ HybridMemory::HybridMemory(const MemoryParams & params)
       kv_(params.shape, stream_cells(params), params.unified ? 1 : params.n_seq_max, params.window),
       rec_(params.shape, params.n_seq_max, params.n_rs_seq),
       layout_(params.kpool, params.by_order),
-      rep_mark_(kv_.n_cells(), 0) {}
+      rep_mark_(kv_.n_cells(), 0) {
+    if (has_pools()) pool_keys_.assign(params_.shape.n_attn_layers, std::vector<PoolKeys>(params_.n_seq_max));
+}
 
 HybridMemory::~HybridMemory() = default;
 
@@ -201,6 +203,7 @@ const Plan & HybridMemory::apply() {
         const uint32_t rep = sq.cells[start + kpool - 1].cell;
         if (rep_mark_[rep] == generation_) return;
         rep_mark_[rep] = generation_;
+        forget_repooled_keys(rep);
         pending.push_back({s, start});
     };
     auto mark_from = [&](SeqId s, Pos from) {  // every pool of s whose last member is at or after `from`
@@ -318,6 +321,7 @@ void HybridMemory::undo() {
 void HybridMemory::relayout(const SeqSet & seqs) {
     for (SeqId s = 0; s < kMaxSeq; ++s) {
         if (!seqs.test(s)) continue;
+        forget_pool_keys(s, 0);  // the pools, or the rows behind them, may have changed
         if ((uint32_t)s >= params_.n_seq_max && kv_.n_stream() > 1) {
             layout_.clear_seq(s);
             continue;
@@ -551,7 +555,10 @@ void HybridMemory::clear() {
     check_idle("clear");
     kv_.clear(true);
     rec_.clear();
-    for (SeqId s = 0; s < kMaxSeq; ++s) layout_.clear_seq(s);
+    for (SeqId s = 0; s < kMaxSeq; ++s) {
+        layout_.clear_seq(s);
+        forget_pool_keys(s, 0);
+    }
     layout_.mark_all_stale(0);
     debug_check();
 }

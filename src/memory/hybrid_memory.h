@@ -159,6 +159,7 @@ public:
     RowTable idx_rows(uint32_t attn_layer) override {
         return kv_.has_idx() ? RowTable{kv_.idx_row(attn_layer, 0), kv_.idx_row_bytes()} : RowTable{};
     }
+    RowTable pool_keys(uint32_t attn_layer, SeqId seq) override;  // pool_keys.cpp
     float * conv_state(uint32_t recr_layer, uint32_t row) override { return rec_.conv(recr_layer, row); }
     float * ssm_state(uint32_t recr_layer, uint32_t row) override { return rec_.ssm(recr_layer, row); }
     float * ple_state(uint32_t row) override { return rec_.ple(row); }
@@ -189,6 +190,7 @@ private:
     void check_seq(SeqId s, const char * op, bool allow_all = false) const;
     void check_idle(const char * op) const;
     void remove_whole(SeqId s);
+    bool has_pools() const { return params_.kpool > 0 && params_.shape.idx_width > 0; }
     Pos stale_pos(SeqId s, Pos p0) const;
     bool shares_cells_unevenly(SeqId s, Pos p0, Pos p1, bool any_sharer = false) const;
     std::string coupling_conflict(const ValidBatch & b) const;
@@ -201,6 +203,16 @@ private:
     std::unique_ptr<Call> call_;
     std::unique_ptr<PlanImpl> last_plan_;
     std::vector<uint32_t> rep_mark_;  // per global cell: the plan generation that last marked it as a rep
+    // Pooled keys in pool order per attention layer and sequence (Storage::pool_keys): keys[0, valid) equal the
+    // rep rows' pooled parts. A derived copy, never saved: every change of a sequence's pools or of a pooled
+    // key lowers valid (forget_pool_keys), and pool_keys copies the rest from the rep rows.
+    struct PoolKeys {
+        std::vector<uint8_t> keys;
+        size_t valid = 0;
+    };
+    std::vector<std::vector<PoolKeys>> pool_keys_;  // [attn layer][seq], empty without pools
+    void forget_pool_keys(SeqId s, size_t from);     // every layer: valid = min(valid, from)
+    void forget_repooled_keys(uint32_t rep);          // the pool behind rep in every sequence holding it
     uint32_t generation_ = 0;
 };
 

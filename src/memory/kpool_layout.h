@@ -44,6 +44,7 @@ public:
     // Staleness: pools of s whose last member's position is >= stale(s) must be pooled again.
     Pos stale(SeqId s) const { return stale_[s]; }
     void mark_stale(SeqId s, Pos p) { stale_[s] = std::min(stale_[s], std::max<Pos>(p, 0)); }
+    void set_stale(SeqId s, Pos p) { stale_[s] = std::max<Pos>(p, 0); }  // a restore's saved mark
     void mark_all_stale(Pos p) {
         for (SeqId s = 0; s < kMaxSeq; ++s) mark_stale(s, p);
     }

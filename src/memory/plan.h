@@ -115,7 +115,8 @@ struct RowTable {
 };
 
 // Row access to the memory's storage, for the model. Rows have the element types of the CacheShape.
-// Invariant: k_row(l, c) == k_rows(l).row(c) for every cell (likewise V and indexer rows).
+// Invariant: k_row(l, c) == k_rows(l).row(c) for every cell (likewise V and indexer rows). The recurrent accessors
+// may be called from several threads at once for rows of distinct slots (a first access may journal the rows).
 struct Storage {
     virtual void * k_row(uint32_t attn_layer, uint32_t cell) = 0;
     virtual void * v_row(uint32_t attn_layer, uint32_t cell) = 0;     // null when v_width is 0
@@ -123,6 +124,16 @@ struct Storage {
     virtual RowTable k_rows(uint32_t attn_layer) = 0;
     virtual RowTable v_rows(uint32_t attn_layer) = 0;    // base null when v_width is 0
     virtual RowTable idx_rows(uint32_t attn_layer) = 0;
+    // The pooled keys of sequence seq's pools in pool order, one array (pool k's key at base + k * stride, the
+    // indexer's last part, idx_width elements of type_idx): equal to the pooled parts of seq_view(seq).reps' rows
+    // as they are when it is called, so call it after the layer's new pools are written, and not from two threads
+    // at once. Scoring then streams the keys instead of reading one row part in every kpool rows. base null: not
+    // kept (the caller reads the rep rows).
+    virtual RowTable pool_keys(uint32_t attn_layer, SeqId seq) {
+        (void)attn_layer;
+        (void)seq;
+        return {};
+    }
     virtual float * conv_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ssm_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ple_state(uint32_t row) = 0;

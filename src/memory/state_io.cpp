@@ -67,7 +67,7 @@ Frame frame(std::span<const uint8_t> data, const std::string & name) {
     if (version != kStateVersion) {
         r.fail("version", "version " + std::to_string(version) + ", this build reads version " +
                               std::to_string(kStateVersion) +
-                              (version < kStateVersion ? " only (older states carry no checksums: save them again)" : ""));
+                              (version < kStateVersion ? " only (older states lack checksums or staleness marks: save them again)" : ""));
     }
     if (data.size() < kHeaderBytes + 4) r.fail("header", "truncated: " + std::to_string(data.size()) + " bytes");
     Frame f;
@@ -143,6 +143,12 @@ std::vector<uint8_t> HybridMemory::save_state(SeqId seq, uint32_t flags) const {
     if (!partial) {
         const auto cells = kv_.state_cells(seq);
         kv_.write_attention(cells, att);
+        // Staleness first (version 4): the saved pooled keys are those of the memory, stale ones included, so a
+        // restore carries the marks instead of pooling every restored sequence again.
+        if (has_pools()) {
+            for (SeqId s = 0; s < (SeqId)params_.n_seq_max; ++s)
+                if (seq < 0 || s == seq) idxw.i32(layout_.stale(s));
+        }
         kv_.write_indexer(cells, idxw);
     }
     rec_.write_states(seq, params_.n_seq_max, recw);
@@ -168,9 +174,16 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
     const uint32_t n_seq_max = params_.n_seq_max;
     std::vector<KvCache::StateStream> streams(kv_.n_stream());
     std::vector<RecurrentCache::StateRecord> recs;
+    std::vector<Pos> stale;  // per saved sequence (one for a sequence state)
     try {
         if (!partial) streams = kv_.read_attention(ra, seq, n_seq_max);
         recs = rec_.read_states(rrec, seq, n_seq_max);
+        if (!partial && has_pools()) {
+            for (SeqId s = 0; s < (seq < 0 ? (SeqId)n_seq_max : 1); ++s) {
+                stale.push_back(ri.i32("stale mark"));
+                if (stale.back() < 0) ri.fail("stale mark", "negative position " + std::to_string(stale.back()));
+            }
+        }
         if (!partial) kv_.read_indexer(ri, streams);
         for (StateReader * sr : {&ra, &rrec, &ri})
             if (sr->left() != 0) sr->fail("end", std::to_string(sr->left()) + " bytes after the section's last field");
@@ -233,6 +246,8 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
         size_t k = 0;
         for (auto & sd : streams)
             for (auto & c : sd.cells) {
+                // Cells placed out of their saved order could regroup equal positions into other pools.
+                if (k > 0 && free_cells[k] < free_cells[k - 1] && !stale.empty()) stale[0] = 0;
                 c.cell = kv_.global(st, free_cells[k++]);
                 c.seqs = SeqSet().set(seq);
             }
@@ -241,13 +256,19 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
     }
     if (!partial) kv_.restore_cells(streams);
     rec_.restore_states(recs, seq);
-    // The pool layout follows the new cells; every restored sequence is pooled again at its next decode.
+    // The pool layout follows the new cells. The rows came with their pooled keys and the cells keep their saved
+    // order (whole restores compact them in order; a sequence restore checked it above), so every pool has the
+    // members it was pooled from and the saved staleness marks hold. A partial state (recurrent rows only) leaves
+    // the cells in memory, whose pools are pooled again.
     SeqSet all;
     for (SeqId s = 0; s < (SeqId)n_seq_max; ++s)
         if (seq < 0 || s == seq) all.set(s);
     relayout(all);
-    for (SeqId s = 0; s < (SeqId)n_seq_max; ++s)
-        if (all.test(s)) layout_.mark_stale(s, 0);
+    for (SeqId s = 0; s < (SeqId)n_seq_max; ++s) {
+        if (!all.test(s)) continue;
+        if (stale.empty()) layout_.mark_stale(s, 0);
+        else layout_.set_stale(s, stale[seq < 0 ? (size_t)s : 0]);
+    }
     debug_check();
 }
 

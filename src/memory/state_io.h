@@ -22,7 +22,8 @@
 namespace offgrid::memory {
 
 inline constexpr uint32_t kStateMagic = 0x534D474F;  // "OGMS"
-inline constexpr uint32_t kStateVersion = 3;  // 2: separate K and V widths, indexer row parts; 3: checksums
+// 2: separate K and V widths, indexer row parts; 3: checksums; 4: staleness marks open the indexer section
+inline constexpr uint32_t kStateVersion = 4;
 inline constexpr uint32_t kPartialOnly = 1;
 
 // seq = -1: the whole context.

@@ -49,7 +49,8 @@ struct CacheTable {
     tensor::ElemType type = tensor::ElemType::F32;
 };
 
-// QSA indexer scores of n_q queries against the pooled keys in rows rows[0..n) of `keys` (F32 or F16), by the
+// QSA indexer scores of n_q queries against the pooled keys in rows rows[0..n) of `keys` (F32 or F16; rows null:
+// rows 0..n, keys stored one after the other), by the
 // attn_rows kernels of the active ISA level (ops/cpu/attn_rows.h): out[i * out_stride + p] = sum over heads h in
 // order of relu(q_ih . key_p), query i at q + i * q_stride with heads of dim floats. A value depends only on its
 // query and key: a block of queries scores exactly as one query at a time.

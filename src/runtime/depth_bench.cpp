@@ -181,7 +181,8 @@ std::vector<ParallelBenchResult> run_parallel_bench(const std::shared_ptr<const 
             // One stream per sequence, as the server makes them; every stream holds the depth and the rounds.
             const uint64_t per_seq = (static_cast<uint64_t>(depth) + uint64_t(p.n_gen) * rounds + 1 + 255) / 256 * 256;
             if (per_seq * n > (1u << 30)) throw Error("bench: --parallel: the context would be too large");
-            cp.n_ctx = static_cast<uint32_t>(per_seq * n);
+            // -c, as in `serve -c`: all cells, split into one stream per sequence (stream size can cost time).
+            cp.n_ctx = static_cast<uint32_t>(std::max<uint64_t>(per_seq * n, p.n_ctx));
             cp.n_seq_max = n;
             cp.n_batch = std::max({1u, p.n_batch, n});
             cp.n_ubatch = std::max({1u, p.n_ubatch, n});

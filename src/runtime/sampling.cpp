@@ -160,6 +160,21 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits) cons
 }
 
 int32_t Sampler::sample(std::span<const float> logits) {
+    const SamplingParams & p = params_;
+    if (p.temperature <= 0 && p.repeat_penalty == 1 && p.frequency_penalty == 0 && p.presence_penalty == 0) {
+        // Greedy without penalties (what servers see most): the argmax in one pass, without the candidate copy
+        // distribution() makes; the same winner (lowest id on ties) and the same errors.
+        if (logits.empty()) throw Error("sampling: empty logits row");
+        size_t best = 0;
+        for (size_t i = 0; i < logits.size(); ++i) {
+            const float l = logits[i];
+            if (std::isnan(l) || l == INFINITY) {
+                throw Error("sampling: logits[" + std::to_string(i) + "] is " + (std::isnan(l) ? "NaN" : "+inf"));
+            }
+            if (l > logits[best]) best = i;
+        }
+        return static_cast<int32_t>(best);
+    }
     const std::vector<TokenProb> dist = distribution(logits);
     if (dist.size() == 1) return dist.front().id;
     const double u = next_uniform();

@@ -147,6 +147,11 @@ std::string metrics_text(const SchedulerStats & st, uint32_t n_slots, uint64_t h
     metric("slots_busy", "gauge", "slots running a request", static_cast<double>(st.slots_busy));
     metric("slots_total", "gauge", "slots", n_slots);
     metric("decode_steps_total", "counter", "scheduler steps (decode calls)", static_cast<double>(st.steps));
+    metric("decode_seconds_total", "counter", "time in decode calls", step_s);
+    metric("prefill_decode_seconds_total", "counter", "time in decode calls that prefilled", prefill_s);
+    metric("scheduler_busy_seconds_total", "counter",
+           "scheduler time in steps: decode calls plus admission, sampling, streaming and snapshots",
+           static_cast<double>(st.busy_us) * 1e-6);
     metric("prompt_tokens_per_second", "gauge", "prompt tokens prefilled per second of steps that prefilled",
            prefill_s > 0 ? static_cast<double>(st.prompt_tokens_decoded) / prefill_s : 0.0);
     metric("decode_tokens_per_second", "gauge", "tokens generated per second of all steps",

@@ -177,8 +177,13 @@ void Scheduler::run() {
             if (stopping_) break;
         }
         try {
+            const auto t0 = Clock::now();
             admit();
-            step();
+            const bool stepped = step();
+            if (stepped) {
+                stats_.busy_us +=
+                    static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count());
+            }
         } catch (const std::exception & e) {
             // Nothing may take the server down: the requests in flight fail, their slots are freed.
             std::fprintf(stderr, "serve: scheduler error: %s\n", e.what());

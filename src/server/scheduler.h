@@ -92,6 +92,7 @@ struct SchedulerStats {
     std::atomic<uint64_t> cache_bytes{0}, cache_entries{0};
     std::atomic<uint64_t> queue_length{0}, slots_busy{0};
     std::atomic<uint64_t> steps{0}, step_us{0}, prefill_step_us{0};
+    std::atomic<uint64_t> busy_us{0};  // the scheduler thread's time in admit() and step() (decode, sampling, snapshots)
 };
 
 enum class SubmitStatus { Ok, QueueFull, ShuttingDown };

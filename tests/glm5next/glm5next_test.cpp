@@ -295,6 +295,38 @@ TEST(Glm5Next, ResultsDoNotDependOnTheThreadCount) {
     expect_close("3 threads vs 1", decode(one, 0, toks, 9), decode(three, 0, toks, 9), 0.0);
 }
 
+// A step of several sequences, one token each (how a server decodes), takes another path through the KDA layers
+// (every conv first, then all (sequence, head) pairs on the pool): each sequence's logits equal its own run alone,
+// bit for bit, with 1 and 2 threads.
+TEST(Glm5Next, StepsOfOneTokenPerSequenceEqualEachSequenceAlone) {
+    constexpr int32_t kSeqs = 4, kSteps = 6;
+    std::vector<std::vector<int32_t>> prompt, gen;
+    for (int32_t s = 0; s < kSeqs; ++s) {
+        prompt.push_back(tokens(20 + 7 * s, 200 + s));
+        gen.push_back(tokens(kSteps, 300 + s));
+    }
+    for (int threads : {1, 2}) {
+        SCOPED_TRACE(threads);
+        ContextParams p = params(kSeqs);
+        p.n_threads = threads;
+        Context together(tiny(), p);
+        for (int32_t s = 0; s < kSeqs; ++s) decode(together, s, prompt[s]);
+        std::vector<Rows> got(kSeqs);
+        const int32_t n_vocab = together.model().n_vocab();
+        for (int32_t step = 0; step < kSteps; ++step) {
+            std::vector<BatchToken> b;
+            for (int32_t s = 0; s < kSeqs; ++s) b.push_back({gen[s][step], together.seq_pos_max(s) + 1, {s}, true});
+            ASSERT_TRUE(together.decode(b).ok());
+            for (int32_t s = 0; s < kSeqs; ++s) got[s].emplace_back(together.logits(s), together.logits(s) + n_vocab);
+        }
+        for (int32_t s = 0; s < kSeqs; ++s) {
+            Context alone(tiny(), params());
+            decode(alone, 0, prompt[s]);
+            expect_close("one token per sequence vs alone", decode(alone, 0, gen[s], 1), got[s], 0.0);
+        }
+    }
+}
+
 TEST(Glm5Next, UnifiedEqualsPerSequenceStreams) {
     auto run = [](bool unified) {
         Context ctx(tiny(), params(4, unified));

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -52,10 +53,15 @@ inline void absorb(float & n, float & h, Token t) {
     h = (float)std::fmod((double)h * 31.0 + (double)t + 1.0, 65521.0);
 }
 
-// Signature a pooled key carries: its member cells in order and the first member's position.
-inline float pool_signature(std::span<const uint32_t> members) {
+// Signature a pooled key carries (the first member's position goes next to it).
+// A pooled key depends on its members' raw keys, in order, not on where they are stored: a restore that moves the
+// cells keeps the pooled keys it saved, as a real model's would be. The raw key here is (token, pos at writing).
+inline float pool_signature(HybridMemory & mem, std::span<const uint32_t> members) {
     double sig = 0;
-    for (size_t k = 0; k < members.size(); ++k) sig = std::fmod(sig * 7.0 + members[k] + 1.0, 1048573.0);
+    for (uint32_t c : members) {
+        const float * raw = (const float *)mem.idx_row(0, c);
+        sig = std::fmod(sig * 7.0 + raw[0] * 3.0 + raw[1] + 1.0, 1048573.0);
+    }
     return (float)sig;
 }
 
@@ -78,9 +84,12 @@ inline void fake_forward(const Plan & plan, HybridMemory & mem) {
     }
     for (const NewPool & np : plan.new_pools) {
         float * idx = (float *)mem.idx_row(0, np.rep);
-        idx[2] = pool_signature(np.members);
+        idx[2] = pool_signature(mem, np.members);
         idx[3] = (float)np.pos4[0];
     }
+    // As the model does before scoring: the pooled keys in pool order of each sequence of the ubatch.
+    if (shape.idx_width > 0 && mem.params().kpool > 0)
+        for (const TokenPlan & t : plan.tokens) (void)mem.pool_keys(0, t.seq);
     if (shape.n_recr_layers == 0) return;
     for (const SeqGroup & g : plan.groups) {
         float * st = mem.conv_state(0, g.row);
@@ -152,8 +161,24 @@ namespace offgrid::memory::test {
 
 // Every pool of every sequence has the right pooled key in its rep row (written by fake_forward), and every
 // present sequence's recurrent state holds exactly its tokens. Returns "" or what is wrong.
+// Storage::pool_keys of every sequence equals the pooled parts of its rep rows, key for key.
+inline std::string check_pool_keys(HybridMemory & mem) {
+    if (mem.params().kpool == 0 || mem.params().shape.idx_width == 0) return "";
+    for (SeqId s = 0; s < (SeqId)mem.params().n_seq_max; ++s) {
+        const SeqLayout & sq = mem.layout().seq(s);
+        const RowTable keys = mem.pool_keys(0, s);
+        const size_t part = mem.kv().idx_row_bytes() / 2;
+        if (!sq.reps.empty() && (keys.base == nullptr || keys.stride != part)) return "seq " + std::to_string(s) + ": no pool keys";
+        for (size_t k = 0; k < sq.reps.size(); ++k)
+            if (std::memcmp(keys.row((uint32_t)k), (const uint8_t *)mem.idx_row(0, sq.reps[k]) + part, part) != 0)
+                return "seq " + std::to_string(s) + " pool " + std::to_string(k) + ": pool_keys differs from the rep row";
+    }
+    return "";
+}
+
 inline std::string check_contents(HybridMemory & mem) {
     const uint32_t kpool = mem.params().kpool;
+    if (std::string e = check_pool_keys(mem); !e.empty()) return e;
     for (SeqId s = 0; s < (SeqId)mem.params().n_seq_max; ++s) {
         const SeqLayout & sq = mem.layout().seq(s);
         if (kpool > 0) {
@@ -163,7 +188,7 @@ inline std::string check_contents(HybridMemory & mem) {
                 std::vector<uint32_t> members;
                 for (uint32_t m = 0; m < kpool; ++m) members.push_back(sq.cells[sq.pools[k] + m].cell);
                 const float * row = (const float *)mem.idx_row(0, members.back());
-                if (row[2] != pool_signature(members) || row[3] != (float)sq.cells[sq.pools[k]].pos)
+                if (row[2] != pool_signature(mem, members) || row[3] != (float)sq.cells[sq.pools[k]].pos)
                     return "seq " + std::to_string(s) + " pool " + std::to_string(k) + " (rep cell " +
                            std::to_string(members.back()) + ") holds a stale pooled key";
             }

@@ -92,6 +92,7 @@ public:
     std::string check_contents_pools() {
         HybridMemory & mem = *mem_;
         const uint32_t kpool = cfg_.kpool;
+        if (std::string e = check_pool_keys(mem); !e.empty()) return e;
         for (SeqId s = 0; s < (SeqId)cfg_.n_seq_max; ++s) {
             const SeqLayout & sq = mem.layout().seq(s);
             for (size_t k = 0; k < sq.pools.size(); ++k) {
@@ -99,7 +100,7 @@ public:
                 std::vector<uint32_t> members;
                 for (uint32_t m = 0; m < kpool; ++m) members.push_back(sq.cells[sq.pools[k] + m].cell);
                 const float * row = (const float *)mem.idx_row(0, members.back());
-                if (row[2] != pool_signature(members) || row[3] != (float)sq.cells[sq.pools[k]].pos)
+                if (row[2] != pool_signature(mem, members) || row[3] != (float)sq.cells[sq.pools[k]].pos)
                     return "seq " + std::to_string(s) + " pool " + std::to_string(k) + " holds a stale pooled key";
             }
         }

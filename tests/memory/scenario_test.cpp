@@ -96,14 +96,14 @@ TEST(Scenario, T33_SequenceStateOfASeparateStream) {
     EXPECT_EQ(state_save(mem, 2).size(), kHeaderBytes + 4 + 3 * kFrame + 4 * 4);
 }
 
-// T34: the reference's blob starts with its own magic and records; ours with "OGMS", version 3, kind 1 and the
+// T34: the reference's blob starts with its own magic and records; ours with "OGMS", version 4, kind 1 and the
 // shape, then per cell (pos, shift, x, y, token, n_seq, seq ids).
 TEST(Scenario, T34_SequenceStateHeaderAndRecords) {
     HybridMemory mem(small_params());
     dec(mem, 0, 0, 3);
     const Bytes b = state_save(mem, 0);
     EXPECT_EQ(std::string(b.begin(), b.begin() + 4), "OGMS");
-    EXPECT_EQ(u32_at(b, 4), 3u);   // version
+    EXPECT_EQ(u32_at(b, 4), 4u);   // version
     EXPECT_EQ(u32_at(b, 8), 1u);   // kind: one sequence
     EXPECT_EQ(u32_at(b, 12), 0u);  // flags
     EXPECT_EQ(i32_at(b, 16), 0);   // source sequence
@@ -125,7 +125,7 @@ TEST(Scenario, T34_SequenceStateHeaderAndRecords) {
 
 // T35: the size of a sequence state follows from the documented format, independently of the code:
 // header + checksum + 3 section frames + [count + c records + L (K and V rows)] + [count + per state (seq, pos,
-// snaps, planes)] + indexer rows.
+// snaps, planes)] + [the sequence's staleness mark + indexer rows].
 TEST(Scenario, T35_SequenceStateSize) {
     for (uint32_t n_rs : {0u, 3u}) {
         HybridMemory mem(small_params(64, 4, true, n_rs, 16, 2));
@@ -134,7 +134,7 @@ TEST(Scenario, T35_SequenceStateSize) {
         const size_t record = 7 * 4;                      // one sequence per cell
         const size_t plane_floats = 2 + 1;                // conv 2 + ssm 1, one recurrent layer, no PLE
         const size_t expected = kHeaderBytes + 4 + 3 * kFrame + 4 + c * record + layers * c * (k_row + v_row) + 4 +
-                                (12 + (1 + n_rs) * plane_floats * 4) + layers * c * idx_row;
+                                (12 + (1 + n_rs) * plane_floats * 4) + 4 + layers * c * idx_row;
         EXPECT_EQ(state_save(mem, 0).size(), expected) << "n_rs_seq " << n_rs;
     }
 }

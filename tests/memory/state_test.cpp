@@ -141,6 +141,42 @@ TEST(State, T43_WholeSaveClearRestoreSave) {
     EXPECT_EQ(check_contents(mem), "");
 }
 
+// Version 4: the saved pooled keys come back with their staleness marks, so a restored sequence is not pooled again
+// (the first decode after restoring a 64k context used to re-pool 16k pools per layer); a mark saved while a
+// sequence was stale still makes the next decode pool those pools. check_contents reads the pooled keys themselves.
+TEST(State, RestoreKeepsPooledKeysAndStalenessMarks) {
+    for (SeqId dst : {-1, 0, 3}) {
+        HybridMemory mem(small_params(64, 4, true, 0, 16, 4, true, false));
+        dec(mem, 1, 0, 5);   // another sequence first, so seq 0's cells do not start at 0
+        dec(mem, 0, 0, 10);  // two pools
+        const SeqId src = dst < 0 ? -1 : 0;
+        const Bytes clean = state_save(mem, src);
+        ASSERT_TRUE(mem.seq_rm(0, 2, 3));  // both pools regroup: (0 1 3 4), (5 6 7 8), stale from 2
+        ASSERT_EQ(mem.layout().stale(0), 2);
+        const Bytes stale = state_save(mem, src);
+        dec(mem, 0, 10, 1);  // seq 0 pooled again, so below only the restored sequence can have stale pools
+        const SeqId seq = dst < 0 ? 0 : dst;
+        for (const Bytes * b : {&clean, &stale}) {
+            if (dst >= 0) mem.seq_rm(dst, -1, -1);
+            state_load(mem, *b, dst);
+            EXPECT_EQ(mem.layout().stale(seq), b == &clean ? kPosInf : 2) << dst;
+            EXPECT_EQ(check_contents(mem), "") << dst;
+            const Pos next = mem.kv().seq_pos_max(seq) + 1;
+            Batch one;
+            one.tokens = {500};
+            one.pos = {next};
+            one.seqs = {{seq}};
+            ASSERT_EQ(mem.begin(one).status, DecodeStatus::Ok);
+            const Plan & plan = mem.apply();
+            // The token completes no pool (11 or 10 entries): clean pools nothing, stale pools its two pools.
+            EXPECT_EQ(plan.new_pools.size(), b == &clean ? 0u : 2u) << dst;
+            fake_forward(plan, mem);
+            mem.finish();
+            EXPECT_EQ(check_contents(mem), "") << dst;
+        }
+    }
+}
+
 TEST(State, T44_OtherStreamLayoutRefusedUnchanged) {
     HybridMemory unified(small_params(64, 2, true));
     dec(unified, 0, 0, 3);
@@ -225,11 +261,11 @@ TEST(State, OlderVersionsRefused) {
     HybridMemory mem(small_params());
     dec(mem, 0, 0, 3);
     Bytes b = state_save(mem, 0);
-    for (const uint32_t v : {1u, 2u}) {
+    for (const uint32_t v : {1u, 2u, 3u}) {
         std::memcpy(b.data() + 4, &v, 4);
         const std::string e = load_error(mem, b, 0);
-        EXPECT_NE(e.find("version " + std::to_string(v) + ", this build reads version 3 only (older states carry no "
-                         "checksums"), std::string::npos) << e;
+        EXPECT_NE(e.find("version " + std::to_string(v) + ", this build reads version 4 only (older states lack "
+                         "checksums or staleness marks"), std::string::npos) << e;
         EXPECT_EQ(span(mem, 0), PP(0, 2));
     }
 }

@@ -159,6 +159,18 @@ TEST(AttnRows, ScoreEveryLevelMatchesTwinAndSlicesGiveTheSameBits) {
                         EXPECT_EQ(0, std::memcmp(one.data(), &got[i * rows.size()], rows.size() * sizeof(float)))
                             << isa_name(isa) << " query " << i;
                     }
+                    // The same keys stored one after the other (rows null, as memory::Storage::pool_keys hands
+                    // them out): the same bits, also over slices.
+                    const size_t kb = dim * es;
+                    std::vector<uint8_t> packed(rows.size() * kb);
+                    for (size_t p = 0; p < rows.size(); ++p) std::memcpy(&packed[p * kb], keys.row(rows[p], dim), kb);
+                    std::vector<float> in_order(want.size());
+                    for (size_t p0 = 0; p0 < rows.size(); p0 += 64) {
+                        const size_t n = std::min<size_t>(64, rows.size() - p0);
+                        score(q.data(), n_q, heads * dim, heads, dim, &packed[p0 * kb], kb, nullptr, n,
+                              in_order.data() + p0, rows.size());
+                    }
+                    EXPECT_EQ(0, std::memcmp(in_order.data(), got.data(), got.size() * sizeof(float))) << isa_name(isa);
                 }
             }
         }

@@ -41,10 +41,11 @@ std::vector<ElemType> tested_types() {
     return out;
 }
 
-// Row widths: whole blocks, and for plain types also widths with a partial SIMD vector at the end.
+// Row widths: whole blocks, and for plain types also widths with a partial SIMD vector at the end, and rows
+// whose last summation block (128 elements in the avx2 kernels) is partial: 200, 333.
 std::vector<int64_t> widths(ElemType type) {
     const int64_t b = tensor::traits(type).block_size;
-    if (b == 1) return {1, 7, 16, 37, 64, 100, 1024};
+    if (b == 1) return {1, 7, 8, 13, 16, 24, 29, 37, 64, 100, 200, 333, 1024};
     return {b, 2 * b, 3 * b, 7 * b, std::max<int64_t>(b, 1024 / b * b)};
 }
 

@@ -221,6 +221,29 @@ TEST(Sampling, RejectsInvalidParameters) {
     })));
 }
 
+// Greedy without penalties takes a one-pass argmax; it must pick what the full chain picks (ties to the lowest id,
+// signed zeros equal) and fail the same way.
+TEST(Sampling, GreedyFastPathEqualsTheChain) {
+    SamplingParams p = plain();
+    p.temperature = 0;
+    Sampler fast(p);
+    uint32_t x = 7;
+    for (int round = 0; round < 50; ++round) {
+        std::vector<float> l(300);
+        for (auto & v : l) {
+            x = x * 1664525u + 1013904223u;
+            v = static_cast<float>(static_cast<int>(x >> 28) - 8);  // few distinct values: many ties
+        }
+        if (round % 5 == 0) l[static_cast<size_t>(round)] = -0.0f;
+        if (round % 7 == 0) l[3] = -INFINITY;
+        EXPECT_EQ(fast.sample(l), fast.distribution(l).front().id) << "round " << round;
+    }
+    expect_error([&] { fast.sample(std::vector<float>{0, NAN}); }, "logits[1] is NaN");
+    expect_error([&] { fast.sample(std::vector<float>{3, INFINITY}); }, "logits[1] is +inf");
+    expect_error([&] { fast.sample(std::vector<float>{}); }, "empty");
+    EXPECT_EQ(fast.sample(std::vector<float>{-INFINITY, -INFINITY}), 0);
+}
+
 TEST(Sampling, RejectsBadLogits) {
     Sampler s(plain());
     expect_error([&] { s.sample(std::vector<float>{}); }, "empty");

@@ -62,6 +62,12 @@ TEST(Load, ThirtyTwoClientsTimesEightRequests) {
     EXPECT_EQ(metric(s, "queue_length"), 0);
     EXPECT_EQ(metric(s, "requests_total"), 256);
     EXPECT_EQ(metric(s, "requests_failed_total"), 0);
+    // The time counters: steps ran, prefilling steps are a part of all steps, the scheduler's busy time covers them.
+    const double decode_s = metric(s, "decode_seconds_total"), prefill_s = metric(s, "prefill_decode_seconds_total");
+    EXPECT_GT(decode_s, 0);
+    EXPECT_GT(prefill_s, 0);
+    EXPECT_LE(prefill_s, decode_s);
+    EXPECT_GE(metric(s, "scheduler_busy_seconds_total"), decode_s);
     EXPECT_EQ(s.stop(), 0);
 }
 

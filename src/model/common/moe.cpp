@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "ops/matmul_group.h"
+#include "ops/thread_pool.h"
 
 namespace offgrid::model::common {
 
@@ -127,30 +128,41 @@ void run_experts(const ExpertWeights & m, size_t n_expert, size_t n_ff, const fl
     }
     ops::matmul_group(s.tasks, pool);
 
-    // SwiGLU per slot, then the down products.
+    // SwiGLU per slot (expert slots, then the shared expert's tokens) on the pool: every element is computed
+    // alike on any thread; then the down products.
+    {
+        const float * const gu_all = s.gu.data();
+        float * const h_all = s.h.data();
+        float * const sg = shared ? s.sg.data() : nullptr;
+        const float * const su = shared ? s.su.data() : nullptr;
+        ops::parallel_for(pool, S + (shared ? T : 0), [&](size_t q0, size_t q1) {
+            for (size_t q = q0; q < q1; ++q) {
+                if (q >= S) {
+                    const size_t t = q - S;
+                    for (size_t j = 0; j < n_sh; ++j) {
+                        const size_t i = t * n_sh + j;
+                        sg[i] = swiglu(sg[i] * shared->gate_scale, su[i] * shared->up_scale, shared->clamp_limit);
+                    }
+                    continue;
+                }
+                const size_t e = r.chosen[s.slots[q]], n = s.count[e], at = s.first[e], i = q - at;
+                const float * gu = gu_all + at * 2 * n_ff;
+                // fused: token i's row is [gate | up]; separate: all gates, then all ups.
+                const float * g = m.fused_gate_up ? gu + i * 2 * n_ff : gu + i * n_ff;
+                const float * u = m.fused_gate_up ? g + n_ff : gu + (n + i) * n_ff;
+                float * h = h_all + q * n_ff;
+                for (size_t j = 0; j < n_ff; ++j) h[j] = swiglu(g[j] * m.gate_scale[e], u[j] * m.up_scale[e], clamp_limit);
+            }
+        }, 4);
+    }
     s.tasks.clear();
     for (size_t e = 0; e < n_expert; ++e) {
         const size_t n = s.count[e], at = s.first[e];
         if (n == 0) continue;
-        const float * gu = &s.gu[at * 2 * n_ff];
-        float * h = &s.h[at * n_ff];
-        for (size_t i = 0; i < n; ++i) {
-            // fused: token i's row is [gate | up]; separate: all gates, then all ups.
-            const float * g = m.fused_gate_up ? gu + i * 2 * n_ff : gu + i * n_ff;
-            const float * u = m.fused_gate_up ? g + n_ff : gu + (n + i) * n_ff;
-            for (size_t j = 0; j < n_ff; ++j) {
-                h[i * n_ff + j] = swiglu(g[j] * m.gate_scale[e], u[j] * m.up_scale[e], clamp_limit);
-            }
-        }
-        s.tasks.push_back({m.down.row_slice(static_cast<int64_t>(e * E), static_cast<int64_t>(E)), h,
+        s.tasks.push_back({m.down.row_slice(static_cast<int64_t>(e * E), static_cast<int64_t>(E)), &s.h[at * n_ff],
                            static_cast<int64_t>(n), &s.d[at * E]});
     }
-    if (shared) {
-        for (size_t i = 0; i < T * n_sh; ++i) {
-            s.sg[i] = swiglu(s.sg[i] * shared->gate_scale, s.su[i] * shared->up_scale, shared->clamp_limit);
-        }
-        s.tasks.push_back({shared->down, s.sg.data(), static_cast<int64_t>(T), shared->out});
-    }
+    if (shared) s.tasks.push_back({shared->down, s.sg.data(), static_cast<int64_t>(T), shared->out});
     ops::matmul_group(s.tasks, pool);
 
     for (size_t e = 0; e < n_expert; ++e) {

@@ -151,6 +151,17 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const size_t k_elem = elem_size(type_k), v_elem = elem_size(type_v);
     const ops::CacheTable pooled{qsa ? idx_table.base + Di * elem_size(type_idx) : nullptr, idx_table.stride, type_idx};
 
+    // Each sequence's pooled keys in pool order, taken after this layer's new pools are written (the memory copies
+    // the keys it has not copied yet); a storage that keeps none leaves base null and scoring reads the rep rows.
+    std::vector<std::pair<memory::SeqId, memory::RowTable>> pool_keys;
+    if (qsa && !b.qsa_dense) {
+        for (const memory::TokenPlan & tp : b.plan.tokens) {
+            if (tp.n_pools <= budget) continue;
+            if (std::none_of(pool_keys.begin(), pool_keys.end(), [&](const auto & e) { return e.first == tp.seq; }))
+                pool_keys.emplace_back(tp.seq, b.storage.pool_keys(li, tp.seq));
+        }
+    }
+
     constexpr size_t kQueryBlock = 16;
     std::vector<std::pair<size_t, size_t>> blocks;
     for (size_t t = 0; t < T;) {
@@ -220,10 +231,19 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         std::vector<float> & scores = tl_scores;
         std::vector<uint32_t> & scratch = tl_scratch, & picked = tl_picked, & cells = tl_cells;
         if (n_score > 0) {
+            memory::RowTable in_order;
+            for (const auto & [seq, table] : pool_keys)
+                if (seq == b.plan.tokens[t0].seq) in_order = table;
             scores.resize((t1 - t0) * n_score);
             ops::parallel_for(inner, n_score, [&](size_t p0, size_t p1) {
-                ops::score_pool_rows(&qi[t0 * Hi * Di], t1 - t0, Hi * Di, Hi, Di, pooled, view.reps.data() + p0,
-                                     p1 - p0, scores.data() + p0, n_score);
+                if (in_order.base) {
+                    const ops::CacheTable keys{in_order.row(static_cast<uint32_t>(p0)), in_order.stride, type_idx};
+                    ops::score_pool_rows(&qi[t0 * Hi * Di], t1 - t0, Hi * Di, Hi, Di, keys, nullptr, p1 - p0,
+                                         scores.data() + p0, n_score);
+                } else {
+                    ops::score_pool_rows(&qi[t0 * Hi * Di], t1 - t0, Hi * Di, Hi, Di, pooled, view.reps.data() + p0,
+                                         p1 - p0, scores.data() + p0, n_score);
+                }
             }, 512);
         }
         for (size_t t = t0; t < t1; ++t) {

@@ -67,10 +67,16 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         // A decode step of several sequences: every conv first (snapshots are due only before the token), then
         // one parallel region over every (sequence, head) pair instead of one region per sequence.
         std::vector<float> cs(groups.size() * conv_dim);
-        for (size_t gi = 0; gi < groups.size(); ++gi) {
-            snapshot_if_due(groups[gi], 0, copy_row);
-            conv_token(b.storage.conv_state(ri, groups[gi].row), groups[gi].tokens[0], &cs[gi * conv_dim]);
-        }
+        // Sequences are independent up to here too: each one's snapshot and conv on the pool. The first access of a
+        // call to a sequence's rows of this layer also copies them into the memory's undo journal
+        // (recurrent_cache.h), half a MiB on the bench shape; distinct groups have distinct slots, so those copies
+        // run side by side.
+        ops::parallel_for(b.pool, groups.size(), [&](size_t begin, size_t end) {
+            for (size_t gi = begin; gi < end; ++gi) {
+                snapshot_if_due(groups[gi], 0, copy_row);
+                conv_token(b.storage.conv_state(ri, groups[gi].row), groups[gi].tokens[0], &cs[gi * conv_dim]);
+            }
+        });
         ops::parallel_for(b.pool, groups.size() * Hv, [&](size_t begin, size_t end) {
             for (size_t k = begin; k < end; ++k) {
                 const memory::SeqGroup & g = groups[k / Hv];

@@ -19,7 +19,8 @@ namespace offgrid::ops::cpu {
 
 struct AttnRowKernels {
     // Indexer scores of n_q queries against n pooled keys: query i has n_heads heads of dim floats at
-    // q + i * q_stride (head h at + h * dim); key p is dim elements (f32 or f16) at base + rows[p] * stride.
+    // q + i * q_stride (head h at + h * dim); key p is dim elements (f32 or f16) at base + rows[p] * stride
+    // (rows null: at base + p * stride, keys in order, read as a stream).
     //   out[i * out_stride + p] = sum over h in order of relu(q_ih . key_p)
     void (*score_f32)(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
                       size_t stride, const uint32_t * rows, size_t n, float * out, size_t out_stride) = nullptr;

@@ -50,7 +50,7 @@ void score(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t 
     if (dim > kAttnMaxDim) throw std::invalid_argument("score: indexer head wider than kAttnMaxDim");
     alignas(64) float buf0[kAttnMaxDim], buf1[kAttnMaxDim];
     const size_t bytes = row_bytes<F16>(dim);
-    auto row = [&](size_t p) { return base + static_cast<size_t>(rows[p]) * stride; };
+    auto row = [&](size_t p) { return base + (rows ? static_cast<size_t>(rows[p]) : p) * stride; };
     // Two pools at a time: each query head vector is loaded once for both keys (dots_pair); a lone last pool
     // goes through dots. Every (query, pool) value is still one relu-sum of the level's dots.
     size_t p = 0;

@@ -2,12 +2,19 @@
 // reached only through the dispatch when active_isa() allows it.
 //
 // Reduction order (the same in vec_dot and dot_tile, which makes the tile bit-identical):
-//  - F32 / F16 / BF16: one 8-lane accumulator, lane j sums the elements i = j (mod 8) in index order (the last
-//    partial vector zero-padded), then a fixed horizontal sum.
-//  - Q8_0 against f32 activations: like the float types (lane j sums elements j mod 8), each weight widened to
-//    d * q in registers (the same float product as dequantize_row), walked block by block.
+//  - F32 / F16 / BF16: the row in blocks of 128 elements; per block a fresh 8-lane accumulator, lane j summing the
+//    block's elements i = j (mod 8) in index order (the last partial vector zero-padded); the blocks' sums added
+//    in order into an 8-lane total; then a fixed horizontal sum. One running accumulator over a whole row was
+//    a rounding chain of n / 8 steps: the f16-weight GLM model came out 1.18e-4 from its double-precision
+//    reference (scalar 6.3e-5, avx512 4.9e-5), over its test's 1e-4; now 5.0e-5. With blocks a chain is at most
+//    16 + n / 128 steps. Two interleaved accumulators would halve it too, but the 4-row x 2-token prompt tile
+//    then needs 16 accumulators (it ran 25-35 % slower in bench_kernels); block totals are touched once per
+//    block and may live in memory (blocks of 64 cost the tile 8-17 %, 128 nothing measurable).
+//  - Q8_0 against f32 activations: like the float types (a block of 128 elements = four Q8_0 blocks), each weight
+//    widened to d * q in registers (the same float product as dequantize_row), walked block by block.
 //  - Q8_0 against Q8_0 activations (the int8 variant): per block the exact integer dot as 8 int32 lanes (maddubs + madd), converted to float and
 //    multiplied-added with d_w * d_x into one 8-lane accumulator, then the same horizontal sum.
+#include <algorithm>
 #include <cstring>
 
 #include "ops/cpu/kernels_float.h"
@@ -77,17 +84,25 @@ inline float q8_scale_of(const uint8_t * block) {
     return _cvtsh_ss(bits);
 }
 
+// Elements per block of the float kernels' summation (see the top of the file).
+constexpr int64_t kSumBlock = 128;
+
 template <typename L>
 float vec_dot_float(const void * w, const void * xv, int64_t n) {
     const auto * x = static_cast<const float *>(xv);
-    __m256 acc = _mm256_setzero_ps();
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) acc = _mm256_fmadd_ps(L::full(w, i), _mm256_loadu_ps(x + i), acc);
-    if (i < n) {
-        const int c = static_cast<int>(n - i);
-        acc = _mm256_fmadd_ps(L::tail(w, i, c), LoadF32::tail(x, i, c), acc);
+    __m256 total = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n;) {
+        const int64_t end = std::min(n, i + kSumBlock);
+        __m256 acc = _mm256_setzero_ps();
+        for (; i + kLanes <= end; i += kLanes) acc = _mm256_fmadd_ps(L::full(w, i), _mm256_loadu_ps(x + i), acc);
+        if (i < end) {
+            const int c = static_cast<int>(end - i);
+            acc = _mm256_fmadd_ps(L::tail(w, i, c), LoadF32::tail(x, i, c), acc);
+            i = end;
+        }
+        total = _mm256_add_ps(total, acc);
     }
-    return hsum(acc);
+    return hsum(total);
 }
 
 // Four weight rows by NT (<= 2) tokens: 8 accumulators, the weights loaded once per step for both tokens.
@@ -103,30 +118,38 @@ inline void prefetch_ahead(const uint8_t * w, size_t w_stride, size_t offset, si
 template <typename L, int NT>
 void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                  size_t y_stride) {
-    __m256 acc[4][NT];
-    for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
     const float * x[NT];
     for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
-    int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-        if constexpr (NT == 1) prefetch_ahead(w, w_stride, static_cast<size_t>(i) * 4 * L::kBytes, 4 * kLanes * L::kBytes);
-        __m256 xv[NT];
-        for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x[t] + i);
-        for (int r = 0; r < 4; ++r) {
-            const __m256 wv = L::full(w + r * w_stride, i);
-            for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+    __m256 total[4][NT];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) total[r][t] = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n;) {
+        const int64_t end = std::min(n, i + kSumBlock);
+        __m256 acc[4][NT];
+        for (int r = 0; r < 4; ++r)
+            for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+        for (; i + kLanes <= end; i += kLanes) {
+            if constexpr (NT == 1) prefetch_ahead(w, w_stride, static_cast<size_t>(i) * 4 * L::kBytes, 4 * kLanes * L::kBytes);
+            __m256 xv[NT];
+            for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x[t] + i);
+            for (int r = 0; r < 4; ++r) {
+                const __m256 wv = L::full(w + r * w_stride, i);
+                for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);
+            }
         }
-    }
-    if (i < n) {
-        const int c = static_cast<int>(n - i);
-        for (int r = 0; r < 4; ++r) {
-            const __m256 wv = L::tail(w + r * w_stride, i, c);
-            for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_fmadd_ps(wv, LoadF32::tail(x[t], i, c), acc[r][t]);
+        if (i < end) {
+            const int c = static_cast<int>(end - i);
+            for (int r = 0; r < 4; ++r) {
+                const __m256 wv = L::tail(w + r * w_stride, i, c);
+                for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_fmadd_ps(wv, LoadF32::tail(x[t], i, c), acc[r][t]);
+            }
+            i = end;
         }
+        for (int r = 0; r < 4; ++r)
+            for (int t = 0; t < NT; ++t) total[r][t] = _mm256_add_ps(total[r][t], acc[r][t]);
     }
     for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(total[r][t]);
 }
 
 // Full-height tiles as passes of two tokens (and one for an odd count); other shapes call vec_dot, which the
@@ -149,8 +172,8 @@ void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stri
 }
 
 // ---- Q8_0 x f32, block by block ----
-// The order of the float types (lane j sums elements i = j mod 8 in index order), walked one block at a time
-// so each row's scale is converted once per block.
+// The order of the float types (summation blocks of kQ8PerSum Q8_0 blocks), walked one Q8_0 block at a time so
+// each row's scale is converted once per block.
 
 inline void q8_widen(const uint8_t * blk, __m256 (&wv)[4]) {
     const __m256 d = _mm256_set1_ps(q8_scale_of(blk));
@@ -160,40 +183,58 @@ inline void q8_widen(const uint8_t * blk, __m256 (&wv)[4]) {
     }
 }
 
+// Q8_0 blocks per summation block (kSumBlock elements).
+constexpr int64_t kQ8PerSum = kSumBlock / kQ8Block;
+
 float vec_dot_q8_0_f32(const void * w, const void * xv, int64_t n) {
     const auto * wb = static_cast<const uint8_t *>(w);
     const auto * x = static_cast<const float *>(xv);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / kQ8Block; ++b) {
-        __m256 wv[4];
-        q8_widen(wb + b * kQ8BlockBytes, wv);
-        for (int k = 0; k < 4; ++k) acc = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(x + b * kQ8Block + 8 * k), acc);
+    const int64_t nb = n / kQ8Block;
+    __m256 total = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb;) {
+        const int64_t end = std::min(nb, b + kQ8PerSum);
+        __m256 acc = _mm256_setzero_ps();
+        for (; b < end; ++b) {
+            __m256 wv[4];
+            q8_widen(wb + b * kQ8BlockBytes, wv);
+            for (int k = 0; k < 4; ++k) acc = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(x + b * kQ8Block + 8 * k), acc);
+        }
+        total = _mm256_add_ps(total, acc);
     }
-    return hsum(acc);
+    return hsum(total);
 }
 
 template <int NT>
 void tile4_q8_0_f32(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                     size_t y_stride) {
-    __m256 acc[4][NT];
+    __m256 total[4][NT];
     for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+        for (int t = 0; t < NT; ++t) total[r][t] = _mm256_setzero_ps();
     const float * x[NT];
     for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
-    for (int64_t b = 0; b < n / kQ8Block; ++b) {
-        if constexpr (NT == 1) prefetch_ahead(w, w_stride, static_cast<size_t>(b) * 4 * kQ8BlockBytes, 4 * kQ8BlockBytes);
-        for (int r = 0; r < 4; ++r) {
-            __m256 wv[4];
-            q8_widen(w + r * w_stride + b * kQ8BlockBytes, wv);
-            for (int k = 0; k < 4; ++k) {
-                for (int t = 0; t < NT; ++t) {
-                    acc[r][t] = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(x[t] + b * kQ8Block + 8 * k), acc[r][t]);
+    const int64_t nb = n / kQ8Block;
+    for (int64_t b = 0; b < nb;) {
+        const int64_t end = std::min(nb, b + kQ8PerSum);
+        __m256 acc[4][NT];
+        for (int r = 0; r < 4; ++r)
+            for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
+        for (; b < end; ++b) {
+            if constexpr (NT == 1) prefetch_ahead(w, w_stride, static_cast<size_t>(b) * 4 * kQ8BlockBytes, 4 * kQ8BlockBytes);
+            for (int r = 0; r < 4; ++r) {
+                __m256 wv[4];
+                q8_widen(w + r * w_stride + b * kQ8BlockBytes, wv);
+                for (int k = 0; k < 4; ++k) {
+                    for (int t = 0; t < NT; ++t) {
+                        acc[r][t] = _mm256_fmadd_ps(wv[k], _mm256_loadu_ps(x[t] + b * kQ8Block + 8 * k), acc[r][t]);
+                    }
                 }
             }
         }
+        for (int r = 0; r < 4; ++r)
+            for (int t = 0; t < NT; ++t) total[r][t] = _mm256_add_ps(total[r][t], acc[r][t]);
     }
     for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(total[r][t]);
 }
 
 // ---- Q8_0 x Q8_0 ----
