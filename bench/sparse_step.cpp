@@ -2,8 +2,9 @@
 // and attend, for one query token on the `bench` shape (8 query heads of 128 over 2 KV heads, 4 indexer heads of
 // 128, r 4, top_k 2048, f16 rows), on synthetic cache rows. Two variants in one process, so their ratio holds on a
 // busy machine: "pointers" (per-token pointer lists, ops::score_pools, top_k + sort, attend_heads: the path before
-// issue 9) and "rows" (cells addressed through the row tables, ops::score_pool_rows, the O(n) best_pools,
-// ops::attend_rows). One thread. Prints microseconds per QSA layer and what that is per 1k tokens of context.
+// issue 9), "rows" (cells addressed through the row tables, ops::score_pool_rows over the rep rows, the O(n)
+// best_pools, ops::attend_rows) and "in order" (as "rows", the pooled keys read from one array in pool order, as
+// memory::Storage::pool_keys hands them out). One thread. Prints microseconds per QSA layer and per 1k tokens.
 //   bench_sparse_step [-d 4096,16384,65536] [-n REPS] [--warm]
 #include <algorithm>
 #include <chrono>
@@ -33,6 +34,7 @@ struct Cache {
     std::vector<uint16_t, memory::HugePageAllocator<uint16_t>> k, v, idx;  // k, v: n rows of kHkv * kD; idx: n rows of [raw | pooled], kDi each
     std::vector<memory::PosCell> cells;
     std::vector<uint32_t> pools, reps;
+    std::vector<uint16_t, memory::HugePageAllocator<uint16_t>> pooled;  // the reps' pooled halves, in pool order
 };
 
 Cache make_cache(size_t n, std::mt19937 & rng) {
@@ -50,6 +52,7 @@ Cache make_cache(size_t n, std::mt19937 & rng) {
         c.pools.push_back(static_cast<uint32_t>(p));
         c.reps.push_back(static_cast<uint32_t>(p + kR - 1));
     }
+    for (uint32_t rep : c.reps) c.pooled.insert(c.pooled.end(), &c.idx[rep * 2 * kDi + kDi], &c.idx[rep * 2 * kDi + 2 * kDi]);
     return c;
 }
 
@@ -88,12 +91,17 @@ void step_pointers(const Cache & c, const memory::TokenPlan & tp, const float * 
 
 void step_rows(const Cache & c, const memory::TokenPlan & tp, const float * q, const float * qi, float * out,
                std::vector<float> & scores, std::vector<uint32_t> & scratch, std::vector<uint32_t> & picked,
-               std::vector<uint32_t> & cells) {
+               std::vector<uint32_t> & cells, bool in_order) {
     const memory::SeqView view{c.cells, c.pools, c.reps};
     const auto * idx = reinterpret_cast<const uint8_t *>(c.idx.data());
     const ops::CacheTable pooled{idx + kDi * 2, 2 * kDi * 2, tensor::ElemType::F16};
+    const ops::CacheTable keys{reinterpret_cast<const uint8_t *>(c.pooled.data()), kDi * 2, tensor::ElemType::F16};
     scores.resize(tp.n_pools);
-    ops::score_pool_rows(qi, 1, kHi * kDi, kHi, kDi, pooled, view.reps.data(), tp.n_pools, scores.data(), 0);
+    if (in_order) {
+        ops::score_pool_rows(qi, 1, kHi * kDi, kHi, kDi, keys, nullptr, tp.n_pools, scores.data(), 0);
+    } else {
+        ops::score_pool_rows(qi, 1, kHi * kDi, kHi, kDi, pooled, view.reps.data(), tp.n_pools, scores.data(), 0);
+    }
     model::common::best_pools(scores.data(), tp.n_pools, kTopK / kR, scratch, picked);
     cells.clear();
     model::common::pool_cells(view, tp, kR, picked, true, cells);
@@ -144,10 +152,11 @@ int main(int argc, char ** argv) {
     std::printf("isa %s, one thread, best of %lld, %s, microseconds per QSA layer and decode token\n",
                 ops::cpu::isa_name(ops::cpu::active_isa()), static_cast<long long>(reps),
                 g_cold ? "cache rows read from memory (256 MiB written between repetitions)" : "warm caches");
-    std::printf("| depth | pointers us | rows us | ratio | rows us per 1k tokens |\n|---:|---:|---:|---:|---:|\n");
+    std::printf("| depth | pointers us | rows us | in order us | pointers / rows | rows / in order | in order us per 1k tokens |\n"
+                "|---:|---:|---:|---:|---:|---:|---:|\n");
     std::mt19937 rng(7);
     std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> q(kH * kD), qi(kHi * kDi), out_a(kH * kD), out_b(kH * kD);
+    std::vector<float> q(kH * kD), qi(kHi * kDi), out_a(kH * kD), out_b(kH * kD), out_c(kH * kD);
     for (auto & x : q) x = nd(rng);
     for (auto & x : qi) x = nd(rng) * 0.1f;
     std::vector<float> scores;
@@ -158,12 +167,17 @@ int main(int argc, char ** argv) {
         const memory::TokenPlan tp = last_token(c, tail);
         const double a = best_us(static_cast<int>(reps), [&] { step_pointers(c, tp, q.data(), qi.data(), out_a.data()); });
         const double b = best_us(static_cast<int>(reps), [&] {
-            step_rows(c, tp, q.data(), qi.data(), out_b.data(), scores, scratch, picked, cells);
+            step_rows(c, tp, q.data(), qi.data(), out_b.data(), scores, scratch, picked, cells, false);
+        });
+        const double o = best_us(static_cast<int>(reps), [&] {
+            step_rows(c, tp, q.data(), qi.data(), out_c.data(), scores, scratch, picked, cells, true);
         });
         double diff = 0;
         for (size_t i = 0; i < out_a.size(); ++i) diff = std::max(diff, std::fabs(double(out_a[i]) - out_b[i]));
-        std::printf("| %lld | %.1f | %.1f | %.2f | %.2f |   (max |diff| %.2g)\n", static_cast<long long>(d), a, b, a / b,
-                    b / (static_cast<double>(d) / 1024.0), diff);
+        const bool same = std::equal(out_b.begin(), out_b.end(), out_c.begin());
+        std::printf("| %lld | %.1f | %.1f | %.1f | %.2f | %.2f | %.2f |   (max |diff| %.2g; in order %s)\n",
+                    static_cast<long long>(d), a, b, o, a / b, b / o, o / (static_cast<double>(d) / 1024.0), diff,
+                    same ? "same bits" : "DIFFERS");
     }
     return 0;
 }

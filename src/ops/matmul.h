@@ -51,9 +51,23 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
 struct PreparedActivations {
     const uint8_t * data = nullptr;
     size_t stride = 0;
+    // Set by reserve_activations: the row quantiser (null when the kernel takes the f32 rows themselves) and
+    // its input.
+    void (*quantize)(const float * x, void * dst, int64_t n) = nullptr;
+    const float * x = nullptr;
+    int64_t cols = 0;
 };
 PreparedActivations prepare_activations(const Matrix & w, const float * x, int64_t n_tokens,
                                         std::vector<uint8_t> & storage);
+// prepare_activations in two steps, so the quantisation can be spread over threads: reserve_activations sizes
+// `storage` and fixes the layout (nothing quantised yet), quantize_activation_rows fills token rows [t0, t1)
+// (disjoint ranges may run on different threads; each row's bytes depend only on its own floats).
+PreparedActivations reserve_activations(const Matrix & w, const float * x, int64_t n_tokens,
+                                        std::vector<uint8_t> & storage);
+void quantize_activation_rows(const PreparedActivations & act, int64_t t0, int64_t t1);
+// Quantising fewer elements than this (tokens x width) stays on the caller; above it the rows are spread
+// over the pool first (a region of its own: the product's ranges all need every row).
+constexpr int64_t kParallelQuantElems = 32 * 1024;
 // Rows [r0, r1) of matmul(w, x, n_tokens, y) on the calling thread, with activations from
 // prepare_activations(w, x, n_tokens, ...): bit-identical to what matmul writes there (each output is the same
 // single dot whatever the range). For running several products in one parallel region (ops/matmul_group.h).

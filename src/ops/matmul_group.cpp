@@ -24,6 +24,13 @@ uint64_t tile_cost(const MatmulTask & t) {
 
 int64_t n_tiles(const MatmulTask & t) { return (t.w.rows + cpu::kTileMax - 1) / cpu::kTileMax; }
 
+// Token rows [t0, t1) of a task's activations to quantise (a unit of the parallel quantisation).
+struct QuantJob {
+    size_t task;
+    int64_t t0, t1;
+};
+constexpr int64_t kQuantJobTokens = 16;
+
 // Position in the group: task index and tile within it.
 struct Cut {
     size_t task;
@@ -40,17 +47,52 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
         bytes += t.w.row_bytes * static_cast<uint64_t>(t.w.rows);
     }
     if (total == 0) return;
-    // Each task's activations quantised once here (when its kernels want quantised rows), not once per range.
+    // Each task's activations quantised once here (when its kernels want quantised rows), not once per range,
+    // and once for all tasks that read the same rows in the same format (q/k/v, gate/up: the same input).
     thread_local std::vector<std::vector<uint8_t>> act_storage;  // the caller's; only grows
     thread_local std::vector<PreparedActivations> act_prepared;
+    thread_local std::vector<QuantJob> quant_jobs;
     if (act_storage.size() < tasks.size()) act_storage.resize(tasks.size());
-    act_prepared.resize(tasks.size());
+    act_prepared.assign(tasks.size(), PreparedActivations{});
+    std::vector<QuantJob> & jobs = quant_jobs;
+    jobs.clear();
+    int64_t quant_elems = 0;
     for (size_t i = 0; i < tasks.size(); ++i) {
         const MatmulTask & t = tasks[i];
-        if (t.n_tokens > 0 && t.w.rows > 0) act_prepared[i] = prepare_activations(t.w, t.x, t.n_tokens, act_storage[i]);
+        if (t.n_tokens <= 0 || t.w.rows == 0) continue;
+        PreparedActivations a = reserve_activations(t.w, t.x, t.n_tokens, act_storage[i]);
+        if (a.quantize != nullptr) {
+            for (size_t j = 0; j < i; ++j) {
+                const PreparedActivations & b = act_prepared[j];
+                if (b.quantize == a.quantize && b.x == a.x && b.cols == a.cols && b.stride == a.stride &&
+                    tasks[j].n_tokens == t.n_tokens) {
+                    a = b;
+                    break;
+                }
+            }
+        }
+        act_prepared[i] = a;
+    }
+    for (size_t i = 0; i < tasks.size(); ++i) {
+        const PreparedActivations & a = act_prepared[i];
+        if (a.quantize == nullptr) continue;
+        bool shared = false;  // the rows of an earlier task
+        for (size_t j = 0; j < i && !shared; ++j) shared = act_prepared[j].data == a.data;
+        if (shared) continue;
+        for (int64_t t0 = 0; t0 < tasks[i].n_tokens; t0 += kQuantJobTokens) {
+            jobs.push_back({i, t0, std::min(tasks[i].n_tokens, t0 + kQuantJobTokens)});
+        }
+        quant_elems += tasks[i].n_tokens * a.cols;
     }
     const std::vector<PreparedActivations> & acts = act_prepared;  // named outside: workers have their own
     const int threads = pool ? pool->n_threads() : 1;
+    if (threads > 1 && quant_elems >= kParallelQuantElems) {
+        pool->parallel_for(jobs.size(), [&](size_t j0, size_t j1) {
+            for (size_t j = j0; j < j1; ++j) quantize_activation_rows(acts[jobs[j].task], jobs[j].t0, jobs[j].t1);
+        });
+    } else {
+        for (const QuantJob & j : jobs) quantize_activation_rows(acts[j.task], j.t0, j.t1);
+    }
     const int parts = threads == 1 ? 1 : static_cast<int>(std::clamp<uint64_t>(
         std::min<uint64_t>(static_cast<uint64_t>(threads) * kPartsPerThread, bytes / kMinBytesPerPart), 1, kMaxGroupParts));
     auto run_range = [&](Cut from, Cut to) {

@@ -106,6 +106,57 @@ TEST(MatmulGroup, LargeGroupSplitsAcrossThreadsWithTheSameBits) {
     for (size_t i = 0; i < tasks.size(); ++i) EXPECT_EQ(got[i], expected[i]) << i;
 }
 
+TEST(Matmul, PromptProductEqualsOneDotPerOutput) {
+    // 503 Q4_K rows of 1024 (more than one 256 KB block of weight rows, a partial last tile) by 21 tokens (two
+    // full 8-token groups and a partial one): every output equals the product of its row and token alone.
+    const int64_t cols = 1024, rows = 503, tokens = 21;
+    const auto w = weight_bytes(ElemType::Q4_K, cols, rows, 300);
+    const auto x = random_floats(static_cast<size_t>(cols * tokens), 301);
+    const Matrix m = make_matrix(ElemType::Q4_K, w.data(), cols, rows);
+    for (int threads : {1, 2}) {
+        ThreadPool pool(threads);
+        std::vector<float> y(static_cast<size_t>(rows * tokens), -1.0f);
+        matmul(m, x.data(), tokens, y.data(), &pool);
+        for (int64_t t = 0; t < tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+                ASSERT_EQ(y[t * rows + r], dot_row(m, r, x.data() + t * cols)) << "row " << r << " token " << t;
+            }
+        }
+    }
+}
+
+TEST(MatmulGroup, SharedInputsAndParallelQuantisationKeepTheBits) {
+    // Prompt-sized Q4_K tasks (their activations quantised on the pool: 70 x 1024 elements each), three of them
+    // reading the same input (quantised once), one the same input with fewer tokens, one the same floats read
+    // as rows of another width.
+    const int64_t cols = 1024;
+    const auto x = random_floats(static_cast<size_t>(cols * 70), 8);
+    const std::vector<Shape> shapes = {{cols, 40, 70}, {cols, 13, 70}, {cols, 64, 33}, {512, 20, 70}, {cols, 9, 70}};
+    const std::vector<const float *> inputs = {x.data(), x.data(), x.data(), x.data(), x.data()};  // 512: another layout
+    std::vector<std::vector<uint8_t>> weights;
+    std::vector<std::vector<float>> expected;
+    std::vector<MatmulTask> tasks;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+        weights.push_back(weight_bytes(ElemType::Q4_K, shapes[i].cols, shapes[i].rows, 200 + static_cast<uint32_t>(i)));
+        const Matrix m = make_matrix(ElemType::Q4_K, weights[i].data(), shapes[i].cols, shapes[i].rows);
+        expected.emplace_back(static_cast<size_t>(shapes[i].rows * shapes[i].tokens));
+        matmul(m, inputs[i], shapes[i].tokens, expected.back().data());  // no pool: quantised on the caller
+        tasks.push_back({m, inputs[i], shapes[i].tokens, nullptr});
+    }
+    for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<std::vector<float>> got;
+        for (const auto & e : expected) got.emplace_back(e.size(), -1.0f);
+        for (size_t i = 0; i < tasks.size(); ++i) tasks[i].y = got[i].data();
+        matmul_group(tasks, &pool);
+        for (size_t i = 0; i < tasks.size(); ++i) EXPECT_EQ(got[i], expected[i]) << "task " << i << ", " << threads << " threads";
+        // matmul alone, its activations quantised on the pool too.
+        std::vector<float> one(expected[0].size(), -1.0f);
+        matmul(tasks[0].w, inputs[0], shapes[0].tokens, one.data(), &pool);
+        EXPECT_EQ(one, expected[0]) << threads << " threads";
+    }
+}
+
 TEST(ThreadPool, RunPartsCallsEachPartOnceAndRethrows) {
     ThreadPool pool(3);
     std::vector<std::atomic<int>> hits(40);

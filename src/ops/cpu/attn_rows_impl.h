@@ -55,7 +55,7 @@ void score(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t 
     // goes through dots. Every (query, pool) value is still one relu-sum of the level's dots.
     size_t p = 0;
     for (; p + 2 <= n; p += 2) {
-        if (p + kAhead + 1 < n) {
+        if (rows && p + kAhead + 1 < n) {  // keys in order are a stream: the hardware prefetcher follows it
             P::prefetch(row(p + kAhead), bytes);
             P::prefetch(row(p + kAhead + 1), bytes);
         }

@@ -291,6 +291,22 @@ void quantize_q16_k(const float * x, void * dst, int64_t n) {
     }
 }
 
+// The 16 sums of 16 int32 vectors, sums[g] = sum of q[g]'s lanes, in one vector (exact integer adds in a
+// transpose tree: 45 instructions instead of 16 horizontal reductions of ~8 each).
+OFFGRID_I16_INLINE __m512i lane_sums16(const __m512i * q) {
+    __m512i v[8], u[4];
+    for (int k = 0; k < 8; ++k) {  // per 128-bit lane: [a0+a2, b0+b2, a1+a3, b1+b3]
+        v[k] = _mm512_add_epi32(_mm512_unpacklo_epi32(q[2 * k], q[2 * k + 1]), _mm512_unpackhi_epi32(q[2 * k], q[2 * k + 1]));
+    }
+    for (int m = 0; m < 4; ++m) {  // per 128-bit lane: the partial sums of q[4m] .. q[4m + 3]
+        u[m] = _mm512_add_epi32(_mm512_unpacklo_epi64(v[2 * m], v[2 * m + 1]), _mm512_unpackhi_epi64(v[2 * m], v[2 * m + 1]));
+    }
+    // Then across the four 128-bit lanes: 0x88 picks lanes 0 and 2 of each source, 0xdd lanes 1 and 3.
+    const __m512i x0 = _mm512_add_epi32(_mm512_shuffle_i32x4(u[0], u[1], 0x88), _mm512_shuffle_i32x4(u[0], u[1], 0xdd));
+    const __m512i x1 = _mm512_add_epi32(_mm512_shuffle_i32x4(u[2], u[3], 0x88), _mm512_shuffle_i32x4(u[2], u[3], 0xdd));
+    return _mm512_add_epi32(_mm512_shuffle_i32x4(x0, x1, 0x88), _mm512_shuffle_i32x4(x0, x1, 0xdd));
+}
+
 void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t b = 0; b < nb; ++b, x += kQK_K) {
@@ -298,19 +314,25 @@ void quantize_q16_k_blocks(const float * x, BlockQ16_K * y, int64_t nb) {
         __m512 mx = _mm512_setzero_ps();
         for (int j = 0; j < kQK_K; j += 16) mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)));
         const float amax = _mm512_reduce_max_ps(mx);
-        std::memset(&o, 0, sizeof o);
-        if (amax == 0.0f) continue;
+        if (amax == 0.0f) {
+            std::memset(&o, 0, sizeof o);
+            continue;
+        }
+        std::memset(o.pad, 0, sizeof o.pad);
         const __m512 id = _mm512_set1_ps(16383.0f / amax);
         const __m512i lo = _mm512_set1_epi32(-16383), hi = _mm512_set1_epi32(16383);
-        int32_t s16[16];
+        __m512i q[16];
         for (int g = 0; g < 16; ++g) {
-            const __m512i q = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), id))));
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.qs + 16 * g), _mm512_cvtepi32_epi16(q));
-            s16[g] = _mm512_reduce_add_epi32(q);
+            q[g] = _mm512_min_epi32(hi, _mm512_max_epi32(lo, _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + 16 * g), id))));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(o.qs + 16 * g), _mm512_cvtepi32_epi16(q[g]));
         }
         o.d = amax / 16383.0f;
-        for (int g = 0; g < 16; ++g) o.dsum16[g] = o.d * static_cast<float>(s16[g]);
-        for (int g = 0; g < 8; ++g) o.dsum32[g] = o.d * static_cast<float>(s16[2 * g] + s16[2 * g + 1]);
+        const __m512i s16 = lane_sums16(q);  // exact: |sum| <= 16 * 16383
+        const __m512 d = _mm512_set1_ps(o.d);
+        _mm512_storeu_ps(o.dsum16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(s16)));
+        // Pairs: the low half of each 64-bit lane plus its high half.
+        const __m256i s32 = _mm512_cvtepi64_epi32(_mm512_add_epi32(s16, _mm512_srli_epi64(s16, 32)));
+        _mm256_storeu_ps(o.dsum32, _mm256_mul_ps(_mm512_castps512_ps256(d), _mm256_cvtepi32_ps(s32)));
     }
 }
 
