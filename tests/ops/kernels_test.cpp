@@ -13,6 +13,7 @@
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/vec.h"
 #include "ops/half.h"
+#include "random_data.h"
 #include "tensor/quantize.h"
 #include "tensor/types.h"
 
@@ -21,13 +22,7 @@ namespace {
 
 using tensor::ElemType;
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto & x : v) x = dist(rng);
-    return v;
-}
+using test_data::random_floats;
 
 // Weight types with a Scalar entry that the tests can build from floats.
 std::vector<ElemType> tested_types() {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "ops/half.h"
+#include "random_data.h"
 #include "ops/matmul.h"
 #include "ops/matmul_group.h"
 #include "ops/thread_pool.h"
@@ -18,13 +19,7 @@ namespace {
 
 using tensor::ElemType;
 
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.0f, 1.0f);
-    std::vector<float> v(n);
-    for (auto & x : v) x = dist(rng);
-    return v;
-}
+using test_data::random_floats;
 
 // Weight bytes of a rows x cols matrix: encoded floats, or (Q4_K) random blocks with small f16 scales.
 std::vector<uint8_t> weight_bytes(ElemType type, int64_t cols, int64_t rows, uint32_t seed) {

@@ -8,6 +8,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "random_data.h"
 #include "common/error.h"
 #include "ops/attention.h"
 #include "ops/cpu/dispatch.h"
@@ -23,13 +24,7 @@ namespace {
 
 using tensor::ElemType;
 
-std::vector<float> random_vector(size_t n, uint32_t seed, float scale = 1.0f) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> dist(0.0f, scale);
-    std::vector<float> v(n);
-    for (auto & x : v) x = dist(rng);
-    return v;
-}
+using test_data::random_floats;
 
 TEST(Half, KnownEncodings) {
     EXPECT_EQ(float_to_half(1.0f), 0x3c00);
@@ -90,8 +85,8 @@ class MatmulTypes : public ::testing::TestWithParam<ElemType> {};
 TEST_P(MatmulTypes, MatchesScalarTwinAndDoubleMaths) {
     const ElemType type = GetParam();
     const int64_t cols = 96, rows = 37, n_tok = 5;
-    const auto wf = random_vector(cols * rows, 1);
-    const auto x = random_vector(cols * n_tok, 2);
+    const auto wf = random_floats(cols * rows, 1);
+    const auto x = random_floats(cols * n_tok, 2);
     const auto bytes = encode(wf, cols, rows, type);
     const Matrix m = make_matrix(type, bytes.data(), cols, rows);
     std::vector<float> y(rows * n_tok), y_ref(rows * n_tok), y_threads(rows * n_tok);
@@ -135,8 +130,8 @@ TEST_P(MatmulTypes, MatchesScalarTwinAndDoubleMaths) {
 TEST_P(MatmulTypes, TokenGroupingDoesNotChangeBits) {
     const ElemType type = GetParam();
     const int64_t cols = 224, rows = 9, n_tok = 7;
-    const auto wf = random_vector(cols * rows, 11);
-    const auto x = random_vector(cols * n_tok, 12);
+    const auto wf = random_floats(cols * rows, 11);
+    const auto x = random_floats(cols * n_tok, 12);
     const auto bytes = encode(wf, cols, rows, type);
     const Matrix m = make_matrix(type, bytes.data(), cols, rows);
     std::vector<float> all(rows * n_tok), one(rows);
@@ -228,7 +223,7 @@ TEST(Rope, MatchesDoubleFormulaAndPassesThroughTail) {
     p.n_rot = 8;
     p.sections = {2, 1, 1, 0};
     const int head_dim = 16;
-    auto x = random_vector(2 * head_dim, 9);
+    auto x = random_floats(2 * head_dim, 9);
     auto y = x;
     const int pos = 37;
     imrope(y.data(), 2, head_dim, p, {pos, pos, pos, 0});
@@ -259,9 +254,9 @@ TEST(Rope, MatchesDoubleFormulaAndPassesThroughTail) {
 TEST(Conv, StepMatchesTwinWithDilation) {
     for (size_t dil : {1u, 3u}) {
         const size_t kernel = 4, ch = 5, n = 11, h = (kernel - 1) * dil;
-        const auto w = random_vector(kernel * ch, 3);
-        const auto x = random_vector(n * ch, 4);
-        auto hist_a = random_vector(h * ch, 6);
+        const auto w = random_floats(kernel * ch, 3);
+        const auto x = random_floats(n * ch, 4);
+        auto hist_a = random_floats(h * ch, 6);
         auto hist_b = hist_a;
         std::vector<float> out_a(n * ch), out_b(n * ch);
         for (size_t t = 0; t < n; ++t) causal_conv_step(w.data(), kernel, dil, ch, hist_a.data(), &x[t * ch], &out_a[t * ch]);
@@ -286,10 +281,10 @@ TEST(Conv, StepMatchesTwinWithDilation) {
 
 TEST(DeltaRule, MatchesTwinAndHandValue) {
     const size_t dk = 8, dv = 6;
-    auto s_a = random_vector(dk * dv, 7);
+    auto s_a = random_floats(dk * dv, 7);
     auto s_b = s_a;
     for (int t = 0; t < 5; ++t) {
-        const auto q = random_vector(dk, 10 + t), k = random_vector(dk, 20 + t), v = random_vector(dv, 30 + t);
+        const auto q = random_floats(dk, 10 + t), k = random_floats(dk, 20 + t), v = random_floats(dv, 30 + t);
         std::vector<float> oa(dv), ob(dv);
         gated_delta_step(s_a.data(), dk, dv, q.data(), k.data(), v.data(), 0.9f, 0.3f, 0.25f, oa.data());
         gated_delta_step_ref(s_b.data(), dk, dv, q.data(), k.data(), v.data(), 0.9f, 0.3f, 0.25f, ob.data());
@@ -305,12 +300,12 @@ TEST(DeltaRule, MatchesTwinAndHandValue) {
 
 TEST(Attention, MatchesTwinForF32AndF16Rows) {
     const size_t d = 16, width = 32, n = 9;
-    const auto q = random_vector(d, 40);
+    const auto q = random_floats(d, 40);
     for (ElemType type : {ElemType::F32, ElemType::F16}) {
         std::vector<std::vector<uint8_t>> kr(n, std::vector<uint8_t>(width * 4)), vr(n, std::vector<uint8_t>(width * 4));
         std::vector<const void *> kp, vp;
         for (size_t j = 0; j < n; ++j) {
-            const auto kf = random_vector(width, 50 + j), vf = random_vector(width, 70 + j);
+            const auto kf = random_floats(width, 50 + j), vf = random_floats(width, 70 + j);
             store_cache_row(kr[j].data(), type, kf.data(), width);
             store_cache_row(vr[j].data(), type, vf.data(), width);
             kp.push_back(kr[j].data());
@@ -332,13 +327,13 @@ TEST(Attention, MatchesTwinForF32AndF16Rows) {
 // hand-computed value on a small case.
 TEST(ScorePools, MatchesTwinAndIgnoresOtherPools) {
     const size_t heads = 3, dim = 16;
-    const auto q = random_vector(heads * dim, 90);
+    const auto q = random_floats(heads * dim, 90);
     for (ElemType type : {ElemType::F32, ElemType::F16}) {
         for (size_t n : {0u, 1u, 4u, 7u, 13u}) {
             std::vector<std::vector<uint8_t>> rows(n, std::vector<uint8_t>(dim * 4));
             std::vector<const void *> keys;
             for (size_t p = 0; p < n; ++p) {
-                const auto k = random_vector(dim, 100 + p);
+                const auto k = random_floats(dim, 100 + p);
                 store_cache_row(rows[p].data(), type, k.data(), dim);
                 keys.push_back(rows[p].data());
             }
