@@ -3,7 +3,7 @@
 // ops::score_pool_rows split over a ThreadPool as the model splits it. The keys are read from memory: every
 // repetition scans the next slice of a 256 MiB array, so none is in a cache. Prints the best and median time per
 // scan and the bytes per second, for 1 and 2 threads, and checks the scores against the scalar twin bit for bit.
-//   bench_scan [-d 65536] [-n REPS]
+//   bench_scan [-d 65536] [-n REPS] [--warm]   (--warm: the same slice every time, from the caches)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,8 +34,10 @@ int main(int argc, char ** argv) {
     runtime::ArgParser args;
     args.integer({"-d", "--depth"}, &depth, 64, 1 << 22);
     args.integer({"-n", "--reps"}, &reps, 1, 100000);
+    bool warm = false;
+    args.flag({"--warm"}, &warm);
     if (!args.parse(std::vector<std::string>(argv + 1, argv + argc))) {
-        std::printf("usage: bench_scan [-d 65536] [-n REPS (40)]\n");
+        std::printf("usage: bench_scan [-d 65536] [-n REPS (40)] [--warm]\n");
         return 0;
     }
     const size_t n_keys = static_cast<size_t>(depth) / kR, key_bytes = kDi * 2, slice = n_keys * key_bytes;
@@ -52,9 +54,9 @@ int main(int argc, char ** argv) {
     ops::cpu::attn_row_kernels(ops::cpu::Isa::Scalar)
         .score_f16(qi.data(), 1, kHi * kDi, kHi, kDi, base, key_bytes, nullptr, n_keys, twin.data(), 0);
 
-    std::printf("isa %s, depth %lld: %zu pooled keys of %zu B (%.2f MiB) per scan, from memory, best and median of %lld\n",
+    std::printf("isa %s, depth %lld: %zu pooled keys of %zu B (%.2f MiB) per scan, %s, best and median of %lld\n",
                 ops::cpu::isa_name(ops::cpu::active_isa()), static_cast<long long>(depth), n_keys, key_bytes,
-                slice / 1048576.0, static_cast<long long>(reps));
+                slice / 1048576.0, warm ? "warm" : "from memory", static_cast<long long>(reps));
     std::printf("| threads | best us | median us | best GB/s | median GB/s | bits vs twin |\n|---:|---:|---:|---:|---:|---|\n");
     size_t next = 1;
     for (int threads : {1, 2}) {
@@ -62,7 +64,7 @@ int main(int argc, char ** argv) {
         std::vector<double> us;
         bool same = true;
         for (int64_t i = 0; i < reps + 1; ++i) {
-            const size_t s = (i == reps) ? 0 : next;  // the last repetition scans slice 0 for the bit check
+            const size_t s = (i == reps || warm) ? 0 : next;  // the last repetition scans slice 0 for the bit check
             next = next + 1 < n_slices ? next + 1 : 1;
             const uint8_t * b = base + s * slice;
             const auto t0 = std::chrono::steady_clock::now();

@@ -3,6 +3,12 @@
 // summed in order after a fixed horizontal sum; updates fuse multiply and add.
 #include "ops/cpu/attn_rows.h"
 
+// GCC contracts a * b + c into an fma even in ISO C++ mode, also for intrinsics: the scores must be the scalar
+// twin's two roundings per product, so not here (the kernels' other fmas are explicit).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
@@ -10,6 +16,7 @@
 #include "ops/half.h"
 
 #include <cmath>
+#include <cstring>
 #define OFFGRID_ATTN_AVX2 1
 #endif
 
@@ -91,9 +98,157 @@ struct Avx2 {
     }
 };
 
+// ---- Scores, one pool per lane (as the avx512 level, attn_rows_avx512.cpp, with 8 lanes) ----
+// Lane k runs pool k's dots as the scalar twin does (products rounded, added in index order, no fused
+// multiply-add; relu'd heads added in order), so every score has the twin's bits. 8 keys are turned element-major
+// 8 elements at a time by an 8 x 8 transpose in registers; a one-query decode (up to 4 heads, full groups) uses
+// the registers at once, anything else goes through an L1 tile transposed once per group.
+
+constexpr size_t kLanes = 8;
+constexpr int kHeadsPass = 4;
+
+template <bool F16>
+inline __m256 load_chunk(const uint8_t * row, size_t c, size_t len) {
+    if (row == nullptr) return _mm256_setzero_ps();
+    if constexpr (F16) {
+        const uint16_t * x = reinterpret_cast<const uint16_t *>(row) + c;
+        if (len == kW) return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(x)));
+        uint16_t buf[kW] = {};
+        std::memcpy(buf, x, len * 2);
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(buf)));
+    } else {
+        const float * x = reinterpret_cast<const float *>(row) + c;
+        if (len == kW) return _mm256_loadu_ps(x);
+        float buf[kW] = {};
+        std::memcpy(buf, x, len * 4);
+        return _mm256_loadu_ps(buf);
+    }
+}
+
+// t[d] lane k = element c + d of key k (missing keys and elements past len are zero).
+template <bool F16>
+inline void transposed(const uint8_t * const * key, size_t c, size_t len, __m256 (&t)[8]) {
+    __m256 r[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) r[k] = load_chunk<F16>(key[k], c, len);
+    // Within each 128-bit lane L: u[4 g + j] = element 4 L + j of keys 4 g .. 4 g + 3.
+    __m256 u[8];
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; ++g) {
+        const __m256 a = _mm256_unpacklo_ps(r[4 * g], r[4 * g + 1]), b = _mm256_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+        const __m256 e = _mm256_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]), f = _mm256_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+        u[4 * g + 0] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(a), _mm256_castps_pd(e)));
+        u[4 * g + 1] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(a), _mm256_castps_pd(e)));
+        u[4 * g + 2] = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(b), _mm256_castps_pd(f)));
+        u[4 * g + 3] = _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(b), _mm256_castps_pd(f)));
+    }
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+        t[j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x20);
+        t[4 + j] = _mm256_permute2f128_ps(u[j], u[4 + j], 0x31);
+    }
+}
+
+template <int HN>
+inline __m256 relu_sum(const __m256 (&acc)[HN], __m256 s) {
+    for (int h = 0; h < HN; ++h) s = _mm256_add_ps(s, _mm256_max_ps(_mm256_setzero_ps(), acc[h]));
+    return s;
+}
+
+template <bool F16, int HN>
+__m256 pass_keys(const float * qh, size_t dim, const uint8_t * const * key, __m256 s) {
+    __m256 acc[HN];
+    for (int h = 0; h < HN; ++h) acc[h] = _mm256_setzero_ps();
+    for (size_t c = 0; c < dim; c += kW) {
+        __m256 t[8];
+        transposed<F16>(key, c, kW, t);
+#pragma GCC unroll 8
+        for (size_t d = 0; d < kW; ++d) {
+#pragma GCC unroll 4
+            for (int h = 0; h < HN; ++h) acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(t[d], _mm256_set1_ps(qh[h * dim + c + d])));
+        }
+    }
+    return relu_sum<HN>(acc, s);
+}
+
+template <int HN>
+__m256 pass_tile(const float * qh, size_t dim, const float * tile, __m256 s) {
+    __m256 acc[HN];
+    for (int h = 0; h < HN; ++h) acc[h] = _mm256_setzero_ps();
+    for (size_t e = 0; e < dim; ++e) {
+        const __m256 t = _mm256_load_ps(tile + e * kLanes);
+#pragma GCC unroll 4
+        for (int h = 0; h < HN; ++h) acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(t, _mm256_set1_ps(qh[h * dim + e])));
+    }
+    return relu_sum<HN>(acc, s);
+}
+
+template <bool F16>
+__m256 pass_keys_any(int hn, const float * qh, size_t dim, const uint8_t * const * key, __m256 s) {
+    switch (hn) {
+        case 1: return pass_keys<F16, 1>(qh, dim, key, s);
+        case 2: return pass_keys<F16, 2>(qh, dim, key, s);
+        case 3: return pass_keys<F16, 3>(qh, dim, key, s);
+        default: return pass_keys<F16, 4>(qh, dim, key, s);
+    }
+}
+
+inline __m256 pass_tile_any(int hn, const float * qh, size_t dim, const float * tile, __m256 s) {
+    switch (hn) {
+        case 1: return pass_tile<1>(qh, dim, tile, s);
+        case 2: return pass_tile<2>(qh, dim, tile, s);
+        case 3: return pass_tile<3>(qh, dim, tile, s);
+        default: return pass_tile<4>(qh, dim, tile, s);
+    }
+}
+
+template <bool F16>
+void score_lanes(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
+                 size_t stride, const uint32_t * rows, size_t n, float * out, size_t out_stride) {
+    if (dim > kAttnMaxDim) throw std::invalid_argument("score: indexer head wider than kAttnMaxDim");
+    auto row = [&](size_t p) { return base + (rows ? static_cast<size_t>(rows[p]) : p) * stride; };
+    const bool direct = n_q == 1 && n_heads <= static_cast<size_t>(kHeadsPass) && dim % kW == 0;
+    alignas(32) float tile[kAttnMaxDim * kLanes];
+    for (size_t p = 0; p < n; p += kLanes) {
+        const size_t nk = std::min(kLanes, n - p);
+        const uint8_t * key[8];
+        for (size_t k = 0; k < kLanes; ++k) key[k] = k < nk ? row(p + k) : nullptr;
+        if (rows) {
+            for (size_t k = p + kLanes; k < std::min(n, p + 2 * kLanes); ++k) Avx2::prefetch(row(k), attn_impl::row_bytes<F16>(dim));
+        }
+        __m256 s = _mm256_setzero_ps();
+        if (direct) {
+            s = pass_keys_any<F16>(static_cast<int>(n_heads), q, dim, key, _mm256_setzero_ps());
+        } else {
+            for (size_t c = 0; c < dim; c += kW) {
+                const size_t len = std::min(kW, dim - c);
+                __m256 t[8];
+                transposed<F16>(key, c, len, t);
+                for (size_t d = 0; d < len; ++d) _mm256_store_ps(tile + (c + d) * kLanes, t[d]);
+            }
+        }
+        for (size_t i = 0; i < n_q; ++i) {
+            if (!direct) {
+                s = _mm256_setzero_ps();
+                for (size_t h0 = 0; h0 < n_heads; h0 += kHeadsPass) {
+                    const int hn = static_cast<int>(std::min<size_t>(kHeadsPass, n_heads - h0));
+                    s = pass_tile_any(hn, q + i * q_stride + h0 * dim, dim, tile, s);
+                }
+            }
+            alignas(32) float v[kLanes];
+            _mm256_store_ps(v, s);
+            std::memcpy(out + i * out_stride + p, v, nk * sizeof(float));
+        }
+    }
+}
+
 }  // namespace
 
-void add_attn_row_kernels_avx2(AttnRowKernels & k) { attn_impl::fill<Avx2>(k); }
+void add_attn_row_kernels_avx2(AttnRowKernels & k) {
+    attn_impl::fill<Avx2>(k);
+    k.score_f32 = score_lanes<false>;
+    k.score_f16 = score_lanes<true>;
+}
 
 #else
 

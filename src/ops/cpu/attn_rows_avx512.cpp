@@ -3,6 +3,12 @@
 // vector masked), then acc0 + acc1 and a fixed horizontal sum; updates fuse multiply and add.
 #include "ops/cpu/attn_rows.h"
 
+// GCC contracts a * b + c into an fma even in ISO C++ mode, also for intrinsics: the scores must be the scalar
+// twin's two roundings per product, so not here (the attention kernels' fmas are explicit).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
+
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
 // GCC 12's AVX-512 headers build results on _mm512_undefined_*(), which -Wall reports as uninitialised once
 // inlined (a false positive of the compiler's own headers).
@@ -261,9 +267,168 @@ struct Avx512 {
     }
 };
 
+// ---- Scores, one pool per lane ----
+// Lane k of a register runs pool k's dots exactly as the scalar twin does: each product rounded, added in index
+// order from 0 (no fused multiply-add: the file is compiled with contraction off), each head's dot relu'd and the
+// heads added in order. So every score has the twin's bits, whatever the ISA level. The 16 keys of a group are
+// turned element-major (element e of the 16 keys in one register) 16 elements at a time by a 16 x 16 transpose
+// in registers; a query element is a broadcast. A one-query decode (up to 8 heads, full groups) uses the
+// transposed registers at once; anything else transposes a group once into an L1 tile that every pass reads.
+
+constexpr size_t kLanes = 16;     // pools per group
+constexpr int kHeadsPass = 8;     // query heads whose accumulators a pass keeps in registers
+constexpr size_t kPrefetchKeys = 32;  // keys in order: the group this far ahead is requested
+
+template <bool F16>
+inline __m512 load_chunk(const uint8_t * row, size_t c, size_t len) {
+    if (row == nullptr) return _mm512_setzero_ps();
+    if (len == kW) return Avx512::load_row<F16>(row, c);
+    return Avx512::load_row_tail<F16>(row, c, mask(len));
+}
+
+// t[d] lane k = element c + d of key k. FULL: 16 keys and 16 elements from c; else missing keys (null) and
+// elements past len read as zero.
+template <bool F16, bool FULL>
+inline void transposed(const uint8_t * const * key, size_t c, size_t len, __m512 (&t)[16]) {
+    __m512 r[16];
+#pragma GCC unroll 16
+    for (int k = 0; k < 16; ++k) r[k] = FULL ? Avx512::load_row<F16>(key[k], c) : load_chunk<F16>(key[k], c, len);
+    // Within each 128-bit lane L: u[4 g + j] = element 4 L + j of keys 4 g .. 4 g + 3.
+    __m512 u[16];
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+        const __m512 a = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]), b = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
+        const __m512 e = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]), f = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
+        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(e)));
+        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(e)));
+        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(b), _mm512_castps_pd(f)));
+        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(b), _mm512_castps_pd(f)));
+    }
+    // Element 4 L + j of the 16 keys: lane L of u[j], u[4 + j], u[8 + j], u[12 + j].
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+        const __m512 s0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), s1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
+        const __m512 s2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44), s3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
+        t[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
+        t[4 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
+        t[8 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
+        t[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
+    }
+}
+
+template <int HN>
+inline __m512 relu_sum(const __m512 (&acc)[HN], __m512 s) {
+    for (int h = 0; h < HN; ++h) s = _mm512_add_ps(s, _mm512_max_ps(_mm512_setzero_ps(), acc[h]));
+    return s;
+}
+
+// HN heads of one query (head h at qh + h * dim) against 16 full keys, straight from the transposed registers.
+template <bool F16, int HN>
+__m512 pass_keys(const float * qh, size_t dim, const uint8_t * const * key, __m512 s) {
+    __m512 acc[HN];
+    for (int h = 0; h < HN; ++h) acc[h] = _mm512_setzero_ps();
+    for (size_t c = 0; c < dim; c += kW) {
+        __m512 t[16];
+        transposed<F16, true>(key, c, kW, t);
+#pragma GCC unroll 16
+        for (size_t d = 0; d < kW; ++d) {
+#pragma GCC unroll 8
+            for (int h = 0; h < HN; ++h) acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(t[d], _mm512_set1_ps(qh[h * dim + c + d])));
+        }
+    }
+    return relu_sum<HN>(acc, s);
+}
+
+// The same from a transposed tile (element e of the 16 keys at tile + e * 16).
+template <int HN>
+__m512 pass_tile(const float * qh, size_t dim, const float * tile, __m512 s) {
+    __m512 acc[HN];
+    for (int h = 0; h < HN; ++h) acc[h] = _mm512_setzero_ps();
+    for (size_t e = 0; e < dim; ++e) {
+        const __m512 t = _mm512_load_ps(tile + e * kLanes);
+#pragma GCC unroll 8
+        for (int h = 0; h < HN; ++h) acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(t, _mm512_set1_ps(qh[h * dim + e])));
+    }
+    return relu_sum<HN>(acc, s);
+}
+
+template <bool F16>
+__m512 pass_keys_any(int hn, const float * qh, size_t dim, const uint8_t * const * key, __m512 s) {
+    switch (hn) {
+        case 1: return pass_keys<F16, 1>(qh, dim, key, s);
+        case 2: return pass_keys<F16, 2>(qh, dim, key, s);
+        case 3: return pass_keys<F16, 3>(qh, dim, key, s);
+        case 4: return pass_keys<F16, 4>(qh, dim, key, s);
+        case 5: return pass_keys<F16, 5>(qh, dim, key, s);
+        case 6: return pass_keys<F16, 6>(qh, dim, key, s);
+        case 7: return pass_keys<F16, 7>(qh, dim, key, s);
+        default: return pass_keys<F16, 8>(qh, dim, key, s);
+    }
+}
+
+inline __m512 pass_tile_any(int hn, const float * qh, size_t dim, const float * tile, __m512 s) {
+    switch (hn) {
+        case 1: return pass_tile<1>(qh, dim, tile, s);
+        case 2: return pass_tile<2>(qh, dim, tile, s);
+        case 3: return pass_tile<3>(qh, dim, tile, s);
+        case 4: return pass_tile<4>(qh, dim, tile, s);
+        case 5: return pass_tile<5>(qh, dim, tile, s);
+        case 6: return pass_tile<6>(qh, dim, tile, s);
+        case 7: return pass_tile<7>(qh, dim, tile, s);
+        default: return pass_tile<8>(qh, dim, tile, s);
+    }
+}
+
+template <bool F16>
+void score_lanes(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
+                 size_t stride, const uint32_t * rows, size_t n, float * out, size_t out_stride) {
+    if (dim > kAttnMaxDim) throw std::invalid_argument("score: indexer head wider than kAttnMaxDim");
+    auto row = [&](size_t p) { return base + (rows ? static_cast<size_t>(rows[p]) : p) * stride; };
+    const bool direct = n_q == 1 && n_heads <= static_cast<size_t>(kHeadsPass) && dim % kW == 0;
+    alignas(64) float tile[kAttnMaxDim * kLanes];
+    for (size_t p = 0; p < n; p += kLanes) {
+        const size_t nk = std::min(kLanes, n - p);
+        const uint8_t * key[16];
+        for (size_t k = 0; k < kLanes; ++k) key[k] = k < nk ? row(p + k) : nullptr;
+        if (rows) {  // scattered rows: request the next group's (keys in order are a stream the hardware follows)
+            for (size_t k = p + kLanes; k < std::min(n, p + 2 * kLanes); ++k) Avx512::prefetch(row(k), attn_impl::row_bytes<F16>(dim));
+        }
+        if (!rows && p + kPrefetchKeys + kLanes <= n) {
+            const uint8_t * ahead = row(p + kPrefetchKeys);
+            for (size_t o = 0; o < kLanes * stride; o += 64) _mm_prefetch(reinterpret_cast<const char *>(ahead + o), _MM_HINT_T0);
+        }
+        if (direct && nk == kLanes) {
+            _mm512_storeu_ps(out + p, pass_keys_any<F16>(static_cast<int>(n_heads), q, dim, key, _mm512_setzero_ps()));
+            continue;
+        }
+        for (size_t c = 0; c < dim; c += kW) {
+            const size_t len = std::min(kW, dim - c);
+            __m512 t[16];
+            if (nk == kLanes && len == kW) {
+                transposed<F16, true>(key, c, len, t);
+            } else {
+                transposed<F16, false>(key, c, len, t);
+            }
+            for (size_t d = 0; d < len; ++d) _mm512_store_ps(tile + (c + d) * kLanes, t[d]);
+        }
+        for (size_t i = 0; i < n_q; ++i) {
+            __m512 s = _mm512_setzero_ps();
+            for (size_t h0 = 0; h0 < n_heads; h0 += kHeadsPass) {
+                const int hn = static_cast<int>(std::min<size_t>(kHeadsPass, n_heads - h0));
+                s = pass_tile_any(hn, q + i * q_stride + h0 * dim, dim, tile, s);
+            }
+            _mm512_mask_storeu_ps(out + i * out_stride + p, mask(nk), s);
+        }
+    }
+}
+
 }  // namespace
 
-void add_attn_row_kernels_avx512(AttnRowKernels & k) { attn_impl::fill<Avx512>(k); }
+void add_attn_row_kernels_avx512(AttnRowKernels & k) {
+    attn_impl::fill<Avx512>(k);
+    k.score_f32 = score_lanes<false>;
+    k.score_f16 = score_lanes<true>;
+}
 
 #else
 

@@ -1,6 +1,12 @@
 // Scalar twins of the attn_rows kernels (plain loops in index order, each F16 element converted on its own) and
 // the per-level tables.
 #include "ops/cpu/attn_rows.h"
+
+// The twin's dots are two roundings per product (the SIMD levels' scores reproduce them bit for bit): no fused
+// multiply-add, also when the tree is built for a host with one (-march=native contracts by default).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("fp-contract=off")
+#endif
 #include "ops/cpu/attn_rows_impl.h"
 #include "ops/half.h"
 
