@@ -159,7 +159,7 @@ public:
     RowTable idx_rows(uint32_t attn_layer) override {
         return kv_.has_idx() ? RowTable{kv_.idx_row(attn_layer, 0), kv_.idx_row_bytes()} : RowTable{};
     }
-    RowTable pool_keys(uint32_t attn_layer, SeqId seq) override;  // pool_keys.cpp
+    PoolKeyTable pool_keys(uint32_t attn_layer, SeqId seq) override;  // pool_keys.cpp
     float * conv_state(uint32_t recr_layer, uint32_t row) override { return rec_.conv(recr_layer, row); }
     float * ssm_state(uint32_t recr_layer, uint32_t row) override { return rec_.ssm(recr_layer, row); }
     float * ple_state(uint32_t row) override { return rec_.ple(row); }
@@ -203,8 +203,8 @@ private:
     std::unique_ptr<Call> call_;
     std::unique_ptr<PlanImpl> last_plan_;
     std::vector<uint32_t> rep_mark_;  // per global cell: the plan generation that last marked it as a rep
-    // Pooled keys in pool order per attention layer and sequence (Storage::pool_keys): keys[0, valid) equal the
-    // rep rows' pooled parts. A derived copy, never saved: every change of a sequence's pools or of a pooled
+    // Pooled keys in pool order per attention layer and sequence (Storage::pool_keys, element-major blocks): keys
+    // [0, valid) equal the rep rows' pooled parts. A derived copy, never saved: every change of a sequence's pools or of a pooled
     // key lowers valid (forget_pool_keys), and pool_keys copies the rest from the rep rows.
     struct PoolKeys {
         std::vector<uint8_t> keys;

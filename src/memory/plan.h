@@ -114,6 +114,21 @@ struct RowTable {
     uint8_t * row(uint32_t cell) const { return base + static_cast<size_t>(cell) * stride; }
 };
 
+// A sequence's pooled keys in pool order, in blocks of kPoolKeyBlock pools stored element-major: element e of pool
+// p (dim elements of elem bytes each) at base + ((p / kPoolKeyBlock) * dim * kPoolKeyBlock + e * kPoolKeyBlock +
+// p % kPoolKeyBlock) * elem. The scan reads element e of 16 pools as one vector, in one stream, no transpose. The
+// lanes of a last partial block past the sequence's pools hold no key.
+inline constexpr size_t kPoolKeyBlock = 16;
+struct PoolKeyTable {
+    const uint8_t * base = nullptr;
+    size_t dim = 0, elem = 0;
+    size_t block_bytes() const { return kPoolKeyBlock * dim * elem; }
+    const uint8_t * block(size_t b) const { return base + b * block_bytes(); }
+    const uint8_t * element(size_t p, size_t e) const {
+        return block(p / kPoolKeyBlock) + (e * kPoolKeyBlock + p % kPoolKeyBlock) * elem;
+    }
+};
+
 // Row access to the memory's storage, for the model. Rows have the element types of the CacheShape.
 // Invariant: k_row(l, c) == k_rows(l).row(c) for every cell (likewise V and indexer rows). The recurrent accessors
 // may be called from several threads at once for rows of distinct slots (a first access may journal the rows).
@@ -124,12 +139,12 @@ struct Storage {
     virtual RowTable k_rows(uint32_t attn_layer) = 0;
     virtual RowTable v_rows(uint32_t attn_layer) = 0;    // base null when v_width is 0
     virtual RowTable idx_rows(uint32_t attn_layer) = 0;
-    // The pooled keys of sequence seq's pools in pool order, one array (pool k's key at base + k * stride, the
+    // The pooled keys of sequence seq's pools in pool order, in element-major blocks (PoolKeyTable; a key is the
     // indexer's last part, idx_width elements of type_idx): equal to the pooled parts of seq_view(seq).reps' rows
     // as they are when it is called, so call it after the layer's new pools are written, and not from two threads
     // at once. Scoring then streams the keys instead of reading one row part in every kpool rows. base null: not
     // kept (the caller reads the rep rows).
-    virtual RowTable pool_keys(uint32_t attn_layer, SeqId seq) {
+    virtual PoolKeyTable pool_keys(uint32_t attn_layer, SeqId seq) {
         (void)attn_layer;
         (void)seq;
         return {};

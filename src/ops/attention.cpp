@@ -133,6 +133,15 @@ void score_pool_rows(const float * q, size_t n_q, size_t q_stride, size_t n_head
                                                              n, out, out_stride);
 }
 
+void score_pool_blocks(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
+                       ElemType type, size_t n, float * out, size_t out_stride) {
+    check_cache_type(type);
+    if (dim > cpu::kAttnMaxDim) throw Error("score_pool_blocks: indexer head of " + std::to_string(dim) + " is wider than 512");
+    const cpu::AttnRowKernels & k = cpu::attn_row_kernels();
+    (type == ElemType::F32 ? k.score_blocked_f32 : k.score_blocked_f16)(q, n_q, q_stride, n_heads, dim, base, n, out,
+                                                                        out_stride);
+}
+
 bool attend_rows_supported(ElemType type_k, ElemType type_v, size_t head_dim) {
     return type_k == type_v && (type_k == ElemType::F32 || type_k == ElemType::F16) && head_dim <= cpu::kAttnMaxDim;
 }

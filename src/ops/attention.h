@@ -57,6 +57,12 @@ struct CacheTable {
 void score_pool_rows(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const CacheTable & keys,
                      const uint32_t * rows, size_t n, float * out, size_t out_stride);
 
+// The same scores over keys in element-major blocks of 16 pools (memory::PoolKeyTable's layout: pool p's element e
+// at base + ((p / 16) * dim * 16 + e * 16 + p % 16) * element bytes), pools 0..n; F32 or F16. The same bits as
+// score_pool_rows of the same keys. To score pools from p0 on, pass the block of p0 (p0 a multiple of 16).
+void score_pool_blocks(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
+                       tensor::ElemType type, size_t n, float * out, size_t out_stride);
+
 // Whether attend_rows takes these cache types and head size: both F32 or both F16 (Q8_0 goes through
 // widen_cache_rows), heads of at most 512. score_pool_rows throws offgrid::Error for heads wider than 512.
 bool attend_rows_supported(tensor::ElemType type_k, tensor::ElemType type_v, size_t head_dim);

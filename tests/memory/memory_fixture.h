@@ -166,12 +166,16 @@ inline std::string check_pool_keys(HybridMemory & mem) {
     if (mem.params().kpool == 0 || mem.params().shape.idx_width == 0) return "";
     for (SeqId s = 0; s < (SeqId)mem.params().n_seq_max; ++s) {
         const SeqLayout & sq = mem.layout().seq(s);
-        const RowTable keys = mem.pool_keys(0, s);
+        const PoolKeyTable keys = mem.pool_keys(0, s);
         const size_t part = mem.kv().idx_row_bytes() / 2;
-        if (!sq.reps.empty() && (keys.base == nullptr || keys.stride != part)) return "seq " + std::to_string(s) + ": no pool keys";
-        for (size_t k = 0; k < sq.reps.size(); ++k)
-            if (std::memcmp(keys.row((uint32_t)k), (const uint8_t *)mem.idx_row(0, sq.reps[k]) + part, part) != 0)
-                return "seq " + std::to_string(s) + " pool " + std::to_string(k) + ": pool_keys differs from the rep row";
+        if (!sq.reps.empty() && (keys.base == nullptr || keys.dim * keys.elem != part))
+            return "seq " + std::to_string(s) + ": no pool keys";
+        for (size_t k = 0; k < sq.reps.size(); ++k) {
+            const uint8_t * row = (const uint8_t *)mem.idx_row(0, sq.reps[k]) + part;
+            for (size_t e = 0; e < keys.dim; ++e)
+                if (std::memcmp(keys.element(k, e), row + e * keys.elem, keys.elem) != 0)
+                    return "seq " + std::to_string(s) + " pool " + std::to_string(k) + ": pool_keys differs from the rep row";
+        }
     }
     return "";
 }

@@ -172,6 +172,32 @@ TEST(AttnRows, ScoreEveryLevelMatchesTwinAndSlicesGiveTheSameBits) {
                               in_order.data() + p0, rows.size());
                     }
                     EXPECT_EQ(0, std::memcmp(in_order.data(), got.data(), got.size() * sizeof(float))) << isa_name(isa);
+                    // In element-major blocks of 16 (memory::PoolKeyTable's layout, the last block partial and its
+                    // spare lanes filled with junk), whole and from block boundaries on: the same bits.
+                    const size_t B = kScoreBlock, n_blocks = (rows.size() + B - 1) / B;
+                    std::vector<uint8_t> blocked(n_blocks * B * kb, 0x7f);
+                    for (size_t p = 0; p < rows.size(); ++p)
+                        for (size_t e = 0; e < dim; ++e)
+                            std::memcpy(&blocked[((p / B) * dim * B + e * B + p % B) * es], keys.row(rows[p], dim + e), es);
+                    auto blocked_score = type == ElemType::F32 ? k.score_blocked_f32 : k.score_blocked_f16;
+                    std::vector<float> by_block(want.size(), -1.0f), by_slices(want.size(), -1.0f);
+                    blocked_score(q.data(), n_q, heads * dim, heads, dim, blocked.data(), rows.size(), by_block.data(),
+                                  rows.size());
+                    EXPECT_EQ(0, std::memcmp(by_block.data(), want.data(), want.size() * sizeof(float)))
+                        << isa_name(isa) << " blocked, dim " << dim << " heads " << heads;
+                    for (size_t b0 = 0; b0 < n_blocks; b0 += 3) {
+                        const size_t p0 = b0 * B, n = std::min(3 * B, rows.size() - p0);
+                        blocked_score(q.data(), n_q, heads * dim, heads, dim, &blocked[b0 * B * kb], n,
+                                      by_slices.data() + p0, rows.size());
+                    }
+                    EXPECT_EQ(0, std::memcmp(by_slices.data(), want.data(), want.size() * sizeof(float)))
+                        << isa_name(isa) << " blocked slices";
+                    for (size_t i = 0; i < n_q; ++i) {  // one query at a time (the decode path)
+                        std::vector<float> one(rows.size());
+                        blocked_score(&q[i * heads * dim], 1, 0, heads, dim, blocked.data(), rows.size(), one.data(), 0);
+                        EXPECT_EQ(0, std::memcmp(one.data(), &want[i * rows.size()], rows.size() * sizeof(float)))
+                            << isa_name(isa) << " blocked, query " << i;
+                    }
                 }
             }
         }

@@ -153,7 +153,7 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
 
     // Each sequence's pooled keys in pool order, taken after this layer's new pools are written (the memory copies
     // the keys it has not copied yet); a storage that keeps none leaves base null and scoring reads the rep rows.
-    std::vector<std::pair<memory::SeqId, memory::RowTable>> pool_keys;
+    std::vector<std::pair<memory::SeqId, memory::PoolKeyTable>> pool_keys;
     if (qsa && !b.qsa_dense) {
         for (const memory::TokenPlan & tp : b.plan.tokens) {
             if (tp.n_pools <= budget) continue;
@@ -231,20 +231,24 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         std::vector<float> & scores = tl_scores;
         std::vector<uint32_t> & scratch = tl_scratch, & picked = tl_picked, & cells = tl_cells;
         if (n_score > 0) {
-            memory::RowTable in_order;
+            memory::PoolKeyTable in_order;
             for (const auto & [seq, table] : pool_keys)
                 if (seq == b.plan.tokens[t0].seq) in_order = table;
             scores.resize((t1 - t0) * n_score);
-            ops::parallel_for(inner, n_score, [&](size_t p0, size_t p1) {
-                if (in_order.base) {
-                    const ops::CacheTable keys{in_order.row(static_cast<uint32_t>(p0)), in_order.stride, type_idx};
-                    ops::score_pool_rows(&qi[t0 * Hi * Di], t1 - t0, Hi * Di, Hi, Di, keys, nullptr, p1 - p0,
-                                         scores.data() + p0, n_score);
-                } else {
+            if (in_order.base) {
+                // Whole blocks of 16 pools per range (the scan reads element-major blocks in one stream).
+                constexpr size_t B = memory::kPoolKeyBlock;
+                ops::parallel_for(inner, (n_score + B - 1) / B, [&](size_t b0, size_t b1) {
+                    const size_t p0 = b0 * B, p1 = std::min(b1 * B, n_score);
+                    ops::score_pool_blocks(&qi[t0 * Hi * Di], t1 - t0, Hi * Di, Hi, Di, in_order.block(b0), type_idx,
+                                           p1 - p0, scores.data() + p0, n_score);
+                }, 512 / B);
+            } else {
+                ops::parallel_for(inner, n_score, [&](size_t p0, size_t p1) {
                     ops::score_pool_rows(&qi[t0 * Hi * Di], t1 - t0, Hi * Di, Hi, Di, pooled, view.reps.data() + p0,
                                          p1 - p0, scores.data() + p0, n_score);
-                }
-            }, 512);
+                }, 512);
+            }
         }
         for (size_t t = t0; t < t1; ++t) {
             const memory::TokenPlan & tp = b.plan.tokens[t];

@@ -26,6 +26,13 @@ struct AttnRowKernels {
                       size_t stride, const uint32_t * rows, size_t n, float * out, size_t out_stride) = nullptr;
     void (*score_f16)(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
                       size_t stride, const uint32_t * rows, size_t n, float * out, size_t out_stride) = nullptr;
+    // The same scores (the same bits) over keys in element-major blocks of kScoreBlock pools (memory::PoolKeyTable):
+    // pool p's element e at base + ((p / kScoreBlock) * dim * kScoreBlock + e * kScoreBlock + p % kScoreBlock) *
+    // element bytes, pools 0..n (the lanes of a last partial block past n are read, never stored).
+    void (*score_blocked_f32)(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim,
+                              const uint8_t * base, size_t n, float * out, size_t out_stride) = nullptr;
+    void (*score_blocked_f16)(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim,
+                              const uint8_t * base, size_t n, float * out, size_t out_stride) = nullptr;
     // Softmax attention of n_q queries (dim floats at q + i * q_stride) over the rows of `cells`, in order:
     // K_j = dim elements at k_base + cells[j] * k_stride, V_j likewise; both f32 or both f16.
     //   out_i = sum_j p_ij V_j,  p_i = softmax_j(scale * q_i . K_j)
@@ -42,6 +49,7 @@ struct AttnRowKernels {
 inline constexpr size_t kAttnBlock = 32;     // rows per online-softmax block
 inline constexpr size_t kAttnMaxQueries = 16;  // queries one attend call keeps in flight (larger n_q loops)
 inline constexpr size_t kAttnMaxDim = 512;
+inline constexpr size_t kScoreBlock = 16;  // pools per element-major block (memory::kPoolKeyBlock)
 
 const AttnRowKernels & attn_row_kernels(Isa isa);
 const AttnRowKernels & attn_row_kernels();  // at active_isa()

@@ -171,12 +171,19 @@ __m256 pass_keys(const float * qh, size_t dim, const uint8_t * const * key, __m2
     return relu_sum<HN>(acc, s);
 }
 
-template <int HN>
-__m256 pass_tile(const float * qh, size_t dim, const float * tile, __m256 s) {
+// The same from element-major memory: element e of the 8 keys at blk + e * row elements (row 8: this file's f32
+// tile; row 16: half of a memory::PoolKeyTable block).
+template <bool F16, int HN>
+__m256 pass_block(const float * qh, size_t dim, const uint8_t * blk, size_t row, __m256 s) {
     __m256 acc[HN];
     for (int h = 0; h < HN; ++h) acc[h] = _mm256_setzero_ps();
     for (size_t e = 0; e < dim; ++e) {
-        const __m256 t = _mm256_load_ps(tile + e * kLanes);
+        __m256 t;
+        if constexpr (F16) {
+            t = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(reinterpret_cast<const uint16_t *>(blk) + e * row)));
+        } else {
+            t = _mm256_loadu_ps(reinterpret_cast<const float *>(blk) + e * row);
+        }
 #pragma GCC unroll 4
         for (int h = 0; h < HN; ++h) acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(t, _mm256_set1_ps(qh[h * dim + e])));
     }
@@ -193,12 +200,45 @@ __m256 pass_keys_any(int hn, const float * qh, size_t dim, const uint8_t * const
     }
 }
 
-inline __m256 pass_tile_any(int hn, const float * qh, size_t dim, const float * tile, __m256 s) {
+template <bool F16>
+__m256 pass_block_any(int hn, const float * qh, size_t dim, const uint8_t * blk, size_t row, __m256 s) {
     switch (hn) {
-        case 1: return pass_tile<1>(qh, dim, tile, s);
-        case 2: return pass_tile<2>(qh, dim, tile, s);
-        case 3: return pass_tile<3>(qh, dim, tile, s);
-        default: return pass_tile<4>(qh, dim, tile, s);
+        case 1: return pass_block<F16, 1>(qh, dim, blk, row, s);
+        case 2: return pass_block<F16, 2>(qh, dim, blk, row, s);
+        case 3: return pass_block<F16, 3>(qh, dim, blk, row, s);
+        default: return pass_block<F16, 4>(qh, dim, blk, row, s);
+    }
+}
+
+inline void store_lanes(__m256 s, size_t nk, float * out) {
+    alignas(32) float v[kLanes];
+    _mm256_store_ps(v, s);
+    std::memcpy(out, v, nk * sizeof(float));
+}
+
+// All queries and heads against the 8 element-major keys at blk (element e at + e * row elements); nk lanes stored.
+template <bool F16>
+inline void score_group(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * blk,
+                        size_t row, size_t nk, float * out, size_t out_stride) {
+    for (size_t i = 0; i < n_q; ++i) {
+        __m256 s = _mm256_setzero_ps();
+        for (size_t h0 = 0; h0 < n_heads; h0 += kHeadsPass) {
+            const int hn = static_cast<int>(std::min<size_t>(kHeadsPass, n_heads - h0));
+            s = pass_block_any<F16>(hn, q + i * q_stride + h0 * dim, dim, blk, row, s);
+        }
+        store_lanes(s, nk, out + i * out_stride);
+    }
+}
+
+// Blocks of kScoreBlock (16) keys, as two halves of 8 lanes.
+template <bool F16>
+void score_blocked(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
+                   size_t n, float * out, size_t out_stride) {
+    if (dim > kAttnMaxDim) throw std::invalid_argument("score: indexer head wider than kAttnMaxDim");
+    const size_t es = F16 ? 2 : 4, block = kScoreBlock * dim * es;
+    for (size_t p = 0; p < n; p += kLanes) {
+        const uint8_t * half = base + (p / kScoreBlock) * block + (p % kScoreBlock) * es;
+        score_group<F16>(q, n_q, q_stride, n_heads, dim, half, kScoreBlock, std::min(kLanes, n - p), out + p, out_stride);
     }
 }
 
@@ -216,29 +256,18 @@ void score_lanes(const float * q, size_t n_q, size_t q_stride, size_t n_heads, s
         if (rows) {
             for (size_t k = p + kLanes; k < std::min(n, p + 2 * kLanes); ++k) Avx2::prefetch(row(k), attn_impl::row_bytes<F16>(dim));
         }
-        __m256 s = _mm256_setzero_ps();
         if (direct) {
-            s = pass_keys_any<F16>(static_cast<int>(n_heads), q, dim, key, _mm256_setzero_ps());
-        } else {
-            for (size_t c = 0; c < dim; c += kW) {
-                const size_t len = std::min(kW, dim - c);
-                __m256 t[8];
-                transposed<F16>(key, c, len, t);
-                for (size_t d = 0; d < len; ++d) _mm256_store_ps(tile + (c + d) * kLanes, t[d]);
-            }
+            store_lanes(pass_keys_any<F16>(static_cast<int>(n_heads), q, dim, key, _mm256_setzero_ps()), nk, out + p);
+            continue;
         }
-        for (size_t i = 0; i < n_q; ++i) {
-            if (!direct) {
-                s = _mm256_setzero_ps();
-                for (size_t h0 = 0; h0 < n_heads; h0 += kHeadsPass) {
-                    const int hn = static_cast<int>(std::min<size_t>(kHeadsPass, n_heads - h0));
-                    s = pass_tile_any(hn, q + i * q_stride + h0 * dim, dim, tile, s);
-                }
-            }
-            alignas(32) float v[kLanes];
-            _mm256_store_ps(v, s);
-            std::memcpy(out + i * out_stride + p, v, nk * sizeof(float));
+        for (size_t c = 0; c < dim; c += kW) {
+            const size_t len = std::min(kW, dim - c);
+            __m256 t[8];
+            transposed<F16>(key, c, len, t);
+            for (size_t d = 0; d < len; ++d) _mm256_store_ps(tile + (c + d) * kLanes, t[d]);
         }
+        score_group<false>(q, n_q, q_stride, n_heads, dim, reinterpret_cast<const uint8_t *>(tile), kLanes, nk, out + p,
+                           out_stride);
     }
 }
 
@@ -248,6 +277,8 @@ void add_attn_row_kernels_avx2(AttnRowKernels & k) {
     attn_impl::fill<Avx2>(k);
     k.score_f32 = score_lanes<false>;
     k.score_f16 = score_lanes<true>;
+    k.score_blocked_f32 = score_blocked<false>;
+    k.score_blocked_f16 = score_blocked<true>;
 }
 
 #else

@@ -342,13 +342,23 @@ __m512 pass_keys(const float * qh, size_t dim, const uint8_t * const * key, __m5
     return relu_sum<HN>(acc, s);
 }
 
-// The same from a transposed tile (element e of the 16 keys at tile + e * 16).
-template <int HN>
-__m512 pass_tile(const float * qh, size_t dim, const float * tile, __m512 s) {
+// The same from element-major memory: element e of the 16 keys at blk + e * 16 elements (an f32 tile of this
+// file, or a block of memory::PoolKeyTable).
+template <bool F16>
+inline __m512 load_lanes(const uint8_t * blk, size_t e) {
+    if constexpr (F16) {
+        return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(blk) + e));
+    } else {
+        return _mm512_loadu_ps(reinterpret_cast<const float *>(blk) + e * kLanes);
+    }
+}
+
+template <bool F16, int HN>
+__m512 pass_block(const float * qh, size_t dim, const uint8_t * blk, __m512 s) {
     __m512 acc[HN];
     for (int h = 0; h < HN; ++h) acc[h] = _mm512_setzero_ps();
     for (size_t e = 0; e < dim; ++e) {
-        const __m512 t = _mm512_load_ps(tile + e * kLanes);
+        const __m512 t = load_lanes<F16>(blk, e);
 #pragma GCC unroll 8
         for (int h = 0; h < HN; ++h) acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(t, _mm512_set1_ps(qh[h * dim + e])));
     }
@@ -369,16 +379,42 @@ __m512 pass_keys_any(int hn, const float * qh, size_t dim, const uint8_t * const
     }
 }
 
-inline __m512 pass_tile_any(int hn, const float * qh, size_t dim, const float * tile, __m512 s) {
+template <bool F16>
+__m512 pass_block_any(int hn, const float * qh, size_t dim, const uint8_t * blk, __m512 s) {
     switch (hn) {
-        case 1: return pass_tile<1>(qh, dim, tile, s);
-        case 2: return pass_tile<2>(qh, dim, tile, s);
-        case 3: return pass_tile<3>(qh, dim, tile, s);
-        case 4: return pass_tile<4>(qh, dim, tile, s);
-        case 5: return pass_tile<5>(qh, dim, tile, s);
-        case 6: return pass_tile<6>(qh, dim, tile, s);
-        case 7: return pass_tile<7>(qh, dim, tile, s);
-        default: return pass_tile<8>(qh, dim, tile, s);
+        case 1: return pass_block<F16, 1>(qh, dim, blk, s);
+        case 2: return pass_block<F16, 2>(qh, dim, blk, s);
+        case 3: return pass_block<F16, 3>(qh, dim, blk, s);
+        case 4: return pass_block<F16, 4>(qh, dim, blk, s);
+        case 5: return pass_block<F16, 5>(qh, dim, blk, s);
+        case 6: return pass_block<F16, 6>(qh, dim, blk, s);
+        case 7: return pass_block<F16, 7>(qh, dim, blk, s);
+        default: return pass_block<F16, 8>(qh, dim, blk, s);
+    }
+}
+
+// All queries and heads against the 16 element-major keys at blk; the first nk lanes stored.
+template <bool F16>
+inline void score_group(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * blk,
+                        size_t nk, float * out, size_t out_stride) {
+    for (size_t i = 0; i < n_q; ++i) {
+        __m512 s = _mm512_setzero_ps();
+        for (size_t h0 = 0; h0 < n_heads; h0 += kHeadsPass) {
+            const int hn = static_cast<int>(std::min<size_t>(kHeadsPass, n_heads - h0));
+            s = pass_block_any<F16>(hn, q + i * q_stride + h0 * dim, dim, blk, s);
+        }
+        _mm512_mask_storeu_ps(out + i * out_stride, mask(nk), s);
+    }
+}
+
+template <bool F16>
+void score_blocked(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
+                   size_t n, float * out, size_t out_stride) {
+    if (dim > kAttnMaxDim) throw std::invalid_argument("score: indexer head wider than kAttnMaxDim");
+    const size_t block = kLanes * dim * (F16 ? 2 : 4);
+    for (size_t p = 0; p < n; p += kLanes) {
+        score_group<F16>(q, n_q, q_stride, n_heads, dim, base + (p / kLanes) * block, std::min(kLanes, n - p), out + p,
+                         out_stride);
     }
 }
 
@@ -414,14 +450,7 @@ void score_lanes(const float * q, size_t n_q, size_t q_stride, size_t n_heads, s
             }
             for (size_t d = 0; d < len; ++d) _mm512_store_ps(tile + (c + d) * kLanes, t[d]);
         }
-        for (size_t i = 0; i < n_q; ++i) {
-            __m512 s = _mm512_setzero_ps();
-            for (size_t h0 = 0; h0 < n_heads; h0 += kHeadsPass) {
-                const int hn = static_cast<int>(std::min<size_t>(kHeadsPass, n_heads - h0));
-                s = pass_tile_any(hn, q + i * q_stride + h0 * dim, dim, tile, s);
-            }
-            _mm512_mask_storeu_ps(out + i * out_stride + p, mask(nk), s);
-        }
+        score_group<false>(q, n_q, q_stride, n_heads, dim, reinterpret_cast<const uint8_t *>(tile), nk, out + p, out_stride);
     }
 }
 
@@ -431,6 +460,8 @@ void add_attn_row_kernels_avx512(AttnRowKernels & k) {
     attn_impl::fill<Avx512>(k);
     k.score_f32 = score_lanes<false>;
     k.score_f16 = score_lanes<true>;
+    k.score_blocked_f32 = score_blocked<false>;
+    k.score_blocked_f16 = score_blocked<true>;
 }
 
 #else

@@ -11,6 +11,7 @@
 #include "ops/half.h"
 
 #include <cmath>
+#include <stdexcept>
 
 namespace offgrid::ops::cpu {
 
@@ -74,9 +75,35 @@ struct AttnRowTables {
     }
 };
 
+// The blocked twin: each key gathered (and widened, exactly) on its own, then scored as one f32 key in a row.
+template <bool F16>
+void score_blocked(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
+                   size_t n, float * out, size_t out_stride) {
+    if (dim > kAttnMaxDim) throw std::invalid_argument("score: indexer head wider than kAttnMaxDim");
+    const size_t es = F16 ? 2 : 4;
+    float key[kAttnMaxDim];
+    for (size_t p = 0; p < n; ++p) {
+        const uint8_t * blk = base + (p / kScoreBlock) * kScoreBlock * dim * es;
+        for (size_t e = 0; e < dim; ++e) {
+            const uint8_t * x = blk + (e * kScoreBlock + p % kScoreBlock) * es;
+            if constexpr (F16) {
+                key[e] = half_to_float(*reinterpret_cast<const uint16_t *>(x));
+            } else {
+                key[e] = *reinterpret_cast<const float *>(x);
+            }
+        }
+        attn_impl::score<Plain, false>(q, n_q, q_stride, n_heads, dim, reinterpret_cast<const uint8_t *>(key), 0,
+                                       nullptr, 1, out + p, out_stride);
+    }
+}
+
 }  // namespace
 
-void add_attn_row_kernels_scalar(AttnRowKernels & k) { attn_impl::fill<Plain>(k); }
+void add_attn_row_kernels_scalar(AttnRowKernels & k) {
+    attn_impl::fill<Plain>(k);
+    k.score_blocked_f32 = score_blocked<false>;
+    k.score_blocked_f16 = score_blocked<true>;
+}
 
 const AttnRowKernels & attn_row_kernels(Isa isa) {
     static const AttnRowTables t;
