@@ -3,12 +3,6 @@
 // summed in order after a fixed horizontal sum; updates fuse multiply and add.
 #include "ops/cpu/attn_rows.h"
 
-// GCC contracts a * b + c into an fma even in ISO C++ mode, also for intrinsics: the scores must be the scalar
-// twin's two roundings per product, so not here (the kernels' other fmas are explicit).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
 
@@ -100,12 +94,21 @@ struct Avx2 {
 
 // ---- Scores, one pool per lane (as the avx512 level, attn_rows_avx512.cpp, with 8 lanes) ----
 // Lane k runs pool k's dots as the scalar twin does (products rounded, added in index order, no fused
-// multiply-add; relu'd heads added in order), so every score has the twin's bits. 8 keys are turned element-major
+// multiply-add (product); relu'd heads added in order), so every score has the twin's bits. 8 keys are turned element-major
 // 8 elements at a time by an 8 x 8 transpose in registers; a one-query decode (up to 4 heads, full groups) uses
 // the registers at once, anything else goes through an L1 tile transposed once per group.
 
 constexpr size_t kLanes = 8;
 constexpr int kHeadsPass = 4;
+
+// The product as a rounding of its own: GCC contracts a * b + c into an fma even in ISO C++ mode, also for
+// intrinsics, and the scores must be the twin's two roundings. An empty asm it cannot see through keeps the
+// multiply apart (no instruction; a file-wide fp-contract pragma would also stop std::max inlining here).
+inline __m256 product(__m256 a, __m256 b) {
+    __m256 p = _mm256_mul_ps(a, b);
+    __asm__("" : "+x"(p));
+    return p;
+}
 
 template <bool F16>
 inline __m256 load_chunk(const uint8_t * row, size_t c, size_t len) {
@@ -165,7 +168,7 @@ __m256 pass_keys(const float * qh, size_t dim, const uint8_t * const * key, __m2
 #pragma GCC unroll 8
         for (size_t d = 0; d < kW; ++d) {
 #pragma GCC unroll 4
-            for (int h = 0; h < HN; ++h) acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(t[d], _mm256_set1_ps(qh[h * dim + c + d])));
+            for (int h = 0; h < HN; ++h) acc[h] = _mm256_add_ps(acc[h], product(t[d], _mm256_set1_ps(qh[h * dim + c + d])));
         }
     }
     return relu_sum<HN>(acc, s);
@@ -185,7 +188,7 @@ __m256 pass_block(const float * qh, size_t dim, const uint8_t * blk, size_t row,
             t = _mm256_loadu_ps(reinterpret_cast<const float *>(blk) + e * row);
         }
 #pragma GCC unroll 4
-        for (int h = 0; h < HN; ++h) acc[h] = _mm256_add_ps(acc[h], _mm256_mul_ps(t, _mm256_set1_ps(qh[h * dim + e])));
+        for (int h = 0; h < HN; ++h) acc[h] = _mm256_add_ps(acc[h], product(t, _mm256_set1_ps(qh[h * dim + e])));
     }
     return relu_sum<HN>(acc, s);
 }

@@ -3,12 +3,6 @@
 // vector masked), then acc0 + acc1 and a fixed horizontal sum; updates fuse multiply and add.
 #include "ops/cpu/attn_rows.h"
 
-// GCC contracts a * b + c into an fma even in ISO C++ mode, also for intrinsics: the scores must be the scalar
-// twin's two roundings per product, so not here (the attention kernels' fmas are explicit).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#endif
-
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
 // GCC 12's AVX-512 headers build results on _mm512_undefined_*(), which -Wall reports as uninitialised once
 // inlined (a false positive of the compiler's own headers).
@@ -269,7 +263,7 @@ struct Avx512 {
 
 // ---- Scores, one pool per lane ----
 // Lane k of a register runs pool k's dots exactly as the scalar twin does: each product rounded, added in index
-// order from 0 (no fused multiply-add: the file is compiled with contraction off), each head's dot relu'd and the
+// order from 0 (no fused multiply-add: see product), each head's dot relu'd and the
 // heads added in order. So every score has the twin's bits, whatever the ISA level. The 16 keys of a group are
 // turned element-major (element e of the 16 keys in one register) 16 elements at a time by a 16 x 16 transpose
 // in registers; a query element is a broadcast. A one-query decode (up to 8 heads, full groups) uses the
@@ -281,6 +275,15 @@ constexpr int kHeadsPass = 8;     // query heads whose accumulators a pass keeps
 // per step, not a plain stream; bench_scan (one thread, from memory): 8 KiB ahead into L2 about 10.5 GB/s,
 // none 4-10, 16 KiB ahead 6-10, into L1 8.
 constexpr size_t kPrefetchKeys = 32;
+
+// The product as a rounding of its own: GCC contracts a * b + c into an fma even in ISO C++ mode, also for
+// intrinsics, and the scores must be the twin's two roundings. An empty asm it cannot see through keeps the
+// multiply apart (no instruction; a file-wide fp-contract pragma would also stop std::max inlining here).
+inline __m512 product(__m512 a, __m512 b) {
+    __m512 p = _mm512_mul_ps(a, b);
+    __asm__("" : "+v"(p));
+    return p;
+}
 
 template <bool F16>
 inline __m512 load_chunk(const uint8_t * row, size_t c, size_t len) {
@@ -336,7 +339,7 @@ __m512 pass_keys(const float * qh, size_t dim, const uint8_t * const * key, __m5
 #pragma GCC unroll 16
         for (size_t d = 0; d < kW; ++d) {
 #pragma GCC unroll 8
-            for (int h = 0; h < HN; ++h) acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(t[d], _mm512_set1_ps(qh[h * dim + c + d])));
+            for (int h = 0; h < HN; ++h) acc[h] = _mm512_add_ps(acc[h], product(t[d], _mm512_set1_ps(qh[h * dim + c + d])));
         }
     }
     return relu_sum<HN>(acc, s);
@@ -360,7 +363,7 @@ __m512 pass_block(const float * qh, size_t dim, const uint8_t * blk, __m512 s) {
     for (size_t e = 0; e < dim; ++e) {
         const __m512 t = load_lanes<F16>(blk, e);
 #pragma GCC unroll 8
-        for (int h = 0; h < HN; ++h) acc[h] = _mm512_add_ps(acc[h], _mm512_mul_ps(t, _mm512_set1_ps(qh[h * dim + e])));
+        for (int h = 0; h < HN; ++h) acc[h] = _mm512_add_ps(acc[h], product(t, _mm512_set1_ps(qh[h * dim + e])));
     }
     return relu_sum<HN>(acc, s);
 }

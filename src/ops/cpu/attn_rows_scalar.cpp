@@ -2,11 +2,6 @@
 // the per-level tables.
 #include "ops/cpu/attn_rows.h"
 
-// The twin's dots are two roundings per product (the SIMD levels' scores reproduce them bit for bit): no fused
-// multiply-add, also when the tree is built for a host with one (-march=native contracts by default).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("fp-contract=off")
-#endif
 #include "ops/cpu/attn_rows_impl.h"
 #include "ops/half.h"
 
@@ -20,7 +15,15 @@ namespace {
 struct Plain {
     static float dot(const float * a, const float * b, size_t n) {
         float s = 0.0f;
-        for (size_t i = 0; i < n; ++i) s += a[i] * b[i];
+        for (size_t i = 0; i < n; ++i) {
+            float p = a[i] * b[i];
+            // Two roundings per product (the SIMD levels' scores reproduce them bit for bit), also when the tree is
+            // built for a host with fma (-march=native contracts a * b + c by default): the empty asm keeps them apart.
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+            __asm__("" : "+x"(p));
+#endif
+            s += p;
+        }
         return s;
     }
     static void dots(const float * q, size_t q_stride, size_t m, const float * key, size_t dim, float * out) {
