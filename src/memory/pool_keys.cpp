@@ -29,12 +29,13 @@ void HybridMemory::forget_repooled_keys(uint32_t rep) {
 
 namespace {
 
-// Key k's dim elements from src into lane k % kPoolKeyBlock of its block (PoolKeyTable's layout).
+// Keys lane0 .. lane0 + nk of a block (src[k]: the key of lane lane0 + k, dim elements) into their lanes of the
+// block (PoolKeyTable's layout). Element-major: the block is written in order, the nk keys read side by side.
 template <class T>
-void scatter_key(const uint8_t * src, size_t dim, size_t k, uint8_t * keys) {
-    T * dst = reinterpret_cast<T *>(keys) + (k / kPoolKeyBlock) * dim * kPoolKeyBlock + k % kPoolKeyBlock;
-    const T * from = reinterpret_cast<const T *>(src);
-    for (size_t e = 0; e < dim; ++e) dst[e * kPoolKeyBlock] = from[e];
+void fill_lanes(const uint8_t * const * src, size_t nk, size_t lane0, size_t dim, uint8_t * block) {
+    T * dst = reinterpret_cast<T *>(block) + lane0;
+    for (size_t e = 0; e < dim; ++e)
+        for (size_t k = 0; k < nk; ++k) dst[e * kPoolKeyBlock + k] = reinterpret_cast<const T *>(src[k])[e];
 }
 
 }  // namespace
@@ -50,13 +51,23 @@ PoolKeyTable HybridMemory::pool_keys(uint32_t attn_layer, SeqId seq) {
     if (pk.keys.capacity() < need) pk.keys.reserve(std::max(need, 2 * pk.keys.capacity()));  // amortised growth
     pk.keys.resize(need);
     pk.valid = std::min(pk.valid, reps.size());
-    for (size_t k = pk.valid; k < reps.size(); ++k) {
-        const uint8_t * src = static_cast<const uint8_t *>(kv_.idx_row(attn_layer, reps[k])) + at;
+    // Block by block (a decode adds one key now and then; a restore or an edit copies a whole sequence): the rep
+    // rows are kpool rows apart, so the next block's are requested while this one is filled.
+    auto key_of = [&](size_t k) { return static_cast<const uint8_t *>(kv_.idx_row(attn_layer, reps[k])) + at; };
+    for (size_t k = pk.valid; k < reps.size();) {
+        const size_t b = k / kPoolKeyBlock, lane0 = k % kPoolKeyBlock;
+        const size_t nk = std::min(kPoolKeyBlock - lane0, reps.size() - k);
+        const uint8_t * src[kPoolKeyBlock];
+        for (size_t j = 0; j < nk; ++j) src[j] = key_of(k + j);
+        for (size_t j = k + nk; j < std::min(reps.size(), k + nk + kPoolKeyBlock); ++j)
+            for (size_t o = 0; o < part; o += 64) __builtin_prefetch(key_of(j) + o);
+        uint8_t * block = pk.keys.data() + b * kPoolKeyBlock * part;
         if (elem == 4) {
-            scatter_key<uint32_t>(src, dim, k, pk.keys.data());
+            fill_lanes<uint32_t>(src, nk, lane0, dim, block);
         } else {
-            scatter_key<uint16_t>(src, dim, k, pk.keys.data());
+            fill_lanes<uint16_t>(src, nk, lane0, dim, block);
         }
+        k += nk;
     }
     pk.valid = reps.size();
     return {pk.keys.data(), dim, elem};
