@@ -50,6 +50,25 @@ TEST(BestPools, ContinuousScores) {
     }
 }
 
+// The decode shape of the bench file at 64k (16384 pools, budget 512), scores like the indexer's (sums of relu'd
+// dots, positive, many with one top digit), rounded so that the threshold value repeats: ties at scale.
+TEST(BestPools, ModelSizeWithTies) {
+    std::mt19937 rng(8);
+    std::normal_distribution<float> nd;
+    std::vector<float> v(16384);
+    std::vector<uint32_t> scratch, picked;
+    for (float step : {0.0f, 1.0f / 64, 1.0f / 4}) {
+        for (auto & x : v) {
+            const float s = std::max(0.0f, nd(rng)) + std::max(0.0f, nd(rng)) + std::max(0.0f, nd(rng));
+            x = step > 0 ? std::round(s / step) * step : s;
+        }
+        for (size_t k : {512u, 511u}) {
+            best_pools(v.data(), v.size(), k, scratch, picked);
+            EXPECT_EQ(picked, twin(v, k)) << "step " << step << " k " << k;
+        }
+    }
+}
+
 // Scores over the whole float range (every exponent, both signs, infinities): the radix digits of all three
 // passes decide, and equal keys sit in every bin.
 TEST(BestPools, EveryExponentAndSign) {

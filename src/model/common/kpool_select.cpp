@@ -51,40 +51,78 @@ void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector
     if (budget == 0) return;
     // The budget-th largest key is the threshold: every pool above it is taken, and of the pools equal to it
     // the lowest indices, until the budget is full. That is the set of the order (score descending, index
-    // ascending), in sequence order. The threshold is found digit by digit from the top (11, 11, 10 bits) with
-    // a histogram of the keys that still match the digits chosen so far (they are moved to the front of
-    // `scratch`, so each pass reads only the candidates of the last).
-    scratch.resize(n_pools);
-    for (size_t p = 0; p < n_pools; ++p) scratch[p] = order_key(scores[p]);
-    size_t n_cand = n_pools, need = budget;  // the threshold is the need-th largest candidate
-    uint32_t prefix = 0;
-    static constexpr int kShift[3] = {21, 10, 0}, kBits[3] = {11, 11, 10};
-    uint32_t hist[1u << 11];
-    for (int pass = 0; pass < 3; ++pass) {
+    // ascending), in sequence order. The threshold is found digit by digit from the top (11, 11, 10 bits) with a
+    // histogram of the keys that still match the digits chosen so far. The one pass over all pools after the
+    // first digit splits them into those above it (taken whatever the later digits) and those equal to it (the
+    // candidates); the later digits and the final choice read only the candidates, and the two lists (both in
+    // sequence order) are merged. The first histogram is kept four times over (pool p in copy p % 4): the top
+    // digit of similar scores is mostly the same, and one copy would make every increment wait for the last.
+    scratch.resize(4 * n_pools);
+    uint32_t * keys = scratch.data(), * sure = keys + n_pools, * cand = keys + 2 * n_pools, * work = keys + 3 * n_pools;
+    for (size_t p = 0; p < n_pools; ++p) keys[p] = order_key(scores[p]);
+    uint32_t hist4[4][1u << 11] = {};
+    size_t p = 0;
+    for (; p + 4 <= n_pools; p += 4) {
+        ++hist4[0][keys[p] >> 21];
+        ++hist4[1][keys[p + 1] >> 21];
+        ++hist4[2][keys[p + 2] >> 21];
+        ++hist4[3][keys[p + 3] >> 21];
+    }
+    for (; p < n_pools; ++p) ++hist4[0][keys[p] >> 21];
+    uint32_t * hist = hist4[0];
+    for (size_t b = 0; b < (1u << 11); ++b) hist[b] += hist4[1][b] + hist4[2][b] + hist4[3][b];
+    size_t need = budget;  // the threshold is the need-th largest candidate
+    auto choose = [&](uint32_t bins) {
+        uint32_t d = bins - 1;
+        for (;; --d) {
+            if (need <= hist[d]) break;
+            need -= hist[d];
+        }
+        return d;
+    };
+    const uint32_t top = choose(1u << 11);
+    // Each index is written at the next place of both lists and kept in the one it belongs to (no branch).
+    size_t n_sure = 0, n_cand = 0;
+    for (size_t q = 0; q < n_pools; ++q) {
+        const uint32_t d = keys[q] >> 21;
+        sure[n_sure] = cand[n_cand] = static_cast<uint32_t>(q);
+        n_sure += d > top;
+        n_cand += d == top;
+    }
+    // The lower digits over the candidates' keys (work: those matching the digits so far).
+    for (size_t c = 0; c < n_cand; ++c) work[c] = keys[cand[c]];
+    uint32_t prefix = top << 21;
+    size_t n_work = n_cand;
+    static constexpr int kShift[2] = {10, 0}, kBits[2] = {11, 10};
+    for (int pass = 0; pass < 2; ++pass) {
         const int shift = kShift[pass];
         const uint32_t bins = 1u << kBits[pass], mask = bins - 1;
         std::fill(hist, hist + bins, 0u);
-        for (size_t c = 0; c < n_cand; ++c) ++hist[(scratch[c] >> shift) & mask];
-        uint32_t digit = bins - 1;
-        for (;; --digit) {
-            if (need <= hist[digit]) break;
-            need -= hist[digit];
-        }
-        prefix |= digit << shift;
+        for (size_t c = 0; c < n_work; ++c) ++hist[(work[c] >> shift) & mask];
+        const uint32_t d = choose(bins);
+        prefix |= d << shift;
         size_t kept = 0;
-        for (size_t c = 0; c < n_cand; ++c) {
-            if (((scratch[c] >> shift) & mask) == digit) scratch[kept++] = scratch[c];
+        for (size_t c = 0; c < n_work; ++c) {
+            work[kept] = work[c];
+            kept += ((work[c] >> shift) & mask) == d;
         }
-        n_cand = kept;
+        n_work = kept;
     }
-    // prefix is the threshold key; `need` of the pools equal to it are taken (the others are above it).
+    // prefix is the threshold key; `need` of the pools equal to it are taken. Of the candidates: those above it,
+    // and the first `need` equal to it, in sequence order, merged with the sure ones.
     const uint32_t threshold = prefix;
-    size_t ties = need;
-    picked.reserve(budget);
-    for (size_t p = 0; p < n_pools; ++p) {
-        const uint32_t k = order_key(scores[p]);
-        if (k > threshold || (k == threshold && ties > 0 && ties--)) picked.push_back(static_cast<uint32_t>(p));
+    size_t ties = need, n_taken = 0;
+    for (size_t c = 0; c < n_cand; ++c) {
+        const uint32_t k = keys[cand[c]];
+        work[n_taken] = cand[c];
+        n_taken += k > threshold;
+        if (k == threshold && ties > 0) [[unlikely]] {
+            --ties;
+            ++n_taken;
+        }
     }
+    picked.resize(n_sure + n_taken);
+    std::merge(sure, sure + n_sure, work, work + n_taken, picked.begin());
 }
 
 void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,
