@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "memory/batch.h"
+#include "memory/huge_pages.h"
 #include "memory/kpool_layout.h"
 #include "memory/kv_cache.h"
 #include "memory/plan.h"
@@ -207,7 +208,7 @@ private:
     // [0, valid) equal the rep rows' pooled parts. A derived copy, never saved: every change of a sequence's pools or of a pooled
     // key lowers valid (forget_pool_keys), and pool_keys copies the rest from the rep rows.
     struct PoolKeys {
-        std::vector<uint8_t> keys;
+        std::vector<uint8_t, HugePageAllocator<uint8_t>> keys;  // the scan streams it: 2 MiB pages past 2 MiB
         size_t valid = 0;
     };
     std::vector<std::vector<PoolKeys>> pool_keys_;  // [attn layer][seq], empty without pools
