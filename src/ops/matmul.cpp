@@ -106,6 +106,16 @@ void rows_with_kernels(const Matrix & w, const cpu::TypeKernels & k, const uint8
         }
         return;
     }
+    if (k.dot_tile != nullptr && k.act_type == ElemType::Q16_K) {
+        // A few tokens (a decode step of up to tile_tokens sequences): the weights stream from DRAM once, so the
+        // rows go one after another, each decoded once for all tokens (1 x n_tokens tiles). A 4-row tile reads
+        // four rows' blocks in turn, which the prefetchers follow badly: 2-5x slower from DRAM (bench_quant_batch).
+        for (int64_t r = r0; r < r1; ++r) {
+            k.dot_tile(w.row(r), w.row_bytes, act, act_stride, w.cols, 1, static_cast<int>(n_tokens), y + r,
+                       static_cast<size_t>(w.rows));
+        }
+        return;
+    }
     const int64_t chunk =
         std::max<int64_t>(tt_max, static_cast<int64_t>(kActChunkBytes / act_stride) / tt_max * tt_max);
     for (int64_t c0 = 0; c0 < n_tokens; c0 += chunk) {
