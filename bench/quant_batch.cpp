@@ -65,10 +65,10 @@ void run(ElemType type, const Shape & s, ops::ThreadPool * pool, int threads) {
     const auto w = random_weights(type, mat_bytes * n_mats);
     std::mt19937 rng(7);
     std::normal_distribution<float> nd;
-    std::vector<float> x(static_cast<size_t>(s.cols) * 8), y(static_cast<size_t>(s.rows) * 8);
+    std::vector<float> x(static_cast<size_t>(s.cols) * 64), y(static_cast<size_t>(s.rows) * 64);
     for (auto & v : x) v = nd(rng);
     double us1 = 0;
-    for (int nt = 1; nt <= 8; ++nt) {
+    for (int nt : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 64}) {
         size_t m = 0;
         auto call = [&] {
             const ops::Matrix mat = ops::make_matrix(type, w.data() + (m++ % n_mats) * mat_bytes, s.cols, s.rows);
