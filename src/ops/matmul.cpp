@@ -108,10 +108,13 @@ void rows_with_kernels(const Matrix & w, const cpu::TypeKernels & k, const uint8
         }
         return;
     }
-    if (k.dot_tile != nullptr && k.act_type == ElemType::Q16_K) {
-        // A few tokens (a decode step of up to tile_tokens sequences): the weights stream from DRAM once, so the
-        // rows go one after another, each decoded once for all tokens (1 x n_tokens tiles). A 4-row tile reads
-        // four rows' blocks in turn, which the prefetchers follow badly: 2-5x slower from DRAM (bench_quant_batch).
+    const bool q16_rows = k.act_type == ElemType::Q16_K;  // n_tokens <= tt_max here
+    const bool entry_rows = k.row_tile_min_tokens > 0 && n_tokens >= k.row_tile_min_tokens &&
+                            n_tokens <= cpu::kTileTokensMax;
+    if (k.dot_tile != nullptr && (q16_rows || entry_rows)) {
+        // A few tokens (a decode step of up to 8 sequences): the weights stream from DRAM once, so the rows go one
+        // after another, each decoded once for all tokens (1 x n tiles). A 4-row tile reads four rows' blocks
+        // in turn, which the prefetchers follow badly: 2-5x slower from DRAM (bench_quant_batch).
         for (int64_t r = r0; r < r1; ++r) {
             k.dot_tile(w.row(r), w.row_bytes, act, act_stride, w.cols, 1, static_cast<int>(n_tokens), y + r,
                        static_cast<size_t>(w.rows));
