@@ -80,6 +80,7 @@ void add_q8_0_row_tiles_avx512(TypeKernels & k) {
     // Only over the float side's exact AVX-512 entry (f32 activations, at most 4 tokens a tile), whose
     // arithmetic row_tile repeats.
     if (k.act_type != tensor::ElemType::F32 || k.dot_tile == nullptr || k.tile_tokens != 4) return;
+    if (k.dot_tile == dot_tile || k.row_tile_min_tokens != 0) return;  // already wrapped: never wrap twice
     g_float_tile = k.dot_tile;
     k.dot_tile = dot_tile;
     // From 4 tokens on (bench_quant_batch, one thread, alternated with the float side's tiles): 4 tokens
