@@ -97,12 +97,27 @@ void rows_with_kernels(const Matrix & w, const cpu::TypeKernels & k, const uint8
             const int64_t b1 = std::min(r1, b0 + block);
             for (int64_t t = 0; t < n_tokens; t += tt_max) {
                 const int nt = static_cast<int>(std::min<int64_t>(tt_max, n_tokens - t));
-                for (int64_t r = b0; r < b1; r += tile) {
-                    const int nr = static_cast<int>(std::min<int64_t>(tile, b1 - r));
+                // The first token group brings the block in from DRAM: one row after another there (see below).
+                const int rows_per_tile = t == 0 ? 1 : tile;
+                for (int64_t r = b0; r < b1; r += rows_per_tile) {
+                    const int nr = static_cast<int>(std::min<int64_t>(rows_per_tile, b1 - r));
                     k.dot_tile(w.row(r), w.row_bytes, act + t * act_stride, act_stride, w.cols, nr, nt,
                                y + t * w.rows + r, static_cast<size_t>(w.rows));
                 }
             }
+        }
+        return;
+    }
+    const bool q16_rows = k.act_type == ElemType::Q16_K;  // n_tokens <= tt_max here
+    const bool entry_rows = k.row_tile_min_tokens > 0 && n_tokens >= k.row_tile_min_tokens &&
+                            n_tokens <= cpu::kTileTokensMax;
+    if (k.dot_tile != nullptr && (q16_rows || entry_rows)) {
+        // A few tokens (a decode step of up to 8 sequences): the weights stream from DRAM once, so the rows go one
+        // after another, each decoded once for all tokens (1 x n tiles). A 4-row tile reads four rows' blocks
+        // in turn, which the prefetchers follow badly: 2-5x slower from DRAM (bench_quant_batch).
+        for (int64_t r = r0; r < r1; ++r) {
+            k.dot_tile(w.row(r), w.row_bytes, act, act_stride, w.cols, 1, static_cast<int>(n_tokens), y + r,
+                       static_cast<size_t>(w.rows));
         }
         return;
     }

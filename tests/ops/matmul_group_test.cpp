@@ -21,9 +21,10 @@ using tensor::ElemType;
 
 using test_data::random_floats;
 
-// Weight bytes of a rows x cols matrix: encoded floats, or (Q4_K) random blocks with small f16 scales.
+// Weight bytes of a rows x cols matrix: encoded floats, or (Q4_K, Q6_K: no encoder) random blocks with small
+// f16 scales.
 std::vector<uint8_t> weight_bytes(ElemType type, int64_t cols, int64_t rows, uint32_t seed) {
-    if (type != ElemType::Q4_K) {
+    if (type != ElemType::Q4_K && type != ElemType::Q6_K) {
         const auto w = random_floats(static_cast<size_t>(cols * rows), seed);
         return tensor::quantize(type, w);
     }
@@ -31,11 +32,16 @@ std::vector<uint8_t> weight_bytes(ElemType type, int64_t cols, int64_t rows, uin
     std::vector<uint8_t> out(bytes);
     std::mt19937 rng(seed);
     for (auto & b : out) b = static_cast<uint8_t>(rng());
-    constexpr size_t kBlock = 144;  // Q4_K: f16 d, f16 dmin, 12 bytes of scales, 128 of quants
-    for (size_t at = 0; at < bytes; at += kBlock) {
+    // Q4_K: f16 d, f16 dmin, 12 bytes of scales, 128 of quants; Q6_K: 128 + 64 bytes of quants, 16 scales, f16 d.
+    const size_t block = type == ElemType::Q4_K ? 144 : 210;
+    for (size_t at = 0; at < bytes; at += block) {
         const uint16_t d = float_to_half(0.01f), dmin = float_to_half(0.005f);
-        std::memcpy(&out[at], &d, 2);
-        std::memcpy(&out[at + 2], &dmin, 2);
+        if (type == ElemType::Q4_K) {
+            std::memcpy(&out[at], &d, 2);
+            std::memcpy(&out[at + 2], &dmin, 2);
+        } else {
+            std::memcpy(&out[at + 208], &d, 2);
+        }
     }
     return out;
 }
@@ -115,6 +121,32 @@ TEST(Matmul, PromptProductEqualsOneDotPerOutput) {
         for (int64_t t = 0; t < tokens; ++t) {
             for (int64_t r = 0; r < rows; ++r) {
                 ASSERT_EQ(y[t * rows + r], dot_row(m, r, x.data() + t * cols)) << "row " << r << " token " << t;
+            }
+        }
+    }
+}
+
+TEST(Matmul, FewTokenProductEqualsOneDotPerOutput) {
+    // A decode step of 1 to 9 sequences (the few-token path: rows one after another, each a 1 x n tile, and
+    // beyond the tile's tokens the prompt order) on the types of the quantised bench file, with a partial last
+    // row tile: every output equals the product of its row and token alone, at 1 and 2 threads.
+    const int64_t cols = 1024, rows = 203;
+    for (ElemType type : {ElemType::Q4_K, ElemType::Q6_K, ElemType::Q8_0}) {
+        SCOPED_TRACE(static_cast<int>(type));
+        const auto w = weight_bytes(type, cols, rows, 400);
+        const Matrix m = make_matrix(type, w.data(), cols, rows);
+        for (int64_t tokens = 1; tokens <= 9; ++tokens) {
+            const auto x = random_floats(static_cast<size_t>(cols * tokens), 401 + static_cast<uint32_t>(tokens));
+            for (int threads : {1, 2}) {
+                ThreadPool pool(threads);
+                std::vector<float> y(static_cast<size_t>(rows * tokens), -1.0f);
+                matmul(m, x.data(), tokens, y.data(), &pool);
+                for (int64_t t = 0; t < tokens; ++t) {
+                    for (int64_t r = 0; r < rows; ++r) {
+                        ASSERT_EQ(y[t * rows + r], dot_row(m, r, x.data() + t * cols))
+                            << tokens << " tokens, row " << r << " token " << t << ", " << threads << " threads";
+                    }
+                }
             }
         }
     }

@@ -39,6 +39,11 @@ struct TypeKernels {
     // Most tokens one dot_tile call takes (kTileMax, or up to kTileTokensMax for kernels whose weight decoding
     // is worth spreading over more tokens).
     int tile_tokens = 4;
+    // Non-zero: dot_tile with n_rows == 1 takes up to kTileTokensMax tokens and reads the row once for all of
+    // them, and the driver runs products of row_tile_min_tokens to kTileTokensMax tokens row after row (one
+    // sequential weight stream per thread). Entries with Q16_K activations run every product of at most
+    // tile_tokens tokens that way (their one-row tiles take tile_tokens).
+    int row_tile_min_tokens = 0;
 };
 
 constexpr size_t kTypeTableSize = 64;  // indexed by the ggml type id

@@ -7,6 +7,7 @@
 
 #include "ops/cpu/kernels_quant_common.h"
 #include "ops/cpu/kernels_quant_int16.h"
+#include "ops/cpu/kernels_quant_q8_0.h"
 
 namespace offgrid::ops::cpu {
 
@@ -48,6 +49,8 @@ void add_quant_kernels(Isa isa, TypeKernels * table) {
                 case Isa::Avx512: quant::add_int16_entries_avx512(table); break;
             }
             table[static_cast<uint32_t>(tensor::ElemType::Q8_0)] = q8_0;
+            // Its one-row tiles for decode steps of a few sequences (bit-identical to its vec_dot).
+            if (isa == Isa::Avx512) quant::add_q8_0_row_tiles_avx512(table[static_cast<uint32_t>(tensor::ElemType::Q8_0)]);
             return;
         }
     }

@@ -18,6 +18,10 @@ namespace offgrid::ops::cpu::quant {
 namespace {
 
 OFFGRID_I16_INLINE __m512i load512(const void * p) { return _mm512_loadu_si512(p); }
+
+// How far ahead a one-row stream prefetches (DRAM probe of the 1 x n tiles, one thread: 1024 bytes 4-26 % faster
+// than none at 1-8 tokens, 2048 no better).
+constexpr size_t kPrefetchBytes = 1024;
 OFFGRID_I16_INLINE __m256i fold16(__m512i p) { return _mm256_add_epi32(_mm512_castsi512_si256(p), _mm512_extracti64x4_epi64(p, 1)); }
 
 OFFGRID_I16_INLINE __m512i group_scale(__m512i sv, int g) {
@@ -127,6 +131,13 @@ inline void dot_rows_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t
         #pragma GCC unroll 8
         for (int r = 0; r < NR; ++r) {
             const auto & blk = reinterpret_cast<const typename T::Block *>(w + r * ws)[b];
+            if constexpr (NR == 1) {
+                // One row streams from DRAM (decode, few-token products): ask for the stream a little ahead; the
+                // rows of a matrix are contiguous, so this runs on into the next row. Never faults, no arithmetic.
+                const char * ahead = reinterpret_cast<const char *>(&blk) + kPrefetchBytes;
+                #pragma GCC unroll 4
+                for (size_t off = 0; off < sizeof(blk); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+            }
             Wide k;
             decode_wide<T>(blk, k);
             const __m512i * wz = k.wz;

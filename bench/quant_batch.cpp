@@ -1,0 +1,119 @@
+// Few-token products on quantised weights (issue 10: decode steps of 2-8 sequences): ops::matmul on the bench
+// model's shapes, with matrices rotated over 96 MiB of weights so every call streams its weights from DRAM as
+// in the model, at 1..8 tokens, one process. Per shape and token count: microseconds per call, GB/s of weights,
+// GFLOP/s, and the cost ratio to one token (1.00 would be "n tokens for the price of the bytes").
+// Run by hand: bench_quant_batch [threads] [type...]  (types: q4_K q6_K q8_0; default all, 1 and 2 threads).
+// OFFGRID_ISA lowers the level; OFFGRID_QUANT_ACT picks the activation format as in the engine.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "ops/cpu/dispatch.h"
+#include "ops/matmul.h"
+#include "ops/thread_pool.h"
+#include "tensor/half.h"
+#include "tensor/types.h"
+
+namespace {
+
+using namespace offgrid;
+using tensor::ElemType;
+
+constexpr size_t kPoolBytes = 96u << 20;  // far above the 32 MiB L3
+
+// Random quant bits with sane f16 scales (byte offsets per block), so no encoder is needed.
+std::vector<int> f16_fields(ElemType t) {
+    switch (t) {
+        case ElemType::Q4_K: return {0, 2};
+        case ElemType::Q6_K: return {208};
+        case ElemType::Q8_0: return {0};
+        default: return {};
+    }
+}
+
+std::vector<uint8_t> random_weights(ElemType type, size_t bytes) {
+    std::vector<uint8_t> w(bytes);
+    std::mt19937 rng(5);
+    for (size_t i = 0; i < bytes; i += 4) {
+        const uint32_t v = rng();
+        std::memcpy(&w[i], &v, std::min<size_t>(4, bytes - i));
+    }
+    const size_t bb = tensor::traits(type).block_bytes;
+    for (size_t b = 0; b < bytes / bb; ++b) {
+        for (int off : f16_fields(type)) {
+            const uint16_t h = tensor::f32_to_f16(0.01f + 0.001f * static_cast<float>(rng() % 16));
+            std::memcpy(&w[b * bb + off], &h, 2);
+        }
+    }
+    return w;
+}
+
+struct Shape {
+    const char * what;
+    int64_t cols, rows;
+};
+
+void run(ElemType type, const Shape & s, ops::ThreadPool * pool, int threads) {
+    const size_t rb = tensor::row_bytes(type, static_cast<uint64_t>(s.cols));
+    const size_t mat_bytes = rb * static_cast<size_t>(s.rows);
+    const size_t n_mats = std::max<size_t>(2, kPoolBytes / mat_bytes);
+    const auto w = random_weights(type, mat_bytes * n_mats);
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd;
+    std::vector<float> x(static_cast<size_t>(s.cols) * 64), y(static_cast<size_t>(s.rows) * 64);
+    for (auto & v : x) v = nd(rng);
+    double us1 = 0;
+    for (int nt : {1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 64}) {
+        size_t m = 0;
+        auto call = [&] {
+            const ops::Matrix mat = ops::make_matrix(type, w.data() + (m++ % n_mats) * mat_bytes, s.cols, s.rows);
+            ops::matmul(mat, x.data(), nt, y.data(), pool);
+        };
+        for (size_t i = 0; i < n_mats; ++i) call();  // warm-up: page in, grow the scratch
+        // Best of 5 sweeps over all matrices (each sweep streams the 96 MiB once).
+        double best = 1e30;
+        for (int rep = 0; rep < 5; ++rep) {
+            const auto t0 = std::chrono::steady_clock::now();
+            for (size_t i = 0; i < n_mats; ++i) call();
+            best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        }
+        const double us = best / static_cast<double>(n_mats) * 1e6;
+        if (nt == 1) us1 = us;
+        std::printf("%-5s %-22s t=%d tokens=%d  %8.1f us  %6.1f GB/s  %6.1f GFLOP/s  cost/1-token %.2f\n",
+                    std::string(tensor::traits(type).name).c_str(), s.what, threads, nt, us, static_cast<double>(mat_bytes) / us * 1e-3,
+                    2.0 * static_cast<double>(s.cols * s.rows * nt) / us * 1e-3, us / us1);
+    }
+}
+
+}  // namespace
+
+int main(int argc, char ** argv) {
+    std::vector<int> thread_counts = {1, 2};
+    std::vector<ElemType> types = {ElemType::Q4_K, ElemType::Q6_K, ElemType::Q8_0};
+    if (argc > 1) thread_counts = {std::atoi(argv[1])};
+    if (argc > 2) {
+        types.clear();
+        for (int i = 2; i < argc; ++i) {
+            const std::string t = argv[i];
+            if (t == "q4_K") types.push_back(ElemType::Q4_K);
+            if (t == "q6_K") types.push_back(ElemType::Q6_K);
+            if (t == "q8_0") types.push_back(ElemType::Q8_0);
+        }
+    }
+    std::printf("isa %s\n", ops::cpu::isa_name(ops::cpu::active_isa()));
+    // The bench model's products: expert gate/up (1024 -> 256), expert down (256 -> 1024), a square
+    // projection, the output head (1024 -> 16384).
+    const Shape shapes[] = {{"expert 1024->256", 1024, 256}, {"expert 256->1024", 256, 1024},
+                            {"proj 1024->1024", 1024, 1024}, {"head 1024->16384", 1024, 16384}};
+    for (int threads : thread_counts) {
+        ops::ThreadPool pool(threads);
+        for (ElemType t : types) {
+            for (const Shape & s : shapes) run(t, s, threads > 1 ? &pool : nullptr, threads);
+        }
+    }
+}
