@@ -4,7 +4,9 @@
 //
 // Invariants every level keeps:
 //  - score: each output (query i, key p) depends only on that query and that key (the same bits for any n_q,
-//    any n, any slicing into calls), so a prompt chunk scores exactly as token-by-token decoding;
+//    any n, any slicing into calls, either key layout), so a prompt chunk scores exactly as token-by-token
+//    decoding; and every level gives the scalar twin's bits (each dot's products rounded and added in index
+//    order, no fused multiply-add, the relu'd heads added in order), so the selection never depends on the ISA;
 //  - attend: each query's output depends only on that query, the rows and their order (the same bits for any
 //    n_q and any grouping of queries into calls), so results never depend on threads or batches;
 //  - the Scalar set is the plain twin the tests compare the others with.
