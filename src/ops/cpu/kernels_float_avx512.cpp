@@ -168,7 +168,7 @@ void rows_in_turn_float(const uint8_t * w, size_t w_stride, const uint8_t * act,
 // The weights stream from memory once per tile whatever the token count. Measured per shape and token count by
 // bench_float_tiles (128 MiB in 2 MiB pages, one thread, CPU time, load 3.2-3.6; GB/s, the 4x4 tiles with the
 // old L1 prefetch -> this tile): 1024 x 1024 products 2 tokens 19.6 -> 23.4, 3 14.7 -> 22.3, 4 13.1 -> 17.5,
-// 6 8.3 -> 14.4, 8 11.1 -> 11.3; rows of 256 (the experts' down products) 4 tokens 6.3 -> 16.7, 8 5.7 -> 12.7.
+// 6 8.3 -> 14.4; rows of 256 (the experts' down products) 4 tokens 6.3 -> 16.7. (8 tokens: see dot_tile_tokens.)
 // What made the difference is the prefetch hint: the tile two tiles ahead prefetched into L2 (prefetcht1) rather
 // than L1, where the prefetched lines evicted the tokens' activations (at 8 tokens and 1024 columns, 32 KB: all
 // of L1). Without any software prefetch the four interleaved rows of a tile left the hardware prefetcher behind
@@ -255,7 +255,7 @@ constexpr int kTileTokens = 8;
 
 static_assert(kTileTokens <= kTileTokensMax);
 
-template <typename L, bool FirstVisitOnly = true>
+template <typename L>
 void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
                      int n_tok, float * y, size_t y_stride) {
     const auto * wb = static_cast<const uint8_t *>(w);
@@ -275,7 +275,7 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
                 // per tile in a row, and are compute-bound: only a tile's first visit prefetches (later groups
                 // find the tile ahead fetched; prefetching in every group cost pp512 15-30 %).
                 thread_local const void * last_tile = nullptr;
-                const bool first_visit = !FirstVisitOnly || w != last_tile;
+                const bool first_visit = w != last_tile;
                 last_tile = w;
                 if (first_visit) {
                     tile4_float<L, 4, true>(wb, w_stride, ab, act_stride, n, y, y_stride);
