@@ -174,30 +174,32 @@ void rows_in_turn_float(const uint8_t * w, size_t w_stride, const uint8_t * act,
 }
 
 // ---- Several tokens (a decode step of several sequences, prompts): four rows by 2-8 tokens ----
-// The weights stream from memory once per tile whatever the token count. Measured per shape and token count by
-// bench_float_tiles (128 MiB in 2 MiB pages, one thread, CPU time, load 3.2-3.6; GB/s, the 4x4 tiles with the
-// old L1 prefetch -> this tile): 1024 x 1024 products 2 tokens 19.6 -> 23.4, 3 14.7 -> 22.3, 4 13.1 -> 17.5,
-// 6 8.3 -> 14.4; rows of 256 (the experts' down products) 4 tokens 6.3 -> 16.7. (8 tokens: see dot_tile_tokens.)
-// What made the difference is the prefetch hint: the tile two tiles ahead prefetched into L2 (prefetcht1) rather
-// than L1, where the prefetched lines evicted the tokens' activations (at 8 tokens and 1024 columns, 32 KB: all
-// of L1). Without any software prefetch the four interleaved rows of a tile left the hardware prefetcher behind
-// (1 KB rows: 6-9 GB/s at 2-8 tokens). Prefetch distances of 1, 4 or 8 tiles and chunks of 512 columns or whole
-// rows measured the same within noise; one or two rows at a time by all tokens (one or two sequential streams)
-// was slower from 4 tokens on (8 tokens: 5.8 and 6.9): a row by 8 tokens takes 9 loads per 8 FMAs, two rows by 8
-// 10 per 16, and the tokens' activations come from L2.
+// The weights stream from memory once per tile whatever the token count (the driver gives up to kTileTokens
+// tokens per call). Measured per shape and token count by bench_float_tiles (128 MiB in 2 MiB pages, one thread,
+// CPU time, load 2.7-3.6; GB/s, the 4x4 tiles before -> these): 1024 x 1024 products 2 tokens 19.6 -> 23.4,
+// 3 14.7 -> 22.3, 4 13.1 -> 17.5, 5 11.7 -> 18.0, 6 9.5 -> 17.0, 7 8.9 -> 15.6, 8 12.0 -> 14.0; rows of 256 (the
+// experts' down products) 4 tokens 6.3 -> 16.7, 6 8.1 -> 20.2, 8 6.8 -> 19.3.
+// What made most of the difference is the prefetch hint: the tile two tiles ahead prefetched into L2
+// (prefetcht1) rather than L1, where the prefetched lines evicted the tokens' activations (at 8 tokens and 1024
+// columns, 32 KB: all of L1). Without any software prefetch the four interleaved rows of a tile left the hardware
+// prefetcher behind (1 KB rows: 6-9 GB/s at 2-8 tokens). Prefetch distances of 1, 4 or 8 tiles and chunks of 512
+// columns or whole rows measured the same within noise. Over whole rows, one or two rows at a time by all tokens
+// was slower from 4 tokens on (8 tokens: 5.8 and 6.9): the tokens' activations then come from L2 (8 x 4 KB), at 9
+// loads per 8 FMAs or 10 per 16 (and GCC loaded each activation vector once per row until told not to).
 //
-// Per chunk of kChunkCols columns each group of up to 4 tokens runs over the tile's 4 rows with its 4 x NT
-// accumulators in registers (8 loads per 16 FMAs), parked in memory between chunks, so the chunk's weights
-// (4 KB) and the tokens' activations for it (8 KB at most) are read from L1 by the second group. Each accumulator
-// still sees its row's vectors in index order, then the masked tail: vec_dot_float's order, bit for bit.
+// Per chunk of kChunkCols columns a tile keeps its accumulators in registers and parks them in memory between
+// chunks, so the chunk's activations (8 KB at most) and weights (4 KB) are read from L1 by its second pass. Each
+// accumulator still sees its row's vectors in index order, then the masked tail: vec_dot_float's order, bit for
+// bit.
 constexpr int64_t kChunkCols = 256;
 
-// Which prefetch a token group issues: none (the second group of a tile), into L2, or into L1 (2-3 tokens on
+// Which prefetch a tile of 2-4 tokens issues: into L2, or into L1 (2-3 tokens on
 // rows of at most kL1PrefetchCols: the experts' down products ran 2 tokens at 23.9 GB/s with it, 18.0 into L2).
-enum class Prefetch { None, L2, L1 };
+enum class Prefetch { L2, L1 };
 constexpr int64_t kL1PrefetchCols = 256;
 
-// Columns [i0, i1) (whole vectors) of four rows by NT (<= 4) tokens, accumulators parked in `park`.
+// Columns [i0, i1) (whole vectors) of four rows by NT (<= 4) tokens, accumulators parked in `park` between
+// chunks.
 template <typename L, int NT, Prefetch P>
 inline void tile4_group(const uint8_t * w, size_t w_stride, const float * const * x, int64_t i0, int64_t i1,
                         float * park) {
@@ -234,7 +236,7 @@ inline void tile4_group_tail(const uint8_t * w, size_t w_stride, const float * c
 template <typename L, int NT>
 void tile4_tokens(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                   size_t y_stride) {
-    constexpr int A = NT < 4 ? NT : 4, B = NT - A;  // the two token groups
+    static_assert(NT <= 4);
     alignas(64) float park[4 * 8 * kLanes];
     std::memset(park, 0, sizeof(park));
     const float * x[NT];
@@ -243,19 +245,70 @@ void tile4_tokens(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
     for (int64_t c0 = 0; c0 < full; c0 += kChunkCols) {
         const int64_t c1 = std::min(full, c0 + kChunkCols);
         if (NT <= 3 && n <= kL1PrefetchCols) {
-            tile4_group<L, A, Prefetch::L1>(w, w_stride, x, c0, c1, park);
+            tile4_group<L, NT, Prefetch::L1>(w, w_stride, x, c0, c1, park);
         } else {
-            tile4_group<L, A, Prefetch::L2>(w, w_stride, x, c0, c1, park);
+            tile4_group<L, NT, Prefetch::L2>(w, w_stride, x, c0, c1, park);
         }
-        if constexpr (B > 0) tile4_group<L, B, Prefetch::None>(w, w_stride, x + A, c0, c1, park + A * kLanes);
     }
-    if (full < n) {
-        const int c = static_cast<int>(n - full);
-        tile4_group_tail<L, A>(w, w_stride, x, full, c, park);
-        if constexpr (B > 0) tile4_group_tail<L, B>(w, w_stride, x + A, full, c, park + A * kLanes);
-    }
+    if (full < n) tile4_group_tail<L, NT>(w, w_stride, x, full, static_cast<int>(n - full), park);
     for (int t = 0; t < NT; ++t)
         for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(_mm512_load_ps(park + (r * 8 + t) * kLanes));
+}
+
+// Four rows by NT (5-8) tokens as two pairs of rows by all tokens, per chunk of kChunkCols columns: 2 x NT
+// accumulators in registers (2 + NT loads per 2 NT FMAs), parked between chunks; the chunk's activations (8 KB at
+// most) stay in L1 for the second pair. Each pass of a pair prefetches its half of the tile two ahead into L2.
+template <typename L, int NT>
+void tile2x_pairs(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                  size_t y_stride) {
+    alignas(64) float park[2][2 * 8 * kLanes];
+    std::memset(park, 0, sizeof(park));
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    const int64_t full = n / kLanes * kLanes;
+    auto pair_pass = [&](int p, int64_t i0, int64_t i1, int tail) {
+        const uint8_t * w0 = w + 2 * p * w_stride;
+        const uint8_t * w1 = w0 + w_stride;
+        __m512 acc[2][NT];
+        for (int r = 0; r < 2; ++r)
+            for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_load_ps(park[p] + (r * 8 + t) * kLanes);
+        if (tail == 0) {
+            for (int64_t i = i0; i < i1; i += kLanes) {
+                if (p == 0) {
+                    prefetch_half_l2<L::kBytes, 0>(w, w_stride, i, n);
+                } else {
+                    prefetch_half_l2<L::kBytes, 1>(w, w_stride, i, n);
+                }
+                const __m512 a0 = L::full(w0, i), a1 = L::full(w1, i);
+                for (int t = 0; t < NT; ++t) {
+                    __m512 xv = load_x(x[t], i);
+                    asm("" : "+v"(xv));  // one load per token (GCC would fold it into both FMAs)
+                    acc[0][t] = _mm512_fmadd_ps(a0, xv, acc[0][t]);
+                    acc[1][t] = _mm512_fmadd_ps(a1, xv, acc[1][t]);
+                }
+            }
+        } else {
+            const __m512 a0 = L::tail(w0, i0, tail), a1 = L::tail(w1, i0, tail);
+            for (int t = 0; t < NT; ++t) {
+                const __m512 xv = load_x_tail(x[t], i0, tail);
+                acc[0][t] = _mm512_fmadd_ps(a0, xv, acc[0][t]);
+                acc[1][t] = _mm512_fmadd_ps(a1, xv, acc[1][t]);
+            }
+        }
+        for (int r = 0; r < 2; ++r)
+            for (int t = 0; t < NT; ++t) _mm512_store_ps(park[p] + (r * 8 + t) * kLanes, acc[r][t]);
+    };
+    for (int64_t c0 = 0; c0 < full; c0 += kChunkCols) {
+        const int64_t c1 = std::min(full, c0 + kChunkCols);
+        pair_pass(0, c0, c1, 0);
+        pair_pass(1, c0, c1, 0);
+    }
+    if (full < n) {
+        pair_pass(0, full, n, static_cast<int>(n - full));
+        pair_pass(1, full, n, static_cast<int>(n - full));
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(_mm512_load_ps(park[r / 2] + ((r % 2) * 8 + t) * kLanes));
 }
 
 // The table's float tile: up to 4 rows by up to kTileTokens tokens. One token: the rows in turn (above); a tile
@@ -275,9 +328,9 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
             case 2: tile4_tokens<L, 2>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
             case 3: tile4_tokens<L, 3>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
             case 4: tile4_tokens<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 5: tile4_tokens<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 6: tile4_tokens<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 7: tile4_tokens<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 5: tile2x_pairs<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 6: tile2x_pairs<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 7: tile2x_pairs<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
             case 8: {
                 // Two 4 x 4 passes, each prefetching half of the tile two ahead into L2, so the memory stays busy
                 // through both (bench_float_tiles, 8 tokens, one thread: 1024 x 1024 12.0 GB/s with the old tiles,
