@@ -13,13 +13,25 @@ namespace offgrid {
 namespace model { class Architecture; }
 namespace runtime { class ContextImpl; }
 
-// A loaded model (weights memory-mapped). Shared by any number of contexts.
+// How the weights get into memory.
+//  Read: the whole file is read at load into memory of the process's own, 2 MiB aligned and advised as
+//        transparent huge pages: one TLB entry per 2 MiB, so decode (which streams every weight byte each
+//        token) runs at the bus's speed; costs the file's size in RAM and the read time; a file changed later
+//        cannot affect the process.
+//  Map:  the file is memory-mapped: loads instantly, pages shared with the page cache and other processes, in
+//        whatever page size the page cache holds the file (often 4 KiB: decode then runs 1.3-1.5x slower);
+//        a file truncated while mapped ends the process with SIGBUS.
+//  Auto: Read when the file takes at most half of the memory available now, else Map.
+enum class WeightLoad { Auto, Map, Read };
+
+// A loaded model. Shared by any number of contexts.
 class Model {
 public:
-    // Throws offgrid::Error (or FileError) naming the file and what is wrong. use_mmap false reads the whole file
-    // into memory instead of mapping it (costs its size in RAM; a file truncated later cannot crash the process).
+    // Throws offgrid::Error (or FileError) naming the file and what is wrong.
     // While the model lives, this process refuses to write over its file.
-    static std::shared_ptr<const Model> load(const std::string & path, bool use_mmap = true);
+    static std::shared_ptr<const Model> load(const std::string & path, WeightLoad how = WeightLoad::Auto);
+    // What Auto picks for a file of `file_bytes` with `available_bytes` free (0: unknown, then Map).
+    static WeightLoad resolve(WeightLoad how, uint64_t file_bytes, uint64_t available_bytes);
 
     int32_t n_vocab() const;
     uint32_t n_ctx_train() const;

@@ -52,7 +52,8 @@ constexpr const char * kUsage =
     "  -c, --ctx-size N        context cells (default: deepest depth plus the tests, or the model's context\n"
     "                          length with --save-states / --load-state, so saved states fit later runs);\n"
     "                          with --parallel: all cells, one stream per sequence, as `serve -c`\n"
-    "  --no-mmap               read the model into memory instead of mapping it\n"
+    "  --mmap, --no-mmap       map the model file, or read it into memory (default: read when it takes at most\n"
+    "                          half the available memory)\n"
     "  --parallel LIST         instead: N parallel sequences decoding one token each per step (one call of N\n"
     "                          tokens, as the server batches them), for each N of the comma-separated list\n"
     "                          (1 is always measured too): total tokens/s and the ratio to one sequence\n"
@@ -263,9 +264,10 @@ int bench_main(const std::vector<std::string> & args) {
         int64_t repetitions = 1;
         int64_t n_prompt = 512, n_gen = 128, n_batch = 512, n_ubatch = 512, n_ctx = 0;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
-        bool json = false, no_mmap = false;
+        bool json = false;
+        WeightLoad weights = WeightLoad::Auto;
         runtime::ArgParser p;
-        p.flag({"--no-mmap"}, &no_mmap);
+        p.weight_load(&weights);
         p.text({"-m", "--model"}, &model_path);
         p.text({"-d", "--depths"}, &depths);
         p.integer({"-p", "--n-prompt"}, &n_prompt, 0, 1 << 20);
@@ -336,7 +338,7 @@ int bench_main(const std::vector<std::string> & args) {
         };
 
         if (model_path.empty()) model_path = runtime::default_model_path();
-        const auto model = Model::load(model_path, !no_mmap);
+        const auto model = Model::load(model_path, weights);
         if (!plot.empty()) check_output_path(plot, "--plot");  // now also refuses the model's own file
         const uint64_t deepest = (bp.depths.empty() ? 0 : *std::max_element(bp.depths.begin(), bp.depths.end())) +
                                  static_cast<uint64_t>(std::max(n_prompt, n_gen));

@@ -41,7 +41,8 @@ constexpr const char * kUsage =
     "  --half                  score only the second half of each chunk\n"
     "  -ctk, -ctv T            K / V cache type: f16 (default), f32 or q8_0\n"
     "  --qsa-dense             force dense attention on QSA layers\n"
-    "  --no-mmap               read the model into memory instead of mapping it\n";
+    "  --mmap, --no-mmap       map the model file, or read it into memory (default: read when it takes at most\n"
+    "                          half the available memory)\n";
 
 std::string read_file(const std::string & path) { return read_file_text(path, "-f"); }
 
@@ -73,9 +74,10 @@ int perplexity_main(const std::vector<std::string> & args) {
         std::string model_path, file, ctk = "f16", ctv = "f16";
         int64_t chunk = 512, n_batch = 0, n_ubatch = 512;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
-        bool ids_mode = false, half = false, qsa_dense = false, no_mmap = false;
+        bool ids_mode = false, half = false, qsa_dense = false;
+        WeightLoad weights = WeightLoad::Auto;
         runtime::ArgParser p;
-        p.flag({"--no-mmap"}, &no_mmap);
+        p.weight_load(&weights);
         p.text({"-m", "--model"}, &model_path);
         p.text({"-f", "--file"}, &file);
         p.flag({"--ids"}, &ids_mode);
@@ -100,7 +102,7 @@ int perplexity_main(const std::vector<std::string> & args) {
         }
         const std::string text = read_file(file);
         if (model_path.empty()) model_path = runtime::default_model_path();
-        const auto model = Model::load(model_path, !no_mmap);
+        const auto model = Model::load(model_path, weights);
         const int32_t n_vocab = model->n_vocab();
 
         std::vector<int32_t> tokens;

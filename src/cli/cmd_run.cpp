@@ -55,8 +55,8 @@ constexpr const char * kUsage =
     "  --state-save FILE        after the run, write the context state and the token list to FILE\n"
     "  --state-load FILE        before the prompt, restore a state written by --state-save (same model only);\n"
     "                           the prompt (may be empty: -p '') continues it\n"
-    "  --no-mmap                read the model into memory instead of mapping it (a file changed while in use\n"
-    "                           cannot crash the run; costs the file's size in RAM)\n";
+    "  --mmap, --no-mmap        map the model file, or read it into memory (huge pages: faster decode; costs the\n"
+    "                           file's size in RAM). Default: read when it takes at most half the available memory\n";
 
 std::string read_file(const std::string & path) { return read_file_text(path, "-f"); }
 
@@ -91,9 +91,10 @@ int run_main(const std::vector<std::string> & args) {
         int64_t n_predict = 128, n_ctx = 0, n_batch = 2048, n_ubatch = 512, seed = 0, top_k = 40, last_n = 64;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
         float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
-        bool qsa_dense = false, no_mmap = false;
+        bool qsa_dense = false;
+        WeightLoad weights = WeightLoad::Auto;
         runtime::ArgParser p;
-        p.flag({"--no-mmap"}, &no_mmap);
+        p.weight_load(&weights);
         p.text({"-m", "--model"}, &model_path);
         p.text({"-p", "--prompt"}, &prompt);
         p.text({"-f", "--file"}, &prompt_file);
@@ -151,7 +152,7 @@ int run_main(const std::vector<std::string> & args) {
         if (!prompt_given && state_load.empty()) prompt = kDefaultPrompt;
 
         if (model_path.empty()) model_path = runtime::default_model_path();
-        const auto model = Model::load(model_path, !no_mmap);
+        const auto model = Model::load(model_path, weights);
         if (!state_save.empty()) check_output_path(state_save, "--state-save");  // now also refuses the model's file
         const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
 

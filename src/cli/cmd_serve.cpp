@@ -39,6 +39,8 @@ constexpr const char * kUsage =
     "  -b, --batch-size N       token budget of one scheduler step (default 512)\n"
     "  -ub, --ubatch-size N     most tokens per micro-batch (default 512)\n"
     "  -t, --threads N          threads (default: the hardware's)\n"
+    "  --mmap, --no-mmap        map the model file, or read it into memory (default: read when it takes at most\n"
+    "                           half the available memory)\n"
     "  --api-key KEY            require 'Authorization: Bearer KEY' (all endpoints but /health)\n"
     "  --chat-template T        auto (default: ChatML when the model's template is ChatML-shaped or absent),\n"
     "                           chatml, or none (chat endpoint disabled)\n"
@@ -76,6 +78,8 @@ int serve_main(const std::vector<std::string> & args) {
         p.integer({"--grace"}, &grace, 0, 86400);
         p.text({"--slot-save-path"}, &slot_save_path);
         p.flag({"--quiet"}, &quiet);
+        WeightLoad weights = WeightLoad::Auto;
+        p.weight_load(&weights);
         if (!p.parse(args)) {
             std::fputs(kUsage, stdout);
             return 0;
@@ -85,7 +89,7 @@ int serve_main(const std::vector<std::string> & args) {
         }
         if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
         if (model_path.empty()) model_path = runtime::default_model_path();
-        const auto model = Model::load(model_path);
+        const auto model = Model::load(model_path, weights);
         runtime::Tokenizer tok = runtime::Tokenizer::from_model(*model);
         server::ChatTemplate tmpl;
         try {

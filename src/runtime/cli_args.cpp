@@ -62,6 +62,11 @@ void ArgParser::flag(std::initializer_list<const char *> names, bool * out) {
     add(names, false, [out](const std::string &, const std::string &) { *out = true; });
 }
 
+void ArgParser::weight_load(WeightLoad * out) {
+    add({"--mmap"}, false, [out](const std::string &, const std::string &) { *out = WeightLoad::Map; });
+    add({"--no-mmap"}, false, [out](const std::string &, const std::string &) { *out = WeightLoad::Read; });
+}
+
 void ArgParser::text(std::initializer_list<const char *> names, std::string * out) {
     add(names, true, [out](const std::string &, const std::string & v) { *out = v; });
 }

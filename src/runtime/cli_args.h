@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "offgrid/context.h"
 
 namespace offgrid::runtime {
 
@@ -27,6 +28,8 @@ public:
     // Integers in [lo, hi]; floats finite and in [lo, hi].
     void integer(std::initializer_list<const char *> names, int64_t * out, int64_t lo, int64_t hi);
     void real(std::initializer_list<const char *> names, float * out, float lo, float hi);
+    // --mmap (WeightLoad::Map) and --no-mmap (WeightLoad::Read); the last one given wins, neither leaves *out.
+    void weight_load(WeightLoad * out);
     // Any other value: fn gets the value text and throws UsageError (or Error) when it is wrong.
     void custom(std::initializer_list<const char *> names, std::function<void(const std::string &)> fn);
     // Positional arguments are refused unless allowed.

@@ -4,18 +4,18 @@
 
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
 
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include "common/crc32c.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "gguf/reader.h"
 #include "memory/hybrid_memory.h"
+#include "runtime/available_memory.h"
 #include "memory/state_io.h"
 #include "model/architecture.h"
 #include "model/registry.h"
@@ -28,8 +28,19 @@ namespace offgrid {
 Model::Model(std::shared_ptr<const model::Architecture> impl, std::string path)
     : impl_(std::move(impl)), path_(std::move(path)) {}
 
-std::shared_ptr<const Model> Model::load(const std::string & path, bool use_mmap) {
-    const gguf::LoadMode mode = use_mmap ? gguf::LoadMode::Map : gguf::LoadMode::Read;
+WeightLoad Model::resolve(WeightLoad how, uint64_t file_bytes, uint64_t available_bytes) {
+    if (how != WeightLoad::Auto) return how;
+    return available_bytes > 0 && file_bytes <= available_bytes / 2 ? WeightLoad::Read : WeightLoad::Map;
+}
+
+std::shared_ptr<const Model> Model::load(const std::string & path, WeightLoad how) {
+    if (how == WeightLoad::Auto) {
+        std::error_code ec;
+        const auto bytes = std::filesystem::file_size(path, ec);
+        // Unknown size (missing file, not regular): Map, and the reader says what is wrong.
+        how = ec ? WeightLoad::Map : resolve(how, bytes, runtime::available_memory_bytes());
+    }
+    const gguf::LoadMode mode = how == WeightLoad::Read ? gguf::LoadMode::Read : gguf::LoadMode::Map;
     std::shared_ptr<const model::Architecture> m = model::load_model(gguf::Reader::open(path, mode));
     return std::make_shared<const Model>(std::move(m), path);
 }
@@ -151,7 +162,7 @@ public:
     // memory available now (callers ask for more with an explicit n_ctx). The bytes per cell are measured on a
     // small memory of the same shape, so they follow whatever the caches hold.
     uint32_t default_n_ctx(uint32_t n_ctx_train) {
-        const uint64_t available = available_memory_bytes();
+        const uint64_t available = runtime::available_memory_bytes();
         if (available == 0) return n_ctx_train;
         const uint32_t probe_cells = 256 * params_.n_seq_max;
         const auto per_cell_bytes = [&] {
@@ -165,54 +176,6 @@ public:
         if (static_cast<uint64_t>(n_ctx_train) * per_cell_bytes <= budget) return n_ctx_train;
         const uint64_t fits = budget / per_cell_bytes / 256 * 256;
         return static_cast<uint32_t>(std::max<uint64_t>(256 * params_.n_seq_max, fits));
-    }
-
-    static uint64_t available_memory_bytes() {
-        // MemAvailable from /proc/meminfo (what can be allocated without swapping), else the physical memory;
-        // less when an address-space limit (ulimit -v) leaves less room than that.
-        uint64_t avail = physical_or_available_bytes();
-        struct rlimit lim {};
-        if (::getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
-            const uint64_t used = mapped_bytes();
-            const uint64_t room = lim.rlim_cur > used ? lim.rlim_cur - used : 0;
-            avail = avail == 0 ? room : std::min(avail, room);
-        }
-        return avail;
-    }
-
-    // The process's address space now (VmSize), 0 when unknown.
-    static uint64_t mapped_bytes() {
-        uint64_t kb = 0;
-        if (std::FILE * f = std::fopen("/proc/self/status", "r")) {
-            char line[256];
-            unsigned long long v = 0;
-            while (std::fgets(line, sizeof line, f)) {
-                if (std::sscanf(line, "VmSize: %llu kB", &v) == 1) {
-                    kb = v;
-                    break;
-                }
-            }
-            std::fclose(f);
-        }
-        return kb * 1024;
-    }
-
-    static uint64_t physical_or_available_bytes() {
-        if (std::FILE * f = std::fopen("/proc/meminfo", "r")) {
-            char line[256];
-            unsigned long long kb = 0;
-            bool found = false;
-            while (std::fgets(line, sizeof line, f)) {
-                if (std::sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
-                    found = true;
-                    break;
-                }
-            }
-            std::fclose(f);
-            if (found) return static_cast<uint64_t>(kb) * 1024;
-        }
-        const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
-        return pages > 0 && page > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) : 0;
     }
 
     DecodeResult decode(const std::vector<BatchToken> & in) {

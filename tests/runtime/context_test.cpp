@@ -259,3 +259,33 @@ TEST(Context, ModelMetadataStrings) {
 }
 
 }  // namespace
+
+TEST(WeightLoad, AutoReadsAFileThatTakesAtMostHalfTheAvailableMemory) {
+    using offgrid::Model;
+    using offgrid::WeightLoad;
+    EXPECT_EQ(Model::resolve(WeightLoad::Auto, 100, 200), WeightLoad::Read);
+    EXPECT_EQ(Model::resolve(WeightLoad::Auto, 101, 200), WeightLoad::Map);
+    EXPECT_EQ(Model::resolve(WeightLoad::Auto, 100, 0), WeightLoad::Map);  // nothing known: map
+    EXPECT_EQ(Model::resolve(WeightLoad::Map, 1, 1 << 30), WeightLoad::Map);
+    EXPECT_EQ(Model::resolve(WeightLoad::Read, uint64_t(1) << 40, 1), WeightLoad::Read);
+}
+
+TEST(WeightLoad, EveryWayOfLoadingGivesTheSameLogits) {
+    offgrid::model::qwen4exp::GenConfig cfg = offgrid::model::qwen4exp::gen_preset("tiny");
+    const auto path =
+        (std::filesystem::temp_directory_path() / ("offgrid_weight_load_" + std::to_string(getpid()) + ".gguf")).string();
+    offgrid::model::qwen4exp::generate_model(cfg).write_file(path);
+    std::vector<std::vector<float>> out;
+    for (const auto how : {offgrid::WeightLoad::Map, offgrid::WeightLoad::Read, offgrid::WeightLoad::Auto}) {
+        offgrid::ContextParams p;
+        p.n_ctx = 256;
+        offgrid::Context ctx(offgrid::Model::load(path, how), p);
+        ASSERT_TRUE(ctx.decode(tokens(0, 0, 12)).ok());
+        const float * l = ctx.logits(0);
+        ASSERT_NE(l, nullptr);
+        out.emplace_back(l, l + ctx.model().n_vocab());
+    }
+    std::filesystem::remove(path);
+    EXPECT_EQ(out[0], out[1]);
+    EXPECT_EQ(out[0], out[2]);
+}
