@@ -2,7 +2,8 @@
 // has 1-8 tokens (a decode step of several sequences: the experts' products see ~1-4 tokens, the other products
 // all of them)? Over a buffer of weights far larger than the caches, in 2 MiB pages (as `--no-mmap` loads them),
 // cut into products of a decode step's shapes (1024 x 1024: attention / recurrent projections; 256 rows of 1024:
-// an expert's gate or up; 1024 rows of 256: its down), every AVX-512 tile variant of kernels_float (and
+// an expert's gate or up; 1024 rows of 256: its down), every F32 tile variant of kernels_float at the active level
+// (AVX-512, or AVX2 under OFFGRID_ISA=avx2) (and
 // ops::matmul through the table) computes every product of a pass with the driver's split: whole 4-row tiles in
 // up to 4 ranges per thread, token groups of the variant's tile_tokens inside each tile. Variants and token
 // counts take turns inside each round, so a busy machine disturbs them alike. Prints the best GB/s of weights
@@ -70,9 +71,12 @@ int main(int argc, char ** argv) {
     const int threads = argc > 2 ? std::atoi(argv[2]) : 2;
     const int rounds = argc > 3 ? std::atoi(argv[3]) : 7;
     const int64_t pad = argc > 4 ? std::atoi(argv[4]) : 0;  // floats between activation rows
-    const auto variants = ops::cpu::f32_tile_variants_avx512();
-    if (variants.empty() || ops::cpu::active_isa() != ops::cpu::Isa::Avx512) {
-        std::printf("bench_float_tiles: needs the AVX-512 level (active: %s)\n", ops::cpu::isa_name(ops::cpu::active_isa()));
+    const ops::cpu::Isa isa = ops::cpu::active_isa();
+    const auto variants = isa == ops::cpu::Isa::Avx512 ? ops::cpu::f32_tile_variants_avx512()
+                          : isa == ops::cpu::Isa::Avx2 ? ops::cpu::f32_tile_variants_avx2()
+                                                       : std::vector<ops::cpu::FloatTileVariant>{};
+    if (variants.empty()) {
+        std::printf("bench_float_tiles: no tile variants at the %s level\n", ops::cpu::isa_name(isa));
         return 0;
     }
     const size_t bytes = mib << 20;
@@ -111,8 +115,8 @@ int main(int argc, char ** argv) {
             }
         }
     }
-    std::printf("%zu MiB in 2 MiB pages, %d threads, best of %d rounds, GB/s of weights (ratio to the first), %s\n", mib,
-                threads, rounds, threads == 1 ? "thread CPU time" : "wall time");
+    std::printf("%s, %zu MiB in 2 MiB pages, %d threads, best of %d rounds, GB/s of weights (ratio to the first), %s\n",
+                ops::cpu::isa_name(isa), mib, threads, rounds, threads == 1 ? "thread CPU time" : "wall time");
     std::printf("%-12s %3s", "shape", "tok");
     for (const auto & v : variants) std::printf(" | %18s", v.name);
     std::printf(" | %18s\n", "ops::matmul");

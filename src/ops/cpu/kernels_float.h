@@ -33,5 +33,6 @@ struct FloatTileVariant {
     int tile_tokens;
 };
 std::vector<FloatTileVariant> f32_tile_variants_avx512();
+std::vector<FloatTileVariant> f32_tile_variants_avx2();
 
 }  // namespace offgrid::ops::cpu
