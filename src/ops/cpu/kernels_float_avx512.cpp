@@ -127,7 +127,7 @@ inline void prefetch_half_l2(const uint8_t * w, size_t w_stride, int64_t i, int6
 
 // Four weight rows by NT tokens; every accumulator follows vec_dot_float's order exactly. HalfL2: the tile two
 // ahead into L2 instead of the 2-3 token L1 prefetch, 1 its first half, 2 its second half (the two passes of an
-// 8-token tile).
+// 8-token tile), 3 all of it (4 tokens on short rows).
 template <typename L, int NT, int HalfL2 = 0>
 void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                  size_t y_stride) {
@@ -138,7 +138,9 @@ void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t
     for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
-        if constexpr (HalfL2 > 0) {
+        if constexpr (HalfL2 == 3) {
+            prefetch_ahead_l2<L::kBytes>(w, w_stride, i);
+        } else if constexpr (HalfL2 > 0) {
             prefetch_half_l2<L::kBytes, HalfL2 - 1>(w, w_stride, i, n);
         } else if constexpr (NT > 1 && NT < 4) {
             prefetch_ahead<L::kBytes>(w, w_stride, i);
@@ -193,22 +195,16 @@ void rows_in_turn_float(const uint8_t * w, size_t w_stride, const uint8_t * act,
 // bit.
 constexpr int64_t kChunkCols = 256;
 
-// Which prefetch a tile of 2-4 tokens issues: into L2, or into L1 (2-3 tokens on
-// rows of at most kL1PrefetchCols: the experts' down products ran 2 tokens at 23.9 GB/s with it, 18.0 into L2).
-enum class Prefetch { L2, L1 };
-constexpr int64_t kL1PrefetchCols = 256;
-
 // Columns [i0, i1) (whole vectors) of four rows by NT (<= 4) tokens, accumulators parked in `park` between
-// chunks.
-template <typename L, int NT, Prefetch P>
+// chunks, the tile two ahead prefetched into L2.
+template <typename L, int NT>
 inline void tile4_group(const uint8_t * w, size_t w_stride, const float * const * x, int64_t i0, int64_t i1,
                         float * park) {
     __m512 acc[4][NT];
     for (int r = 0; r < 4; ++r)
         for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_load_ps(park + (r * 8 + t) * kLanes);
     for (int64_t i = i0; i < i1; i += kLanes) {
-        if constexpr (P == Prefetch::L2) prefetch_ahead_l2<L::kBytes>(w, w_stride, i);
-        if constexpr (P == Prefetch::L1) prefetch_ahead<L::kBytes>(w, w_stride, i);
+        prefetch_ahead_l2<L::kBytes>(w, w_stride, i);
         __m512 xv[NT];
         for (int t = 0; t < NT; ++t) xv[t] = load_x(x[t], i);
         for (int r = 0; r < 4; ++r) {
@@ -237,6 +233,12 @@ template <typename L, int NT>
 void tile4_tokens(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                   size_t y_stride) {
     static_assert(NT <= 4);
+    if (n <= kChunkCols) {
+        // One chunk (the experts' down products, rows of 256): nothing to park. 2-3 tokens keep the L1 prefetch
+        // of before (rows of 256, 2 tokens: 24.9 GB/s with it, 18.9 parked with the L2 prefetch), 4 take L2.
+        tile4_float<L, NT, NT == 4 ? 3 : 0>(w, w_stride, act, act_stride, n, y, y_stride);
+        return;
+    }
     alignas(64) float park[4 * 8 * kLanes];
     std::memset(park, 0, sizeof(park));
     const float * x[NT];
@@ -244,11 +246,7 @@ void tile4_tokens(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
     const int64_t full = n / kLanes * kLanes;
     for (int64_t c0 = 0; c0 < full; c0 += kChunkCols) {
         const int64_t c1 = std::min(full, c0 + kChunkCols);
-        if (NT <= 3 && n <= kL1PrefetchCols) {
-            tile4_group<L, NT, Prefetch::L1>(w, w_stride, x, c0, c1, park);
-        } else {
-            tile4_group<L, NT, Prefetch::L2>(w, w_stride, x, c0, c1, park);
-        }
+        tile4_group<L, NT>(w, w_stride, x, c0, c1, park);
     }
     if (full < n) tile4_group_tail<L, NT>(w, w_stride, x, full, static_cast<int>(n - full), park);
     for (int t = 0; t < NT; ++t)
