@@ -199,10 +199,10 @@ constexpr int64_t kChunkCols = 256;
 // chunks, the tile two ahead prefetched into L2.
 template <typename L, int NT>
 inline void tile4_group(const uint8_t * w, size_t w_stride, const float * const * x, int64_t i0, int64_t i1,
-                        float * park) {
+                        float * park, bool first) {
     __m512 acc[4][NT];
     for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_load_ps(park + (r * 8 + t) * kLanes);
+        for (int t = 0; t < NT; ++t) acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(park + (r * 8 + t) * kLanes);
     for (int64_t i = i0; i < i1; i += kLanes) {
         prefetch_ahead_l2<L::kBytes>(w, w_stride, i);
         __m512 xv[NT];
@@ -239,14 +239,13 @@ void tile4_tokens(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
         tile4_float<L, NT, NT == 4 ? 3 : 0>(w, w_stride, act, act_stride, n, y, y_stride);
         return;
     }
-    alignas(64) float park[4 * 8 * kLanes];
-    std::memset(park, 0, sizeof(park));
+    alignas(64) float park[4 * 8 * kLanes];  // written by the first chunk (n > kChunkCols: it is whole)
     const float * x[NT];
     for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
     const int64_t full = n / kLanes * kLanes;
     for (int64_t c0 = 0; c0 < full; c0 += kChunkCols) {
         const int64_t c1 = std::min(full, c0 + kChunkCols);
-        tile4_group<L, NT>(w, w_stride, x, c0, c1, park);
+        tile4_group<L, NT>(w, w_stride, x, c0, c1, park, c0 == 0);
     }
     if (full < n) tile4_group_tail<L, NT>(w, w_stride, x, full, static_cast<int>(n - full), park);
     for (int t = 0; t < NT; ++t)
@@ -259,17 +258,17 @@ void tile4_tokens(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
 template <typename L, int NT>
 void tile2x_pairs(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                   size_t y_stride) {
-    alignas(64) float park[2][2 * 8 * kLanes];
-    std::memset(park, 0, sizeof(park));
+    alignas(64) float park[2][2 * 8 * kLanes];  // written by each pair's first pass
     const float * x[NT];
     for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
     const int64_t full = n / kLanes * kLanes;
-    auto pair_pass = [&](int p, int64_t i0, int64_t i1, int tail) {
+    auto pair_pass = [&](int p, int64_t i0, int64_t i1, int tail, bool first) {
         const uint8_t * w0 = w + 2 * p * w_stride;
         const uint8_t * w1 = w0 + w_stride;
         __m512 acc[2][NT];
         for (int r = 0; r < 2; ++r)
-            for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_load_ps(park[p] + (r * 8 + t) * kLanes);
+            for (int t = 0; t < NT; ++t)
+                acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(park[p] + (r * 8 + t) * kLanes);
         if (tail == 0) {
             for (int64_t i = i0; i < i1; i += kLanes) {
                 if (p == 0) {
@@ -298,12 +297,12 @@ void tile2x_pairs(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
     };
     for (int64_t c0 = 0; c0 < full; c0 += kChunkCols) {
         const int64_t c1 = std::min(full, c0 + kChunkCols);
-        pair_pass(0, c0, c1, 0);
-        pair_pass(1, c0, c1, 0);
+        pair_pass(0, c0, c1, 0, c0 == 0);
+        pair_pass(1, c0, c1, 0, c0 == 0);
     }
     if (full < n) {
-        pair_pass(0, full, n, static_cast<int>(n - full));
-        pair_pass(1, full, n, static_cast<int>(n - full));
+        pair_pass(0, full, n, static_cast<int>(n - full), full == 0);
+        pair_pass(1, full, n, static_cast<int>(n - full), full == 0);
     }
     for (int t = 0; t < NT; ++t)
         for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(_mm512_load_ps(park[r / 2] + ((r % 2) * 8 + t) * kLanes));
