@@ -2,13 +2,13 @@
 // has 1-8 tokens (a decode step of several sequences: the experts' products see ~1-4 tokens, the other products
 // all of them)? Over a buffer of weights far larger than the caches, in 2 MiB pages (as `--no-mmap` loads them),
 // cut into products of a decode step's shapes (1024 x 1024: attention / recurrent projections; 256 rows of 1024:
-// an expert's gate or up; 1024 rows of 256: its down), every F32 tile variant of kernels_float at the active level
-// (AVX-512, or AVX2 under OFFGRID_ISA=avx2) (and
-// ops::matmul through the table) computes every product of a pass with the driver's split: whole 4-row tiles in
-// up to 4 ranges per thread, token groups of the variant's tile_tokens inside each tile. Variants and token
-// counts take turns inside each round, so a busy machine disturbs them alike. Prints the best GB/s of weights
-// per shape and token count, and each variant's ratio to the first (the tile before this bench existed).
-// usage: bench_float_tiles [MiB=128] [threads=2] [rounds=7]
+// an expert's gate or up; 1024 rows of 256: its down), every F32 tile variant of kernels_float at the active
+// level (AVX-512, or AVX2 under OFFGRID_ISA=avx2), and ops::matmul through the table, computes every product of
+// a pass with the driver's split: whole 4-row tiles in up to 4 ranges per thread, token groups of the variant's
+// tile_tokens inside each tile. Variants and token counts take turns inside each round, so a busy machine
+// disturbs them alike. Prints the best GB/s of weights per shape and token count, and each variant's ratio to
+// the first (the tile before this bench existed). With one thread a pass is timed in the thread's CPU time.
+// usage: bench_float_tiles [MiB=128] [threads=2] [rounds=7] [pad=0 floats between activation rows]
 #include <sys/mman.h>
 #include <time.h>
 
