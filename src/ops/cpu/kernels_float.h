@@ -4,6 +4,8 @@
 // (kernels_float_avx2.cpp, kernels_float_avx512.cpp) and only reached when active_isa() allows it.
 #pragma once
 
+#include <vector>
+
 #include "ops/cpu/dispatch.h"
 
 namespace offgrid::ops::cpu {
@@ -21,5 +23,16 @@ void quantize_row_q8_0(const float * x, void * dst, int64_t n);
 void add_q8_0_int8_kernels_scalar(TypeKernels & k);
 void add_q8_0_int8_kernels_avx2(TypeKernels & k);
 void add_q8_0_int8_kernels_avx512(TypeKernels & k);
+
+// Tile shapes of the F32 entry at one level, for bench_float_tiles (an A/B of the shapes in one process):
+// every variant is bit-identical to the level's vec_dot; empty when the compiler cannot target the level.
+struct FloatTileVariant {
+    const char * name;
+    void (*dot_tile)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                     int n_tok, float * y, size_t y_stride);
+    int tile_tokens;
+};
+std::vector<FloatTileVariant> f32_tile_variants_avx512();
+std::vector<FloatTileVariant> f32_tile_variants_avx2();
 
 }  // namespace offgrid::ops::cpu

@@ -115,7 +115,13 @@ inline void prefetch_ahead(const uint8_t * w, size_t w_stride, size_t offset, si
     for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char *>(p + b), _MM_HINT_T0);
 }
 
-template <typename L, int NT>
+// The same lines into L2 (prefetcht1): the first pass of a batched tile (see dot_tile_batched).
+inline void prefetch_ahead_l2(const uint8_t * w, size_t w_stride, size_t offset, size_t bytes) {
+    const uint8_t * p = w + kPrefetchTiles * 4 * w_stride + offset;
+    for (size_t b = 0; b < bytes; b += 64) _mm_prefetch(reinterpret_cast<const char *>(p + b), _MM_HINT_T1);
+}
+
+template <typename L, int NT, bool PrefetchL2 = false>
 void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                  size_t y_stride) {
     const float * x[NT];
@@ -129,7 +135,11 @@ void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t
         for (int r = 0; r < 4; ++r)
             for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
         for (; i + kLanes <= end; i += kLanes) {
-            if constexpr (NT == 1) prefetch_ahead(w, w_stride, static_cast<size_t>(i) * 4 * L::kBytes, 4 * kLanes * L::kBytes);
+            if constexpr (PrefetchL2) {
+                prefetch_ahead_l2(w, w_stride, static_cast<size_t>(i) * 4 * L::kBytes, 4 * kLanes * L::kBytes);
+            } else if constexpr (NT == 1) {
+                prefetch_ahead(w, w_stride, static_cast<size_t>(i) * 4 * L::kBytes, 4 * kLanes * L::kBytes);
+            }
             __m256 xv[NT];
             for (int t = 0; t < NT; ++t) xv[t] = _mm256_loadu_ps(x[t] + i);
             for (int r = 0; r < 4; ++r) {
@@ -171,6 +181,36 @@ void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stri
     }
     for (int t = 0; t < n_tok; ++t)
         for (int r = 0; r < n_rows; ++r) y[t * y_stride + r] = Dot(wb + r * w_stride, ab + t * act_stride, n);
+}
+
+// The float types' table tile: up to kTileTokens tokens a call (a decode step of several sequences hands a
+// product all its tokens at once) as passes of two tokens (and one), so the tile's weights come from memory once
+// and from L1/L2 for the later passes. The first pass prefetches the tile two ahead into L2, only on a tile's
+// first visit: a prompt visits a tile once per group of tokens in a row and is compute-bound. One token: the
+// rows in turn (vec_dot each). bench_float_tiles at OFFGRID_ISA=avx2 compares it with dot_tile.
+constexpr int kTileTokens = 8;
+static_assert(kTileTokens <= kTileTokensMax);
+
+template <typename L>
+void dot_tile_batched(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                      int n_tok, float * y, size_t y_stride) {
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * ab = static_cast<const uint8_t *>(act);
+    if (n_rows == 4 && n_tok > 1) {
+        thread_local const void * last_tile = nullptr;
+        const bool first_visit = w != last_tile;
+        last_tile = w;
+        int t = 0;
+        if (first_visit) {
+            tile4_float<L, 2, true>(wb, w_stride, ab, act_stride, n, y, y_stride);
+            t = 2;
+        }
+        for (; t + 2 <= n_tok; t += 2) tile4_float<L, 2>(wb, w_stride, ab + t * act_stride, act_stride, n, y + t * y_stride, y_stride);
+        if (t < n_tok) tile4_float<L, 1>(wb, w_stride, ab + t * act_stride, act_stride, n, y + t * y_stride, y_stride);
+        return;
+    }
+    for (int t = 0; t < n_tok; ++t)
+        for (int r = 0; r < n_rows; ++r) y[t * y_stride + r] = vec_dot_float<L>(wb + r * w_stride, ab + t * act_stride, n);
 }
 
 // ---- Q8_0 x f32, block by block ----
@@ -337,13 +377,18 @@ void add_float_kernels_avx2(TypeKernels * table) {
         k.vec_dot = vec_dot;
         k.dot_tile = tile;
     };
-    set(ElemType::F32, vec_dot_float<LoadF32>,
-        dot_tile<vec_dot_float<LoadF32>, tile4_float<LoadF32, 1>, tile4_float<LoadF32, 2>>);
-    set(ElemType::F16, vec_dot_float<LoadF16>,
-        dot_tile<vec_dot_float<LoadF16>, tile4_float<LoadF16, 1>, tile4_float<LoadF16, 2>>);
-    set(ElemType::BF16, vec_dot_float<LoadBF16>,
-        dot_tile<vec_dot_float<LoadBF16>, tile4_float<LoadBF16, 1>, tile4_float<LoadBF16, 2>>);
+    set(ElemType::F32, vec_dot_float<LoadF32>, dot_tile_batched<LoadF32>);
+    set(ElemType::F16, vec_dot_float<LoadF16>, dot_tile_batched<LoadF16>);
+    set(ElemType::BF16, vec_dot_float<LoadBF16>, dot_tile_batched<LoadBF16>);
+    for (ElemType type : {ElemType::F32, ElemType::F16, ElemType::BF16}) table[static_cast<uint32_t>(type)].tile_tokens = kTileTokens;
     set(ElemType::Q8_0, vec_dot_q8_0_f32, dot_tile<vec_dot_q8_0_f32, tile4_q8_0_f32<1>, tile4_q8_0_f32<2>>);
+}
+
+std::vector<FloatTileVariant> f32_tile_variants_avx2() {
+    return {
+        {"4x2 passes", dot_tile<vec_dot_float<LoadF32>, tile4_float<LoadF32, 1>, tile4_float<LoadF32, 2>>, 4},  // before
+        {"4x2 passes, L2 prefetch", dot_tile_batched<LoadF32>, kTileTokens},  // the table's tile
+    };
 }
 
 void add_q8_0_int8_kernels_avx2(TypeKernels & k) {
@@ -357,6 +402,7 @@ void add_q8_0_int8_kernels_avx2(TypeKernels & k) {
 
 void add_float_kernels_avx2(TypeKernels * /*table*/) {}
 void add_q8_0_int8_kernels_avx2(TypeKernels & /*k*/) {}
+std::vector<FloatTileVariant> f32_tile_variants_avx2() { return {}; }
 
 #endif
 

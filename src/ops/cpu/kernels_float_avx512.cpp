@@ -110,8 +110,25 @@ inline void prefetch_ahead(const uint8_t * w, size_t w_stride, int64_t i) {
     for (int line = 0; line < ElemBytes; ++line) _mm_prefetch(reinterpret_cast<const char *>(p + 64 * line), _MM_HINT_T0);
 }
 
-// Four weight rows by NT tokens; every accumulator follows vec_dot_float's order exactly.
-template <typename L, int NT>
+// The lines of the tile kPrefetchTiles ahead that correspond to step i of this one, into L2.
+template <int ElemBytes>
+inline void prefetch_ahead_l2(const uint8_t * w, size_t w_stride, int64_t i) {
+    const uint8_t * p = w + kPrefetchTiles * 4 * w_stride + static_cast<size_t>(i) * 4 * ElemBytes;
+    for (int line = 0; line < ElemBytes; ++line) _mm_prefetch(reinterpret_cast<const char *>(p + 64 * line), _MM_HINT_T1);
+}
+
+// Half h (0 or 1) of the tile kPrefetchTiles ahead, into L2, spread over the steps of a pass over this tile's
+// n columns (two passes over a tile that each prefetch a half keep the memory busy through both).
+template <int ElemBytes, int Half>
+inline void prefetch_half_l2(const uint8_t * w, size_t w_stride, int64_t i, int64_t n) {
+    const uint8_t * p = w + kPrefetchTiles * 4 * w_stride + static_cast<size_t>(Half * n + i) * 2 * ElemBytes;
+    for (int line = 0; line < ElemBytes / 2; ++line) _mm_prefetch(reinterpret_cast<const char *>(p + 64 * line), _MM_HINT_T1);
+}
+
+// Four weight rows by NT tokens; every accumulator follows vec_dot_float's order exactly. HalfL2: the tile two
+// ahead into L2 instead of the 2-3 token L1 prefetch, 1 its first half, 2 its second half (the two passes of an
+// 8-token tile), 3 all of it (4 tokens on short rows).
+template <typename L, int NT, int HalfL2 = 0>
 void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                  size_t y_stride) {
     __m512 acc[4][NT];
@@ -121,7 +138,13 @@ void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t
     for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
     int64_t i = 0;
     for (; i + kLanes <= n; i += kLanes) {
-        if constexpr (NT > 1 && NT < 4) prefetch_ahead<L::kBytes>(w, w_stride, i);
+        if constexpr (HalfL2 == 3) {
+            prefetch_ahead_l2<L::kBytes>(w, w_stride, i);
+        } else if constexpr (HalfL2 > 0) {
+            prefetch_half_l2<L::kBytes, HalfL2 - 1>(w, w_stride, i, n);
+        } else if constexpr (NT > 1 && NT < 4) {
+            prefetch_ahead<L::kBytes>(w, w_stride, i);
+        }
         __m512 xv[NT];
         for (int t = 0; t < NT; ++t) xv[t] = load_x(x[t], i);
         for (int r = 0; r < 4; ++r) {
@@ -150,6 +173,186 @@ void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t
 template <typename L>
 void rows_in_turn_float(const uint8_t * w, size_t w_stride, const uint8_t * act, int64_t n, float * y) {
     for (int r = 0; r < 4; ++r) y[r] = vec_dot_float<L>(w + r * w_stride, act, n);
+}
+
+// ---- Several tokens (a decode step of several sequences, prompts): four rows by 2-8 tokens ----
+// The weights stream from memory once per tile whatever the token count (the driver gives up to kTileTokens
+// tokens per call). Measured per shape and token count by bench_float_tiles (128 MiB in 2 MiB pages, one thread,
+// CPU time, load 2.7-3.6; GB/s, the 4x4 tiles before -> these): 1024 x 1024 products 2 tokens 19.6 -> 23.4,
+// 3 14.7 -> 22.3, 4 13.1 -> 17.5, 5 11.7 -> 18.0, 6 9.5 -> 17.0, 7 8.9 -> 15.6, 8 12.0 -> 14.0; rows of 256 (the
+// experts' down products) 4 tokens 6.3 -> 16.7, 6 8.1 -> 20.2, 8 6.8 -> 19.3.
+// What made most of the difference is the prefetch hint: the tile two tiles ahead prefetched into L2
+// (prefetcht1) rather than L1, where the prefetched lines evicted the tokens' activations (at 8 tokens and 1024
+// columns, 32 KB: all of L1). Without any software prefetch the four interleaved rows of a tile left the hardware
+// prefetcher behind (1 KB rows: 6-9 GB/s at 2-8 tokens). Prefetch distances of 1, 4 or 8 tiles and chunks of 512
+// columns or whole rows measured the same within noise. Over whole rows, one or two rows at a time by all tokens
+// was slower from 4 tokens on (8 tokens: 5.8 and 6.9): the tokens' activations then come from L2 (8 x 4 KB), at 9
+// loads per 8 FMAs or 10 per 16 (and GCC loaded each activation vector once per row until told not to).
+//
+// Per chunk of kChunkCols columns a tile keeps its accumulators in registers and parks them in memory between
+// chunks, so the chunk's activations (8 KB at most) and weights (4 KB) are read from L1 by its second pass. Each
+// accumulator still sees its row's vectors in index order, then the masked tail: vec_dot_float's order, bit for
+// bit.
+constexpr int64_t kChunkCols = 256;
+
+// Columns [i0, i1) (whole vectors) of four rows by NT (<= 4) tokens, accumulators parked in `park` between
+// chunks, the tile two ahead prefetched into L2.
+template <typename L, int NT>
+inline void tile4_group(const uint8_t * w, size_t w_stride, const float * const * x, int64_t i0, int64_t i1,
+                        float * park, bool first) {
+    __m512 acc[4][NT];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(park + (r * 8 + t) * kLanes);
+    for (int64_t i = i0; i < i1; i += kLanes) {
+        prefetch_ahead_l2<L::kBytes>(w, w_stride, i);
+        __m512 xv[NT];
+        for (int t = 0; t < NT; ++t) xv[t] = load_x(x[t], i);
+        for (int r = 0; r < 4; ++r) {
+            const __m512 wv = L::full(w + r * w_stride, i);
+            for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);
+        }
+    }
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < NT; ++t) _mm512_store_ps(park + (r * 8 + t) * kLanes, acc[r][t]);
+}
+
+// The masked last vector (c < 16 elements at i) of four rows by NT tokens.
+template <typename L, int NT>
+inline void tile4_group_tail(const uint8_t * w, size_t w_stride, const float * const * x, int64_t i, int c,
+                             float * park) {
+    for (int r = 0; r < 4; ++r) {
+        const __m512 wv = L::tail(w + r * w_stride, i, c);
+        for (int t = 0; t < NT; ++t) {
+            float * a = park + (r * 8 + t) * kLanes;
+            _mm512_store_ps(a, _mm512_fmadd_ps(wv, load_x_tail(x[t], i, c), _mm512_load_ps(a)));
+        }
+    }
+}
+
+template <typename L, int NT>
+void tile4_tokens(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                  size_t y_stride) {
+    static_assert(NT <= 4);
+    if (n <= kChunkCols) {
+        // One chunk (the experts' down products, rows of 256): nothing to park. 2-3 tokens keep the L1 prefetch
+        // of before (rows of 256, 2 tokens: 24.9 GB/s with it, 18.9 parked with the L2 prefetch), 4 take L2.
+        tile4_float<L, NT, NT == 4 ? 3 : 0>(w, w_stride, act, act_stride, n, y, y_stride);
+        return;
+    }
+    alignas(64) float park[4 * 8 * kLanes];  // written by the first chunk (n > kChunkCols: it is whole)
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    const int64_t full = n / kLanes * kLanes;
+    for (int64_t c0 = 0; c0 < full; c0 += kChunkCols) {
+        const int64_t c1 = std::min(full, c0 + kChunkCols);
+        tile4_group<L, NT>(w, w_stride, x, c0, c1, park, c0 == 0);
+    }
+    if (full < n) tile4_group_tail<L, NT>(w, w_stride, x, full, static_cast<int>(n - full), park);
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(_mm512_load_ps(park + (r * 8 + t) * kLanes));
+}
+
+// Four rows by NT (5-8) tokens as two pairs of rows by all tokens, per chunk of kChunkCols columns: 2 x NT
+// accumulators in registers (2 + NT loads per 2 NT FMAs), parked between chunks; the chunk's activations (8 KB at
+// most) stay in L1 for the second pair. Each pass of a pair prefetches its half of the tile two ahead into L2.
+template <typename L, int NT>
+void tile2x_pairs(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                  size_t y_stride) {
+    alignas(64) float park[2][2 * 8 * kLanes];  // written by each pair's first pass
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    const int64_t full = n / kLanes * kLanes;
+    auto pair_pass = [&](int p, int64_t i0, int64_t i1, int tail, bool first) {
+        const uint8_t * w0 = w + 2 * p * w_stride;
+        const uint8_t * w1 = w0 + w_stride;
+        __m512 acc[2][NT];
+        for (int r = 0; r < 2; ++r)
+            for (int t = 0; t < NT; ++t)
+                acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(park[p] + (r * 8 + t) * kLanes);
+        if (tail == 0) {
+            for (int64_t i = i0; i < i1; i += kLanes) {
+                if (p == 0) {
+                    prefetch_half_l2<L::kBytes, 0>(w, w_stride, i, n);
+                } else {
+                    prefetch_half_l2<L::kBytes, 1>(w, w_stride, i, n);
+                }
+                const __m512 a0 = L::full(w0, i), a1 = L::full(w1, i);
+                for (int t = 0; t < NT; ++t) {
+                    __m512 xv = load_x(x[t], i);
+                    asm("" : "+v"(xv));  // one load per token (GCC would fold it into both FMAs)
+                    acc[0][t] = _mm512_fmadd_ps(a0, xv, acc[0][t]);
+                    acc[1][t] = _mm512_fmadd_ps(a1, xv, acc[1][t]);
+                }
+            }
+        } else {
+            const __m512 a0 = L::tail(w0, i0, tail), a1 = L::tail(w1, i0, tail);
+            for (int t = 0; t < NT; ++t) {
+                const __m512 xv = load_x_tail(x[t], i0, tail);
+                acc[0][t] = _mm512_fmadd_ps(a0, xv, acc[0][t]);
+                acc[1][t] = _mm512_fmadd_ps(a1, xv, acc[1][t]);
+            }
+        }
+        for (int r = 0; r < 2; ++r)
+            for (int t = 0; t < NT; ++t) _mm512_store_ps(park[p] + (r * 8 + t) * kLanes, acc[r][t]);
+    };
+    for (int64_t c0 = 0; c0 < full; c0 += kChunkCols) {
+        const int64_t c1 = std::min(full, c0 + kChunkCols);
+        pair_pass(0, c0, c1, 0, c0 == 0);
+        pair_pass(1, c0, c1, 0, c0 == 0);
+    }
+    if (full < n) {
+        pair_pass(0, full, n, static_cast<int>(n - full), full == 0);
+        pair_pass(1, full, n, static_cast<int>(n - full), full == 0);
+    }
+    for (int t = 0; t < NT; ++t)
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(_mm512_load_ps(park[r / 2] + ((r % 2) * 8 + t) * kLanes));
+}
+
+// The table's float tile: up to 4 rows by up to kTileTokens tokens. One token: the rows in turn (above); a tile
+// of fewer than 4 rows (the end of a matrix whose height is not a multiple of 4): vec_dot per output.
+constexpr int kTileTokens = 8;
+
+static_assert(kTileTokens <= kTileTokensMax);
+
+template <typename L>
+void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                     int n_tok, float * y, size_t y_stride) {
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const auto * ab = static_cast<const uint8_t *>(act);
+    if (n_rows == 4) {
+        switch (n_tok) {
+            case 1: rows_in_turn_float<L>(wb, w_stride, ab, n, y); return;
+            case 2: tile4_tokens<L, 2>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 3: tile4_tokens<L, 3>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 4: tile4_tokens<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 5: tile2x_pairs<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 6: tile2x_pairs<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 7: tile2x_pairs<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 8: {
+                // Two 4 x 4 passes, each prefetching half of the tile two ahead into L2, so the memory stays busy
+                // through both (bench_float_tiles, 8 tokens, one thread: 1024 x 1024 12.0 GB/s with the old tiles,
+                // 13.4 with the whole prefetch in the first pass, 14.0 split; rows of 256 6.8, 14.3, 19.3).
+                // Prompts come in groups of 8 tokens, several groups per tile in a row, and are compute-bound: only
+                // a tile's first visit prefetches (later groups find the tile ahead fetched; prefetching in every
+                // group cost pp512 15-30 %).
+                thread_local const void * last_tile = nullptr;
+                const bool first_visit = w != last_tile;
+                last_tile = w;
+                const uint8_t * ab2 = ab + 4 * act_stride;
+                float * y2 = y + 4 * y_stride;
+                if (!first_visit) {
+                    tile4_float<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                    tile4_float<L, 4>(wb, w_stride, ab2, act_stride, n, y2, y_stride);
+                } else {
+                    tile4_float<L, 4, 1>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                    tile4_float<L, 4, 2>(wb, w_stride, ab2, act_stride, n, y2, y_stride);
+                }
+                return;
+            }
+        }
+    }
+    for (int t = 0; t < n_tok; ++t)
+        for (int r = 0; r < n_rows; ++r) y[t * y_stride + r] = vec_dot_float<L>(wb + r * w_stride, ab + t * act_stride, n);
 }
 
 template <float (*Dot)(const void *, const void *, int64_t), typename Tile4>
@@ -346,10 +549,18 @@ void add_float_kernels_avx512(TypeKernels * table) {
         k.vec_dot = vec_dot;
         k.dot_tile = dot_tile;
     };
-    set(ElemType::F32, vec_dot_float<LoadF32>, dot_tile_float<LoadF32>);
-    set(ElemType::F16, vec_dot_float<LoadF16>, dot_tile_float<LoadF16>);
-    set(ElemType::BF16, vec_dot_float<LoadBF16>, dot_tile_float<LoadBF16>);
+    set(ElemType::F32, vec_dot_float<LoadF32>, dot_tile_tokens<LoadF32>);
+    set(ElemType::F16, vec_dot_float<LoadF16>, dot_tile_tokens<LoadF16>);
+    set(ElemType::BF16, vec_dot_float<LoadBF16>, dot_tile_tokens<LoadBF16>);
+    for (ElemType type : {ElemType::F32, ElemType::F16, ElemType::BF16}) table[static_cast<uint32_t>(type)].tile_tokens = kTileTokens;
     set(ElemType::Q8_0, vec_dot_q8_0_f32, dot_tile_q8_0_f32);
+}
+
+std::vector<FloatTileVariant> f32_tile_variants_avx512() {
+    return {
+        {"4x4, L1 prefetch", dot_tile_float<LoadF32>, 4},  // the table's tile before bench_float_tiles
+        {"4x8, L2 prefetch", dot_tile_tokens<LoadF32>, kTileTokens},  // the table's tile
+    };
 }
 
 void add_q8_0_int8_kernels_avx512(TypeKernels & k) {
@@ -363,6 +574,7 @@ void add_q8_0_int8_kernels_avx512(TypeKernels & k) {
 
 void add_float_kernels_avx512(TypeKernels * /*table*/) {}
 void add_q8_0_int8_kernels_avx512(TypeKernels & /*k*/) {}
+std::vector<FloatTileVariant> f32_tile_variants_avx512() { return {}; }
 
 #endif
 
