@@ -107,29 +107,35 @@ TEST(MatmulGroup, LargeGroupSplitsAcrossThreadsWithTheSameBits) {
     for (size_t i = 0; i < tasks.size(); ++i) EXPECT_EQ(got[i], expected[i]) << i;
 }
 
-TEST(Matmul, PromptProductEqualsOneDotPerOutput) {
-    // 503 Q4_K rows of 1024 (more than one 256 KB block of weight rows, a partial last tile) by 21 tokens (two
-    // full 8-token groups and a partial one): every output equals the product of its row and token alone.
-    const int64_t cols = 1024, rows = 503, tokens = 21;
-    const auto w = weight_bytes(ElemType::Q4_K, cols, rows, 300);
-    const auto x = random_floats(static_cast<size_t>(cols * tokens), 301);
-    const Matrix m = make_matrix(ElemType::Q4_K, w.data(), cols, rows);
+// matmul of `tokens` tokens at 1 and 2 threads: every output equals the product of its row and token alone.
+void expect_each_output_is_its_own_dot(const Matrix & m, const std::vector<float> & x, int64_t tokens) {
+    const int64_t rows = m.rows, cols = m.cols;
     for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         std::vector<float> y(static_cast<size_t>(rows * tokens), -1.0f);
         matmul(m, x.data(), tokens, y.data(), &pool);
         for (int64_t t = 0; t < tokens; ++t) {
             for (int64_t r = 0; r < rows; ++r) {
-                ASSERT_EQ(y[t * rows + r], dot_row(m, r, x.data() + t * cols)) << "row " << r << " token " << t;
+                ASSERT_EQ(y[t * rows + r], dot_row(m, r, x.data() + t * cols))
+                    << tokens << " tokens, row " << r << " token " << t << ", " << threads << " threads";
             }
         }
     }
 }
 
+TEST(Matmul, PromptProductEqualsOneDotPerOutput) {
+    // 503 Q4_K rows of 1024 (more than one 256 KB block of weight rows, a partial last tile) by 21 tokens (two
+    // full 8-token groups and a partial one).
+    const int64_t cols = 1024, rows = 503, tokens = 21;
+    const auto w = weight_bytes(ElemType::Q4_K, cols, rows, 300);
+    const auto x = random_floats(static_cast<size_t>(cols * tokens), 301);
+    expect_each_output_is_its_own_dot(make_matrix(ElemType::Q4_K, w.data(), cols, rows), x, tokens);
+}
+
 TEST(Matmul, FewTokenProductEqualsOneDotPerOutput) {
     // A decode step of 1 to 9 sequences (the few-token path: rows one after another, each a 1 x n tile, and
     // beyond the tile's tokens the prompt order) on the types of the quantised bench file, with a partial last
-    // row tile: every output equals the product of its row and token alone, at 1 and 2 threads.
+    // row tile.
     const int64_t cols = 1024, rows = 203;
     for (ElemType type : {ElemType::Q4_K, ElemType::Q6_K, ElemType::Q8_0}) {
         SCOPED_TRACE(static_cast<int>(type));
@@ -137,17 +143,7 @@ TEST(Matmul, FewTokenProductEqualsOneDotPerOutput) {
         const Matrix m = make_matrix(type, w.data(), cols, rows);
         for (int64_t tokens = 1; tokens <= 9; ++tokens) {
             const auto x = random_floats(static_cast<size_t>(cols * tokens), 401 + static_cast<uint32_t>(tokens));
-            for (int threads : {1, 2}) {
-                ThreadPool pool(threads);
-                std::vector<float> y(static_cast<size_t>(rows * tokens), -1.0f);
-                matmul(m, x.data(), tokens, y.data(), &pool);
-                for (int64_t t = 0; t < tokens; ++t) {
-                    for (int64_t r = 0; r < rows; ++r) {
-                        ASSERT_EQ(y[t * rows + r], dot_row(m, r, x.data() + t * cols))
-                            << tokens << " tokens, row " << r << " token " << t << ", " << threads << " threads";
-                    }
-                }
-            }
+            expect_each_output_is_its_own_dot(m, x, tokens);
         }
     }
 }
