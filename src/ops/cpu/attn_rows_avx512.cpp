@@ -10,6 +10,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "ops/cpu/hsum_avx512.h"
+
 #include "ops/cpu/attn_rows_impl.h"
 #define OFFGRID_ATTN_AVX512 1
 #endif
@@ -24,12 +26,7 @@ constexpr size_t kW = 16;
 
 inline __mmask16 mask(size_t c) { return static_cast<__mmask16>((1u << c) - 1); }
 
-inline float hsum(__m512 v) {
-    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
+using avx512::hsum;  // ops/cpu/hsum_avx512.h
 
 struct Avx512 {
     static float dot(const float * a, const float * b, size_t n) {

@@ -19,6 +19,9 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+#include "ops/cpu/hsum_avx512.h"
+
 #define OFFGRID_KERNELS_AVX512 1
 #endif
 
@@ -64,13 +67,7 @@ struct LoadBF16 {
     }
 };
 
-// A fixed horizontal sum (GCC 12 warns inside _mm512_reduce_add_ps).
-inline float hsum(__m512 v) {
-    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
+using avx512::hsum;  // ops/cpu/hsum_avx512.h
 
 // A Q8_0 block's scale d (f16) as a float.
 inline float q8_scale_of(const uint8_t * block) {

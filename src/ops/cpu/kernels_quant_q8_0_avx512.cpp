@@ -13,6 +13,8 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include "ops/cpu/hsum_avx512.h"
+
 #include <cstring>
 
 namespace offgrid::ops::cpu::quant {
@@ -23,13 +25,7 @@ constexpr int kBlock = 32;
 constexpr size_t kBlockBytes = 2 + kBlock;
 constexpr size_t kPrefetchBytes = 1024;
 
-// The float side's horizontal sum (kernels_float_avx512.cpp), operation for operation.
-inline float hsum(__m512 v) {
-    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
+using ::offgrid::ops::cpu::avx512::hsum;  // the float side's sum: the tiles must equal vec_dot_q8_0_f32
 
 template <int NT>
 void row_tile(const uint8_t * w, const uint8_t * act, size_t act_stride, int64_t n, float * y, size_t y_stride) {

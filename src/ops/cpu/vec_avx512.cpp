@@ -13,6 +13,8 @@
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+
+#include "ops/cpu/hsum_avx512.h"
 #define OFFGRID_VEC_AVX512 1
 #endif
 
@@ -24,12 +26,7 @@ namespace {
 
 constexpr size_t kW = 16;
 
-inline float hsum(__m512 v) {
-    const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-    const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-    const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-    return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
-}
+using avx512::hsum;  // ops/cpu/hsum_avx512.h
 inline __mmask16 tail_mask(size_t c) { return static_cast<__mmask16>((1u << c) - 1); }
 inline __m512 load_tail(const float * p, size_t c) { return _mm512_maskz_loadu_ps(tail_mask(c), p); }
 inline __m512 load_tail_h(const uint16_t * p, size_t c) {
