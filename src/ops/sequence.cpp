@@ -8,9 +8,15 @@ namespace offgrid::ops {
 
 void causal_conv_step(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,
                       const float * x, float * out) {
+    causal_conv_step_into(weights, kernel, dilation, channels, history, history, x, out);
+}
+
+void causal_conv_step_into(const float * weights, size_t kernel, size_t dilation, size_t channels,
+                           const float * history_in, float * history_out, const float * x, float * out) {
     const size_t h = (kernel - 1) * dilation;
     for (size_t c = 0; c < channels; ++c) {
-        float * hist = history + c * h;
+        const float * hist = history_in + c * h;
+        float * next = history_out + c * h;
         const float * w = weights + c * kernel;
         float sum = 0.0f;
         for (size_t k = 0; k < kernel; ++k) {
@@ -19,9 +25,9 @@ void causal_conv_step(const float * weights, size_t kernel, size_t dilation, siz
             sum += w[k] * v;
         }
         out[c] = sum;
-        if (h > 0) {
-            for (size_t j = 0; j + 1 < h; ++j) hist[j] = hist[j + 1];
-            hist[h - 1] = x[c];
+        if (h > 0) {  // in place, each element is read before the one below it is written
+            for (size_t j = 0; j + 1 < h; ++j) next[j] = hist[j + 1];
+            next[h - 1] = x[c];
         }
     }
 }
@@ -45,7 +51,12 @@ void causal_conv_ref(const float * weights, size_t kernel, size_t dilation, size
 
 void gated_delta_step(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
                       float decay, float beta, float scale, float * out) {
-    cpu::vec_kernels().gated_delta_step(state, dk, dv, q, k, v, decay, beta, scale, out);
+    cpu::vec_kernels().gated_delta_step(state, state, dk, dv, q, k, v, decay, beta, scale, out);
+}
+
+void gated_delta_step_into(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
+                           const float * k, const float * v, float decay, float beta, float scale, float * out) {
+    cpu::vec_kernels().gated_delta_step(state_in, state_out, dk, dv, q, k, v, decay, beta, scale, out);
 }
 
 void gated_delta_step_ref(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,

@@ -15,6 +15,11 @@ namespace offgrid::ops {
 void causal_conv_step(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,
                       const float * x, float * out);
 
+// The same step with the history read from history_in and the shifted history written to history_out (which
+// may be history_in itself, or a buffer that does not overlap it): the bits of causal_conv_step either way.
+void causal_conv_step_into(const float * weights, size_t kernel, size_t dilation, size_t channels,
+                           const float * history_in, float * history_out, const float * x, float * out);
+
 // Plain twin over a whole sequence: frames x[t * channels + c], t < n_frames, history as above (updated).
 void causal_conv_ref(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,
                      const float * x, size_t n_frames, float * out);
@@ -26,6 +31,12 @@ void causal_conv_ref(const float * weights, size_t kernel, size_t dilation, size
 //   out[m] = scale * sum_i S[i,m] q[i]
 void gated_delta_step(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
                       float decay, float beta, float scale, float * out);
+
+// The same step with the state read from state_in and the new state written to state_out (state_in itself, or
+// a buffer that does not overlap it): the bits of gated_delta_step either way. A decode step writes the new
+// state next to the old one this way, so the old one stays as it was (memory/recurrent_cache.h).
+void gated_delta_step_into(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
+                           const float * k, const float * v, float decay, float beta, float scale, float * out);
 
 // Plain twin (the same maths, written element by element with no shared partial results).
 void gated_delta_step_ref(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,

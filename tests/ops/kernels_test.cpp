@@ -304,8 +304,8 @@ TEST(VecKernels, EveryLevelMatchesScalarTwin) {
                 }
                 const auto v = random_floats(dv, 60 + t);
                 std::vector<float> oa(dv), ob(dv);
-                k.gated_delta_step(s_a.data(), dk, dv, q.data(), kk.data(), v.data(), 0.9f, 0.3f, 0.25f, oa.data());
-                ref.gated_delta_step(s_b.data(), dk, dv, q.data(), kk.data(), v.data(), 0.9f, 0.3f, 0.25f, ob.data());
+                k.gated_delta_step(s_a.data(), s_a.data(), dk, dv, q.data(), kk.data(), v.data(), 0.9f, 0.3f, 0.25f, oa.data());
+                ref.gated_delta_step(s_b.data(), s_b.data(), dk, dv, q.data(), kk.data(), v.data(), 0.9f, 0.3f, 0.25f, ob.data());
                 for (size_t m = 0; m < dv; ++m) EXPECT_NEAR(oa[m], ob[m], 1e-5) << isa_name(isa) << " dk=" << dk;
             }
             for (size_t i = 0; i < s_a.size(); ++i) EXPECT_NEAR(s_a[i], s_b[i], 1e-5) << isa_name(isa);

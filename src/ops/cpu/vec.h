@@ -17,9 +17,12 @@ struct VecKernels {
     void (*axpy_f32)(float a, const float * x, float * y, size_t n) = nullptr;  // y += a x
     void (*axpy_f16)(float a, const uint16_t * x, float * y, size_t n) = nullptr;
     void (*scale)(float a, float * y, size_t n) = nullptr;                      // y *= a
-    // One token of the gated delta rule for one value head (see ops/sequence.h for the maths).
-    void (*gated_delta_step)(float * state, size_t dk, size_t dv, const float * q, const float * k,
-                             const float * v, float decay, float beta, float scale, float * out) = nullptr;
+    // One token of the gated delta rule for one value head (see ops/sequence.h for the maths): the state is read
+    // from state_in and the new state written to state_out, which may be state_in itself (in place) or a buffer
+    // that does not overlap it; the bits are the same either way.
+    void (*gated_delta_step)(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
+                             const float * k, const float * v, float decay, float beta, float scale,
+                             float * out) = nullptr;
 };
 
 const VecKernels & vec_kernels(Isa isa);

@@ -82,20 +82,22 @@ void scale(float a, float * y, size_t n) {
     if (i < n) store_tail(y + i, _mm256_mul_ps(av, load_tail(y + i, n - i)), n - i);
 }
 
-void gated_delta_step(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
-                      float decay, float beta, float scale, float * out) {
+void gated_delta_step(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
+                      const float * k, const float * v, float decay, float beta, float scale, float * out) {
     const __m256 dec = _mm256_set1_ps(decay);
     const size_t full = dk / kW * kW, rest = dk - full;
     for (size_t m = 0; m < dv; ++m) {
-        float * col = state + m * dk;  // S[., m] is contiguous
+        // S[., m] is contiguous; each element is read before it is written, so in and out may alias.
+        const float * in = state_in + m * dk;
+        float * col = state_out + m * dk;
         __m256 kv = _mm256_setzero_ps();
         for (size_t i = 0; i < full; i += kW) {
-            const __m256 c = _mm256_mul_ps(load(col + i), dec);
+            const __m256 c = _mm256_mul_ps(load(in + i), dec);
             _mm256_storeu_ps(col + i, c);
             kv = _mm256_fmadd_ps(c, load(k + i), kv);
         }
         if (rest) {
-            const __m256 c = _mm256_mul_ps(load_tail(col + full, rest), dec);
+            const __m256 c = _mm256_mul_ps(load_tail(in + full, rest), dec);
             store_tail(col + full, c, rest);
             kv = _mm256_fmadd_ps(c, load_tail(k + full, rest), kv);
         }

@@ -30,13 +30,14 @@ void scale(float a, float * y, size_t n) {
     for (size_t i = 0; i < n; ++i) y[i] *= a;
 }
 
-void gated_delta_step(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
-                      float decay, float beta, float scale, float * out) {
+void gated_delta_step(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
+                      const float * k, const float * v, float decay, float beta, float scale, float * out) {
     for (size_t m = 0; m < dv; ++m) {
-        float * col = state + m * dk;  // S[., m] is contiguous
+        const float * in = state_in + m * dk;  // S[., m] is contiguous
+        float * col = state_out + m * dk;
         float kv = 0.0f;
         for (size_t i = 0; i < dk; ++i) {
-            col[i] *= decay;
+            col[i] = in[i] * decay;
             kv += col[i] * k[i];
         }
         const float delta = beta * (v[m] - kv);

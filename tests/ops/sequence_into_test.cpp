@@ -1,0 +1,92 @@
+// The out-of-place steps of the recurrence (causal_conv_step_into, gated_delta_step_into, and the vector
+// kernel's state_in / state_out at every ISA level) give the in-place step's bits exactly, leave the input
+// state as it was, and also work with in == out.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "ops/cpu/dispatch.h"
+#include "ops/cpu/vec.h"
+#include "ops/sequence.h"
+#include "random_data.h"
+
+namespace offgrid::ops {
+namespace {
+
+using test_data::random_floats;
+
+void normalise(std::vector<float> & v) {
+    double n2 = 0;
+    for (float x : v) n2 += double(x) * x;
+    for (float & x : v) x = float(x / std::sqrt(n2));
+}
+
+TEST(SequenceInto, DeltaStepOutOfPlaceHasTheInPlaceBitsAtEveryLevel) {
+    for (cpu::Isa isa : cpu::available_isas()) {
+        const cpu::VecKernels & k = cpu::vec_kernels(isa);
+        for (size_t dk : {8u, 20u, 128u}) {
+            const size_t dv = 7;
+            const auto start = random_floats(dk * dv, 3 + dk);
+            auto in_place = start, chained_in = start;
+            std::vector<float> chained_out(dk * dv, -1.0f);
+            for (int t = 0; t < 4; ++t) {
+                auto q = random_floats(dk, 40 + t), kk = random_floats(dk, 50 + t);
+                normalise(q);
+                normalise(kk);
+                const auto v = random_floats(dv, 60 + t);
+                std::vector<float> o1(dv), o2(dv);
+                k.gated_delta_step(in_place.data(), in_place.data(), dk, dv, q.data(), kk.data(), v.data(), 0.9f,
+                                   0.3f, 0.25f, o1.data());
+                const auto before = chained_in;
+                k.gated_delta_step(chained_in.data(), chained_out.data(), dk, dv, q.data(), kk.data(), v.data(),
+                                   0.9f, 0.3f, 0.25f, o2.data());
+                EXPECT_EQ(chained_in, before) << cpu::isa_name(isa) << ": the input state changed";
+                EXPECT_EQ(o1, o2) << cpu::isa_name(isa) << " dk=" << dk;
+                EXPECT_EQ(in_place, chained_out) << cpu::isa_name(isa) << " dk=" << dk;
+                std::swap(chained_in, chained_out);  // the flip a decode step does
+            }
+        }
+    }
+}
+
+TEST(SequenceInto, DeltaStepEntryPointsAgree) {
+    const size_t dk = 16, dv = 5;
+    auto a = random_floats(dk * dv, 9);
+    const auto start = a;
+    std::vector<float> b(dk * dv);
+    auto q = random_floats(dk, 1), kk = random_floats(dk, 2);
+    normalise(q);
+    normalise(kk);
+    const auto v = random_floats(dv, 3);
+    std::vector<float> o1(dv), o2(dv);
+    gated_delta_step(a.data(), dk, dv, q.data(), kk.data(), v.data(), 0.8f, 0.4f, 0.5f, o1.data());
+    gated_delta_step_into(start.data(), b.data(), dk, dv, q.data(), kk.data(), v.data(), 0.8f, 0.4f, 0.5f, o2.data());
+    EXPECT_EQ(a, b);
+    EXPECT_EQ(o1, o2);
+}
+
+TEST(SequenceInto, ConvStepOutOfPlaceHasTheInPlaceBits) {
+    for (size_t dilation : {1u, 2u}) {
+        const size_t kernel = 4, channels = 37, h = (kernel - 1) * dilation;
+        const auto w = random_floats(kernel * channels, 5);
+        auto in_place = random_floats(channels * h, 6 + dilation);
+        auto chained_in = in_place;
+        std::vector<float> chained_out(channels * h, -1.0f);
+        for (int t = 0; t < 5; ++t) {
+            const auto x = random_floats(channels, 70 + t);
+            std::vector<float> o1(channels), o2(channels);
+            causal_conv_step(w.data(), kernel, dilation, channels, in_place.data(), x.data(), o1.data());
+            const auto before = chained_in;
+            causal_conv_step_into(w.data(), kernel, dilation, channels, chained_in.data(), chained_out.data(),
+                                  x.data(), o2.data());
+            EXPECT_EQ(chained_in, before);
+            EXPECT_EQ(o1, o2) << "dilation " << dilation << " step " << t;
+            EXPECT_EQ(in_place, chained_out) << "dilation " << dilation << " step " << t;
+            std::swap(chained_in, chained_out);
+        }
+    }
+}
+
+}  // namespace
+}  // namespace offgrid::ops
