@@ -164,6 +164,10 @@ public:
     float * conv_state(uint32_t recr_layer, uint32_t row) override { return rec_.conv(recr_layer, row); }
     float * ssm_state(uint32_t recr_layer, uint32_t row) override { return rec_.ssm(recr_layer, row); }
     float * ple_state(uint32_t row) override { return rec_.ple(row); }
+    RecurrentRewrite recurrent_rewrite(uint32_t recr_layer, uint32_t row) override {
+        const RecurrentCache::Rewrite r = rec_.rewrite(recr_layer, row);
+        return {r.conv_in, r.ssm_in, r.conv_out, r.ssm_out};
+    }
 
     // --- introspection (tests, state I/O) ---
     const KvCache & kv() const { return kv_; }

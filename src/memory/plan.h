@@ -152,6 +152,20 @@ struct Storage {
     virtual float * conv_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ssm_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ple_state(uint32_t row) = 0;
+    // A recurrent layer's conv and ssm rows of `row` for a step that reads the whole state and then writes every
+    // float of both (one token, no snapshot due): the new state goes to *_out, computed from *_in, which may be
+    // other rows (the memory keeps the old state there for undo, so nothing is copied) or the same ones.
+    struct RecurrentRewrite {
+        const float * conv_in;
+        const float * ssm_in;
+        float * conv_out;
+        float * ssm_out;
+    };
+    virtual RecurrentRewrite recurrent_rewrite(uint32_t recr_layer, uint32_t row) {
+        float * c = conv_state(recr_layer, row);
+        float * s = ssm_state(recr_layer, row);
+        return {c, s, c, s};
+    }
     virtual ~Storage() = default;
 };
 

@@ -4,11 +4,6 @@
 #include <cstdint>
 #include <cstring>
 
-#if defined(__SSE2__)
-#include <emmintrin.h>
-#include <xmmintrin.h>
-#endif
-
 #include "common/error.h"
 
 namespace offgrid::memory {
@@ -18,10 +13,11 @@ RecurrentCache::RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint3
       ple_floats_(shape.ple_floats) {
     if (n_slots == 0 || n_slots > (uint32_t)kMaxSeq) throw Error("n_seq_max: must be in [1, 256]");
     seqs_.assign(kMaxSeq, SeqState{});
-    const size_t rows = n_rows();
+    const size_t rows = 2 * (size_t)n_rows();  // two banks
     conv_.assign(shape.n_recr_layers, std::vector<float>(rows * conv_floats_));
     ssm_.assign(shape.n_recr_layers, std::vector<float>(rows * ssm_floats_));
     ple_.assign(rows * ple_floats_, 0.0f);
+    bank_.assign((size_t)n_slots * n_parts(), 0);
     journal_index_.assign(n_slots, -1);
 }
 
@@ -31,26 +27,26 @@ uint32_t RecurrentCache::slot_floats() const {
 
 void RecurrentCache::read_plane(uint32_t slot, uint32_t plane, std::vector<float> & out) const {
     const uint32_t r = row(plane, slot);
-    for (size_t l = 0; l < conv_.size(); ++l) {
-        const float * c = conv_[l].data() + (size_t)r * conv_floats_;
+    for (uint32_t l = 0; l < conv_.size(); ++l) {
+        const float * c = conv_at(l, r);
         out.insert(out.end(), c, c + conv_floats_);
-        const float * s = ssm_[l].data() + (size_t)r * ssm_floats_;
+        const float * s = ssm_at(l, r);
         out.insert(out.end(), s, s + ssm_floats_);
     }
-    const float * p = ple_.data() + (size_t)r * ple_floats_;
+    const float * p = ple_at(r);
     out.insert(out.end(), p, p + ple_floats_);
 }
 
 void RecurrentCache::write_plane(uint32_t slot, uint32_t plane, const float * in) {
     const uint32_t r = row(plane, slot);
-    for (size_t l = 0; l < conv_.size(); ++l) {
-        std::memcpy(conv_[l].data() + (size_t)r * conv_floats_, in, 4ull * conv_floats_);
+    for (uint32_t l = 0; l < conv_.size(); ++l) {
+        std::memcpy(conv_at(l, r), in, 4ull * conv_floats_);
         in += conv_floats_;
-        std::memcpy(ssm_[l].data() + (size_t)r * ssm_floats_, in, 4ull * ssm_floats_);
+        std::memcpy(ssm_at(l, r), in, 4ull * ssm_floats_);
         in += ssm_floats_;
     }
     if (ple_floats_ > 0) {  // a model without PLE has no buffer (memcpy from null is undefined even for 0 bytes)
-        std::memcpy(ple_.data() + (size_t)r * ple_floats_, in, 4ull * ple_floats_);
+        std::memcpy(ple_at(r), in, 4ull * ple_floats_);
     }
 }
 
@@ -66,80 +62,70 @@ void RecurrentCache::write_slot(uint32_t slot, uint32_t planes, const float * in
 void RecurrentCache::for_each_row(uint32_t slot, uint32_t planes, const RowFn & fn) {
     for (uint32_t k = 0; k < planes; ++k) {
         const uint32_t r = row(k, slot);
-        for (size_t l = 0; l < conv_.size(); ++l) {
-            fn(conv_[l].data() + (size_t)r * conv_floats_, conv_floats_);
-            fn(ssm_[l].data() + (size_t)r * ssm_floats_, ssm_floats_);
+        for (uint32_t l = 0; l < conv_.size(); ++l) {
+            fn(conv_at(l, r), conv_floats_);
+            fn(ssm_at(l, r), ssm_floats_);
         }
-        if (ple_floats_ > 0) fn(ple_.data() + (size_t)r * ple_floats_, ple_floats_);
+        if (ple_floats_ > 0) fn(ple_at(r), ple_floats_);
     }
 }
 
-namespace {
-
-// Copies n floats with streaming stores where the destination allows: the journal is read back only when a call
-// fails, so it need not displace the state the model is about to read from the caches.
-void copy_to_journal(float * dst, const float * src, size_t n) {
-#if defined(__SSE2__)
-    size_t i = 0;
-    for (; i < n && (reinterpret_cast<uintptr_t>(dst + i) & 15) != 0; ++i) dst[i] = src[i];
-    for (; i + 4 <= n; i += 4) _mm_stream_ps(dst + i, _mm_loadu_ps(src + i));
-    for (; i < n; ++i) dst[i] = src[i];
-    _mm_sfence();
-#else
-    std::memcpy(dst, src, n * sizeof(float));
-#endif
-}
-
-}  // namespace
-
-// Journal entry layout: part l < n_layers holds, per plane, layer l's conv row then its ssm row; the last part
-// holds the PLE row of every plane.
-void RecurrentCache::save_part(uint32_t entry, uint32_t part) {
-    const uint32_t slot = journal_slots_[entry], planes = 1 + n_rs_seq_;
-    const size_t layer_floats = (size_t)planes * (conv_floats_ + ssm_floats_);
-    float * out = journal_bufs_[entry].data() + (size_t)part * layer_floats;
-    for (uint32_t k = 0; k < planes; ++k) {
-        const uint32_t r = row(k, slot);
+void RecurrentCache::flip(uint32_t slot, uint32_t part, uint32_t first_plane) {
+    uint8_t & bank = bank_[(size_t)slot * n_parts() + part];
+    const size_t old_bank = bank;
+    bank ^= 1;
+    for (uint32_t k = first_plane; k < 1 + n_rs_seq_; ++k) {
+        const size_t from = old_bank * n_rows() + row(k, slot), to = (old_bank ^ 1) * n_rows() + row(k, slot);
         if (part < conv_.size()) {
-            copy_to_journal(out, conv_[part].data() + (size_t)r * conv_floats_, conv_floats_);
-            out += conv_floats_;
-            copy_to_journal(out, ssm_[part].data() + (size_t)r * ssm_floats_, ssm_floats_);
-            out += ssm_floats_;
+            float * c = conv_[part].data();
+            std::memcpy(c + to * conv_floats_, c + from * conv_floats_, 4ull * conv_floats_);
+            float * s = ssm_[part].data();
+            std::memcpy(s + to * ssm_floats_, s + from * ssm_floats_, 4ull * ssm_floats_);
         } else if (ple_floats_ > 0) {
-            copy_to_journal(out, ple_.data() + (size_t)r * ple_floats_, ple_floats_);
-            out += ple_floats_;
+            std::memcpy(ple_.data() + to * ple_floats_, ple_.data() + from * ple_floats_, 4ull * ple_floats_);
         }
     }
+}
+
+// A part's first access in a call: the old bank becomes the journal's copy, the live one starts equal to it.
+void RecurrentCache::save_part(uint32_t entry, uint32_t part) {
+    flip(journal_slots_[entry], part, 0);
     journal_saved_[(size_t)entry * n_parts() + part] = 1;
 }
 
 void RecurrentCache::restore_part(uint32_t entry, uint32_t part) {
-    const uint32_t slot = journal_slots_[entry], planes = 1 + n_rs_seq_;
-    const size_t layer_floats = (size_t)planes * (conv_floats_ + ssm_floats_);
-    const float * in = journal_bufs_[entry].data() + (size_t)part * layer_floats;
-    for (uint32_t k = 0; k < planes; ++k) {
-        const uint32_t r = row(k, slot);
-        if (part < conv_.size()) {
-            std::memcpy(conv_[part].data() + (size_t)r * conv_floats_, in, 4ull * conv_floats_);
-            in += conv_floats_;
-            std::memcpy(ssm_[part].data() + (size_t)r * ssm_floats_, in, 4ull * ssm_floats_);
-            in += ssm_floats_;
-        } else if (ple_floats_ > 0) {
-            std::memcpy(ple_.data() + (size_t)r * ple_floats_, in, 4ull * ple_floats_);
-            in += ple_floats_;
+    bank_[(size_t)journal_slots_[entry] * n_parts() + part] ^= 1;  // the old bank was not written since the flip
+}
+
+RecurrentCache::Rewrite RecurrentCache::rewrite(uint32_t layer, uint32_t row) {
+    const uint32_t slot = row % n_slots_;
+    bool fresh = row < n_slots_;  // plane 0 only: snapshot planes are written in place
+    if (fresh && journal_on_) {
+        const int32_t e = journal_index_[slot];
+        uint8_t * saved = e >= 0 ? &journal_saved_[(size_t)e * n_parts() + layer] : nullptr;
+        if (saved && *saved) {
+            fresh = false;  // flipped earlier in this call: the old bank holds the journal copy
+        } else if (saved) {
+            *saved = 1;
         }
     }
+    if (!fresh) {
+        float * c = conv(layer, row);
+        float * s = ssm(layer, row);
+        return {c, s, c, s};
+    }
+    const float * c_in = conv_at(layer, row);
+    const float * s_in = ssm_at(layer, row);
+    flip(slot, layer, 1);  // the snapshot planes keep their values in the new bank
+    return {c_in, s_in, conv_at(layer, row), ssm_at(layer, row)};
 }
 
 void RecurrentCache::touch(uint32_t slot) {
     if (!journal_on_ || journal_index_[slot] >= 0) return;
-    // The k-th slot a call touches gets the k-th buffer, kept from call to call: a decode step allocates nothing.
+    // The entries' vectors keep their capacity from call to call: a decode step allocates nothing.
     const size_t k = journal_slots_.size();
     journal_index_[slot] = (int32_t)k;
     journal_slots_.push_back(slot);
-    if (journal_bufs_.size() <= k) journal_bufs_.emplace_back();
-    std::vector<float> & buf = journal_bufs_[k];
-    if (buf.size() < slot_floats()) buf.resize(slot_floats());
     journal_saved_.resize((k + 1) * n_parts());
     std::fill(journal_saved_.begin() + (ptrdiff_t)(k * n_parts()), journal_saved_.end(), 0);
 }
@@ -153,12 +139,12 @@ void RecurrentCache::touch_now(uint32_t slot) {
 void RecurrentCache::copy_slot(uint32_t dst, uint32_t src) {
     touch_now(dst);
     for (uint32_t k = 0; k < 1 + n_rs_seq_; ++k) {
-        const size_t rd = row(k, dst), rs = row(k, src);
-        for (size_t l = 0; l < conv_.size(); ++l) {
-            std::memcpy(conv_[l].data() + rd * conv_floats_, conv_[l].data() + rs * conv_floats_, 4ull * conv_floats_);
-            std::memcpy(ssm_[l].data() + rd * ssm_floats_, ssm_[l].data() + rs * ssm_floats_, 4ull * ssm_floats_);
+        const uint32_t rd = row(k, dst), rs = row(k, src);
+        for (uint32_t l = 0; l < conv_.size(); ++l) {
+            std::memcpy(conv_at(l, rd), conv_at(l, rs), 4ull * conv_floats_);
+            std::memcpy(ssm_at(l, rd), ssm_at(l, rs), 4ull * ssm_floats_);
         }
-        if (ple_floats_ > 0) std::memcpy(ple_.data() + rd * ple_floats_, ple_.data() + rs * ple_floats_, 4ull * ple_floats_);
+        if (ple_floats_ > 0) std::memcpy(ple_at(rd), ple_at(rs), 4ull * ple_floats_);
     }
 }
 

@@ -6,6 +6,12 @@
 // delta state; the PLE history (ple_floats) is per row. After a copy, the destination shares the source's slot
 // until either of them is written (copy on write). Writes during a decode call are journaled, so a failed call
 // can be undone exactly.
+//
+// Storage: every part of a slot (a recurrent layer's conv and ssm rows of every plane, or the PLE rows) exists in
+// two banks, and one bit per (slot, part) says which is live. The journal is the other bank: on a part's first
+// access in a call the bit flips and the old bank stays untouched until the call ends, so undo flips it back and
+// commit does nothing. A part the model rewrites whole (rewrite(): a one-token step, no snapshot) is computed from
+// the old bank straight into the new one, so a kept decode step copies none of its state.
 #pragma once
 
 #include <cstdint>
@@ -65,19 +71,32 @@ public:
     // right before the model reads it (from cache afterwards) and never copies a part it does not touch.
     float * conv(uint32_t layer, uint32_t row) {
         before_access(layer, row);
-        return conv_[layer].data() + (size_t)row * conv_floats_;
+        return conv_at(layer, row);
     }
     float * ssm(uint32_t layer, uint32_t row) {
         before_access(layer, row);
-        return ssm_[layer].data() + (size_t)row * ssm_floats_;
+        return ssm_at(layer, row);
     }
     float * ple(uint32_t row) {
         before_access((uint32_t)conv_.size(), row);
-        return ple_.data() + (size_t)row * ple_floats_;
+        return ple_at(row);
     }
+    // Layer `layer`'s plane-0 rows of `row` for a step that reads the whole state first and then writes every
+    // float of both rows (a one-token step with no snapshot due): the new state goes to *_out, computed from
+    // *_in. On the part's first access in a call (or with no journal) the two are different banks and nothing
+    // is copied; otherwise they are the same rows (in place). Thread-safe like conv()/ssm() for distinct slots.
+    struct Rewrite {
+        const float * conv_in;
+        const float * ssm_in;
+        float * conv_out;
+        float * ssm_out;
+    };
+    Rewrite rewrite(uint32_t layer, uint32_t row);
+    // Bytes of the state (one bank). The second bank is the undo journal and is not counted, as the journal's
+    // own buffers (which grew to the same size for the slots a call wrote) were not; it doubles what is held.
     uint64_t conv_bytes() const { return 4ull * conv_floats_ * n_rows() * conv_.size(); }
     uint64_t ssm_bytes() const { return 4ull * ssm_floats_ * n_rows() * ssm_.size(); }
-    uint64_t ple_bytes() const { return 4ull * ple_.size(); }
+    uint64_t ple_bytes() const { return 4ull * ple_floats_ * n_rows(); }
     uint32_t slot_floats() const;  // floats of all planes of one slot, all layers
 
     // Raw copy of one slot's planes (state I/O), in a fixed order: per plane, per layer conv then ssm, then PLE.
@@ -116,8 +135,23 @@ private:
         const int32_t e = journal_index_[row % n_slots_];
         if (e >= 0 && !journal_saved_[(size_t)e * n_parts() + part]) save_part((uint32_t)e, part);
     }
-    void save_part(uint32_t entry, uint32_t part);
-    void restore_part(uint32_t entry, uint32_t part);
+    void save_part(uint32_t entry, uint32_t part);     // flip the part's bank; the live one gets a copy
+    void restore_part(uint32_t entry, uint32_t part);  // flip it back
+    // Toggles the live bank of (slot, part) and copies planes [first_plane, planes) of the part from the old bank.
+    void flip(uint32_t slot, uint32_t part, uint32_t first_plane);
+    size_t bank_row(uint32_t part, uint32_t row) const {  // row index within the part's two-bank buffer
+        return (size_t)bank_[(size_t)(row % n_slots_) * n_parts() + part] * n_rows() + row;
+    }
+    float * conv_at(uint32_t layer, uint32_t row) { return conv_[layer].data() + bank_row(layer, row) * conv_floats_; }
+    float * ssm_at(uint32_t layer, uint32_t row) { return ssm_[layer].data() + bank_row(layer, row) * ssm_floats_; }
+    float * ple_at(uint32_t row) { return ple_.data() + bank_row((uint32_t)conv_.size(), row) * ple_floats_; }
+    const float * conv_at(uint32_t layer, uint32_t row) const {
+        return conv_[layer].data() + bank_row(layer, row) * conv_floats_;
+    }
+    const float * ssm_at(uint32_t layer, uint32_t row) const {
+        return ssm_[layer].data() + bank_row(layer, row) * ssm_floats_;
+    }
+    const float * ple_at(uint32_t row) const { return ple_.data() + bank_row((uint32_t)conv_.size(), row) * ple_floats_; }
     void journal_forget();              // empties the journal (its buffers are kept for the next call)
     void materialize(SeqId d);          // give d its own copy of the shared state
     void detach_sharers(SeqId s);       // every sequence sharing s's slot gets its own copy
@@ -127,15 +161,15 @@ private:
     uint32_t n_slots_, n_rs_seq_;
     uint32_t conv_floats_, ssm_floats_, ple_floats_;
     std::vector<SeqState> seqs_;
-    std::vector<std::vector<float>> conv_, ssm_;
-    std::vector<float> ple_;
+    std::vector<std::vector<float>> conv_, ssm_;  // per layer: two banks of n_rows() rows each
+    std::vector<float> ple_;                       // two banks of n_rows() PLE rows
+    std::vector<uint8_t> bank_;                    // live bank of (slot, part): [slot * n_parts() + part]
 
     bool journal_on_ = false;
     std::vector<SeqState> journal_seqs_;
     std::vector<int32_t> journal_index_;           // per slot: its journal entry in this call, or -1
     std::vector<uint32_t> journal_slots_;          // entry k's slot
-    std::vector<std::vector<float>> journal_bufs_; // entry k's saved parts (kept from call to call)
-    std::vector<uint8_t> journal_saved_;           // entry k, part p saved: [k * n_parts() + p]
+    std::vector<uint8_t> journal_saved_;           // entry k, part p flipped (old bank kept): [k * n_parts() + p]
 };
 
 }  // namespace offgrid::memory

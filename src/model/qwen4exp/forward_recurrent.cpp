@@ -35,27 +35,40 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         std::memcpy(b.storage.conv_state(ri, to), b.storage.conv_state(ri, from), conv_floats * sizeof(float));
         std::memcpy(b.storage.ssm_state(ri, to), b.storage.ssm_state(ri, from), ssm_floats * sizeof(float));
     };
-    // Conv, activation and key/query norms of token t (the conv history advances by one token).
-    auto conv_token = [&](float * conv_state, size_t t, float * ct) {
-        ops::causal_conv_step(w.conv.data(), hp.ssm_d_conv, 1, conv_dim, conv_state, &x[t * conv_dim], ct);
+    // Conv, activation and key/query norms of token t (the conv history advances by one token, read from hist_in
+    // and written to hist_out, which may be the same rows).
+    auto conv_token = [&](const float * hist_in, float * hist_out, size_t t, float * ct) {
+        ops::causal_conv_step_into(w.conv.data(), hp.ssm_d_conv, 1, conv_dim, hist_in, hist_out, &x[t * conv_dim], ct);
         for (size_t i = 0; i < conv_dim; ++i) ct[i] = ops::silu(ct[i]);
         for (size_t i = 0; i < Hk; ++i) {
             ops::l2_norm(&ct[i * dk], dk, hp.rms_eps, &ct[i * dk]);
             ops::l2_norm(&ct[key_dim + i * dk], dk, hp.rms_eps, &ct[key_dim + i * dk]);
         }
     };
-    // The delta rule of value head j for token t of a sequence whose state is ssm_state.
-    auto delta_head = [&](float * ssm_state, size_t t, const float * ct, size_t j) {
+    // The delta rule of value head j for token t of a sequence whose state is read from ssm_in and written to
+    // ssm_out (the same rows, or the memory's other bank).
+    auto delta_head = [&](const float * ssm_in, float * ssm_out, size_t t, const float * ct, size_t j) {
         thread_local std::vector<float> head_out;
         head_out.resize(dv);
         const size_t kh = j % Hk;  // tiled V-head order: value head j reads key head j mod Hk
         const float gdec = ops::softplus(alpha[t * Hv + j] * w.alpha_scale + w.dt_bias[j]) * w.a[j];
         const float bt = ops::sigmoid(beta[t * Hv + j] * w.beta_scale);
-        ops::gated_delta_step(ssm_state + j * dk * dv, dk, dv, &ct[kh * dk], &ct[key_dim + kh * dk],
-                              &ct[2 * key_dim + j * dv], std::exp(gdec), bt, out_scale, head_out.data());
+        ops::gated_delta_step_into(ssm_in + j * dk * dv, ssm_out + j * dk * dv, dk, dv, &ct[kh * dk],
+                                   &ct[key_dim + kh * dk], &ct[2 * key_dim + j * dv], std::exp(gdec), bt, out_scale,
+                                   head_out.data());
         float * oj = &o[t * vdim + j * dv];
         ops::rms_norm(head_out.data(), dv, hp.rms_eps, w.norm.data(), oj);
         for (size_t m = 0; m < dv; ++m) oj[m] *= ops::sigmoid(z[t * vdim + j * dv + m]);
+    };
+    // A group's rows for this layer. One token with no snapshot due: the memory hands the old state and the place
+    // for the new one (recurrent_cache.h: on the first access of a call these are its two banks, so the step
+    // copies nothing into the undo journal). Otherwise the snapshot before the first token, then in place.
+    auto group_rows = [&](const memory::SeqGroup & g) {
+        if (g.tokens.size() == 1 && g.snapshots.empty()) return b.storage.recurrent_rewrite(ri, g.row);
+        float * conv_state = b.storage.conv_state(ri, g.row);
+        float * ssm_state = b.storage.ssm_state(ri, g.row);
+        snapshot_if_due(g, 0, copy_row);
+        return memory::Storage::RecurrentRewrite{conv_state, ssm_state, conv_state, ssm_state};
     };
     // Value heads are independent, and so are sequences: their (sequence, head) steps are spread over the pool
     // (each one's arithmetic is the same on any thread, so the result does not depend on the thread count).
@@ -67,34 +80,33 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         // A decode step of several sequences: every conv first (snapshots are due only before the token), then
         // one parallel region over every (sequence, head) pair instead of one region per sequence.
         std::vector<float> cs(groups.size() * conv_dim);
-        // Sequences are independent up to here too: each one's snapshot and conv on the pool. The first access of a
-        // call to a sequence's rows of this layer also copies them into the memory's undo journal
-        // (recurrent_cache.h), half a MiB on the bench shape; distinct groups have distinct slots, so those copies
-        // run side by side.
+        std::vector<memory::Storage::RecurrentRewrite> rows(groups.size());
+        // Sequences are independent up to here too: each one's rows (distinct groups have distinct slots, so the
+        // memory's first accesses run side by side), snapshot and conv on the pool.
         ops::parallel_for(b.pool, groups.size(), [&](size_t begin, size_t end) {
             for (size_t gi = begin; gi < end; ++gi) {
-                snapshot_if_due(groups[gi], 0, copy_row);
-                conv_token(b.storage.conv_state(ri, groups[gi].row), groups[gi].tokens[0], &cs[gi * conv_dim]);
+                rows[gi] = group_rows(groups[gi]);
+                conv_token(rows[gi].conv_in, rows[gi].conv_out, groups[gi].tokens[0], &cs[gi * conv_dim]);
             }
         });
         ops::parallel_for(b.pool, groups.size() * Hv, [&](size_t begin, size_t end) {
             for (size_t k = begin; k < end; ++k) {
                 const memory::SeqGroup & g = groups[k / Hv];
-                delta_head(b.storage.ssm_state(ri, g.row), g.tokens[0], &cs[(k / Hv) * conv_dim], k % Hv);
+                delta_head(rows[k / Hv].ssm_in, rows[k / Hv].ssm_out, g.tokens[0], &cs[(k / Hv) * conv_dim], k % Hv);
             }
         }, min_heads);
         for (const memory::SeqGroup & g : groups) snapshot_if_due(g, 1, copy_row);
     } else {
         for (const memory::SeqGroup & g : groups) {
-            float * conv_state = b.storage.conv_state(ri, g.row);
-            float * ssm_state = b.storage.ssm_state(ri, g.row);
-            snapshot_if_due(g, 0, copy_row);
+            memory::Storage::RecurrentRewrite r = group_rows(g);
             for (size_t step = 0; step < g.tokens.size(); ++step) {
                 const size_t t = g.tokens[step];
-                conv_token(conv_state, t, c.data());
+                conv_token(r.conv_in, r.conv_out, t, c.data());
                 ops::parallel_for(b.pool, Hv, [&](size_t j_begin, size_t j_end) {
-                    for (size_t j = j_begin; j < j_end; ++j) delta_head(ssm_state, t, c.data(), j);
+                    for (size_t j = j_begin; j < j_end; ++j) delta_head(r.ssm_in, r.ssm_out, t, c.data(), j);
                 }, min_heads);
+                r.conv_in = r.conv_out;  // the next token continues from the new state
+                r.ssm_in = r.ssm_out;
                 snapshot_if_due(g, step + 1, copy_row);
             }
         }
