@@ -3,7 +3,12 @@
 #include <algorithm>
 #include <numeric>
 
+#include "ops/cpu/vec.h"
+
 namespace offgrid::ops {
+
+void sigmoid_n(const float * x, float * y, size_t n) { cpu::vec_kernels().sigmoid_f32(x, y, n); }
+void exp_n(const float * x, float * y, size_t n) { cpu::vec_kernels().exp_f32(x, y, n); }
 
 namespace {
 // NaN ranks as -inf so that the order stays a strict weak order (a NaN score never crashes the sort).

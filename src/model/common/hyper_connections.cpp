@@ -91,7 +91,8 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
                 } else {
                     for (size_t i = 0; i < m; ++i) gate[i] = gp[t * dim + at + i];
                 }
-                for (size_t i = 0; i < m; ++i) sum[i] += x[at + i] * ops::sigmoid(gate[i]);
+                ops::sigmoid_n(gate, gate, m);  // ops::sigmoid's bits, 16 lanes at a time
+                for (size_t i = 0; i < m; ++i) sum[i] += x[at + i] * gate[i];
             }
             float * out = mixed + t * E + i0;
             for (size_t i = 0; i < m; ++i) out[i] = sum[i] * inv_hc;

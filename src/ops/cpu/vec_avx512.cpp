@@ -3,6 +3,7 @@
 // (the last partial vector zero-padded), then acc0 + acc1 and a fixed horizontal sum. The gated delta step
 // uses one accumulator per column sum. Element-wise updates round exactly like the scalar twin except where
 // an FMA fuses a multiply and an add.
+#include <cmath>
 #include <cstring>
 
 #include "ops/cpu/vec.h"
@@ -75,6 +76,87 @@ void scale(float a, float * y, size_t n) {
     if (i < n) store_tail(y + i, _mm512_mul_ps(av, load_tail(y + i, n - i)), n - i);
 }
 
+// expf of 16 floats, evaluated as glibc's expf evaluates one (with FMA): x = (k + r) ln2 / 32 with k an integer
+// and |r| <= 1/2, exp(x) = 2^(k/32) * p(r), the power from a table of 2^(i/32) (i = k mod 32, the exponent
+// added to its bits), p a cubic; all in double, rounded once to float at the end. The same operations in the
+// same order give the same bits (checked over every float in [-87, 88]); lanes outside that range (overflow,
+// underflow, subnormal results, NaN) are left to libm.
+struct Exp2Table {
+    __m512d part[4];  // 2^(i/32) bits minus i << 47, entries 8j..8j+7 in part[j]
+    Exp2Table() {
+        alignas(64) double t[32];
+        for (int i = 0; i < 32; ++i) {
+            const double v = std::exp2(i / 32.0);  // correctly rounded for these arguments
+            uint64_t bits;
+            std::memcpy(&bits, &v, 8);
+            bits -= static_cast<uint64_t>(i) << 47;
+            std::memcpy(&t[i], &bits, 8);
+        }
+        for (int j = 0; j < 4; ++j) part[j] = _mm512_load_pd(t + 8 * j);
+    }
+};
+
+inline __m512d exp_lanes(__m512d x, const Exp2Table & tab) {
+    const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep0 * 32);
+    const __m512d shift = _mm512_set1_pd(0x1.8p52);
+    const __m512d z = _mm512_mul_pd(inv_ln2_n, x);
+    __m512d kd = _mm512_add_pd(z, shift);  // k in the low bits of kd
+    const __m512i ki = _mm512_castpd_si512(kd);
+    kd = _mm512_sub_pd(kd, shift);
+    const __m512d r = _mm512_fmadd_pd(inv_ln2_n, x, _mm512_sub_pd(_mm512_setzero_pd(), kd));
+    const __m512i idx = _mm512_and_si512(ki, _mm512_set1_epi64(31));
+    const __m512d lo = _mm512_permutex2var_pd(tab.part[0], idx, tab.part[1]);
+    const __m512d hi = _mm512_permutex2var_pd(tab.part[2], idx, tab.part[3]);
+    const __m512d t = _mm512_mask_blend_pd(_mm512_test_epi64_mask(idx, _mm512_set1_epi64(16)), lo, hi);
+    const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), _mm512_slli_epi64(ki, 47)));
+    const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32);
+    const __m512d c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32);
+    const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32);
+    const __m512d p = _mm512_fmadd_pd(c0, r, c1);
+    const __m512d r2 = _mm512_mul_pd(r, r);
+    __m512d y = _mm512_fmadd_pd(c2, r, _mm512_set1_pd(1.0));
+    y = _mm512_fmadd_pd(p, r2, y);
+    return _mm512_mul_pd(y, s);
+}
+
+// expf of c <= 16 lanes of x (the rest ignored).
+inline __m512 exp16(__m512 x, size_t c) {
+    static const Exp2Table tab;
+    const __mmask16 live = tail_mask(c);
+    const __mmask16 in_range = _mm512_mask_cmp_ps_mask(live, x, _mm512_set1_ps(-87.0f), _CMP_GE_OQ) &
+                               _mm512_cmp_ps_mask(x, _mm512_set1_ps(88.0f), _CMP_LE_OQ);
+    const __m512d a = exp_lanes(_mm512_cvtps_pd(_mm512_castps512_ps256(x)), tab);
+    const __m512d b = exp_lanes(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(x), 1))), tab);
+    __m512 y = _mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps(a)), _mm512_cvtpd_ps(b), 1);
+    if (in_range != live) {  // rare: libm for the lanes outside the checked range
+        alignas(64) float xs[16], ys[16];
+        _mm512_store_ps(xs, x);
+        _mm512_store_ps(ys, y);
+        for (size_t i = 0; i < c; ++i)
+            if (!((in_range >> i) & 1)) ys[i] = std::exp(xs[i]);
+        y = _mm512_load_ps(ys);
+    }
+    return y;
+}
+
+void exp_f32(const float * x, float * y, size_t n) {
+    size_t i = 0;
+    for (; i + kW <= n; i += kW) _mm512_storeu_ps(y + i, exp16(load(x + i), kW));
+    if (i < n) store_tail(y + i, exp16(load_tail(x + i, n - i), n - i), n - i);
+}
+
+inline __m512 sigmoid16(__m512 x, size_t c) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), x), c);  // -x exactly (also for 0 and NaN signs)
+    return _mm512_div_ps(one, _mm512_add_ps(one, e));
+}
+
+void sigmoid_f32(const float * x, float * y, size_t n) {
+    size_t i = 0;
+    for (; i + kW <= n; i += kW) _mm512_storeu_ps(y + i, sigmoid16(load(x + i), kW));
+    if (i < n) store_tail(y + i, sigmoid16(load_tail(x + i, n - i), n - i), n - i);
+}
+
 void gated_delta_step(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
                       const float * k, const float * v, float decay, float beta, float scale, float * out) {
     const __m512 dec = _mm512_set1_ps(decay);
@@ -118,6 +200,8 @@ void add_vec_kernels_avx512(VecKernels & k) {
     k.axpy_f32 = axpy_f32;
     k.axpy_f16 = axpy_f16;
     k.scale = scale;
+    k.exp_f32 = exp_f32;
+    k.sigmoid_f32 = sigmoid_f32;
     k.gated_delta_step = gated_delta_step;
 }
 

@@ -1,4 +1,6 @@
 // Scalar twins of the vector primitives: plain loops in index order.
+#include <cmath>
+
 #include "ops/cpu/vec.h"
 #include "ops/half.h"
 
@@ -30,6 +32,14 @@ void scale(float a, float * y, size_t n) {
     for (size_t i = 0; i < n; ++i) y[i] *= a;
 }
 
+void exp_f32(const float * x, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
+}
+
+void sigmoid_f32(const float * x, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+}
+
 void gated_delta_step(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
                       const float * k, const float * v, float decay, float beta, float scale, float * out) {
     for (size_t m = 0; m < dv; ++m) {
@@ -58,6 +68,8 @@ void add_vec_kernels_scalar(VecKernels & k) {
     k.axpy_f32 = axpy_f32;
     k.axpy_f16 = axpy_f16;
     k.scale = scale;
+    k.exp_f32 = exp_f32;
+    k.sigmoid_f32 = sigmoid_f32;
     k.gated_delta_step = gated_delta_step;
 }
 
