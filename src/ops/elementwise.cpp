@@ -8,6 +8,7 @@
 namespace offgrid::ops {
 
 void sigmoid_n(const float * x, float * y, size_t n) { cpu::vec_kernels().sigmoid_f32(x, y, n); }
+void silu_n(const float * x, float * y, size_t n) { cpu::vec_kernels().silu_f32(x, y, n); }
 void exp_n(const float * x, float * y, size_t n) { cpu::vec_kernels().exp_f32(x, y, n); }
 
 namespace {

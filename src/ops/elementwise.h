@@ -13,9 +13,10 @@ inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // log(1 + e^x), linear above 20 as the reference does.
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
-// y[i] = sigmoid(x[i]), and y[i] = std::exp(x[i]), over n values with the vector kernels of the active ISA level
+// y[i] = sigmoid(x[i]), silu(x[i]) and std::exp(x[i]), over n values with the vector kernels of the active ISA level
 // (ops/cpu/vec.h): the scalar functions' bits exactly. y may alias x.
 void sigmoid_n(const float * x, float * y, size_t n);
+void silu_n(const float * x, float * y, size_t n);
 void exp_n(const float * x, float * y, size_t n);
 
 // out = x / sqrt(mean(x^2) + eps) * gamma (gamma may be null). The sum of squares accumulates in double, the

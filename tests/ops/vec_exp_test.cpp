@@ -1,5 +1,5 @@
-// The vector exp and sigmoid (VecKernels::exp_f32, sigmoid_f32) give libm's bits at every ISA level: std::exp
-// and ops::sigmoid are their scalar twins, compared bit for bit over a dense sweep of the float range, special
+// The vector exp, sigmoid and silu (VecKernels::exp_f32, sigmoid_f32, silu_f32) give libm's bits at every ISA
+// level: std::exp, ops::sigmoid and ops::silu are their scalar twins, compared bit for bit over a dense sweep of the float range, special
 // values and every tail length. (The vector levels evaluate glibc's expf algorithm; on a libm with another
 // expf this test is the one that says so.)
 #include <gtest/gtest.h>
@@ -50,10 +50,11 @@ TEST(VecExp, EveryLevelGivesLibmBits) {
     const std::vector<float> xs = sweep();
     for (cpu::Isa isa : cpu::available_isas()) {
         const cpu::VecKernels & k = cpu::vec_kernels(isa);
-        std::vector<float> e(xs.size()), s(xs.size());
+        std::vector<float> e(xs.size()), s(xs.size()), l(xs.size());
         k.exp_f32(xs.data(), e.data(), xs.size());
         k.sigmoid_f32(xs.data(), s.data(), xs.size());
-        size_t bad_exp = 0, bad_sig = 0;
+        k.silu_f32(xs.data(), l.data(), xs.size());
+        size_t bad_exp = 0, bad_sig = 0, bad_silu = 0;
         for (size_t i = 0; i < xs.size(); ++i) {
             if (!same(e[i], std::exp(xs[i])) && bad_exp++ < 5) {
                 ADD_FAILURE() << cpu::isa_name(isa) << " exp(" << std::hexfloat << xs[i] << ") = " << e[i]
@@ -64,6 +65,13 @@ TEST(VecExp, EveryLevelGivesLibmBits) {
                               << ", scalar " << sigmoid(xs[i]);
             }
         }
+        for (size_t i = 0; i < xs.size(); ++i) {
+            if (!same(l[i], silu(xs[i])) && bad_silu++ < 5) {
+                ADD_FAILURE() << cpu::isa_name(isa) << " silu(" << std::hexfloat << xs[i] << ") = " << l[i]
+                              << ", scalar " << silu(xs[i]);
+            }
+        }
+        EXPECT_EQ(bad_silu, 0u) << cpu::isa_name(isa);
         EXPECT_EQ(bad_exp, 0u) << cpu::isa_name(isa) << " of " << xs.size();
         EXPECT_EQ(bad_sig, 0u) << cpu::isa_name(isa) << " of " << xs.size();
     }
@@ -77,6 +85,9 @@ TEST(VecExp, TailsAndInPlace) {
             for (size_t i = 0; i < n; ++i) x[i] = -20.0f + 1.37f * static_cast<float>(i);
             k.sigmoid_f32(x.data(), y.data(), n);
             for (size_t i = 0; i < n; ++i) EXPECT_TRUE(same(y[i], sigmoid(x[i]))) << cpu::isa_name(isa) << " n=" << n;
+            EXPECT_EQ(y[n], 7.0f) << "wrote past the end";
+            k.silu_f32(x.data(), y.data(), n);
+            for (size_t i = 0; i < n; ++i) EXPECT_TRUE(same(y[i], silu(x[i]))) << cpu::isa_name(isa) << " n=" << n;
             EXPECT_EQ(y[n], 7.0f) << "wrote past the end";
             std::vector<float> z = x;
             k.exp_f32(z.data(), z.data(), n);  // in place

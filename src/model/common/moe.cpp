@@ -74,6 +74,15 @@ void grow(V & v, size_t n) {
     if (v.size() < n) v.resize(n);
 }
 
+// h[j] = swiglu(g[j] * gs, u[j] * us, limit) for j < n with swiglu's bits, the silus 16 at a time. h may alias g.
+void swiglu_row(const float * g, float gs, const float * u, float us, float limit, size_t n, float * h) {
+    thread_local std::vector<float> act;
+    grow(act, n);
+    for (size_t j = 0; j < n; ++j) act[j] = g[j] * gs;
+    ops::silu_n(act.data(), act.data(), n);
+    for (size_t j = 0; j < n; ++j) h[j] = swiglu_of_silu(act[j], u[j] * us, limit);
+}
+
 }  // namespace
 
 void run_experts(const ExpertWeights & m, size_t n_expert, size_t n_ff, const float * f, size_t T, size_t E,
@@ -139,10 +148,8 @@ void run_experts(const ExpertWeights & m, size_t n_expert, size_t n_ff, const fl
             for (size_t q = q0; q < q1; ++q) {
                 if (q >= S) {
                     const size_t t = q - S;
-                    for (size_t j = 0; j < n_sh; ++j) {
-                        const size_t i = t * n_sh + j;
-                        sg[i] = swiglu(sg[i] * shared->gate_scale, su[i] * shared->up_scale, shared->clamp_limit);
-                    }
+                    swiglu_row(sg + t * n_sh, shared->gate_scale, su + t * n_sh, shared->up_scale, shared->clamp_limit,
+                               n_sh, sg + t * n_sh);
                     continue;
                 }
                 const size_t e = r.chosen[s.slots[q]], n = s.count[e], at = s.first[e], i = q - at;
@@ -151,7 +158,7 @@ void run_experts(const ExpertWeights & m, size_t n_expert, size_t n_ff, const fl
                 const float * g = m.fused_gate_up ? gu + i * 2 * n_ff : gu + i * n_ff;
                 const float * u = m.fused_gate_up ? g + n_ff : gu + (n + i) * n_ff;
                 float * h = h_all + q * n_ff;
-                for (size_t j = 0; j < n_ff; ++j) h[j] = swiglu(g[j] * m.gate_scale[e], u[j] * m.up_scale[e], clamp_limit);
+                swiglu_row(g, m.gate_scale[e], u, m.up_scale[e], clamp_limit, n_ff, h);
             }
         }, 4);
     }

@@ -61,8 +61,8 @@ void weighted_sum(const float * out, const Routing & r, size_t T, size_t n_used,
 
 // ---- inline ----
 
-inline float swiglu(float g, float u, float limit) {
-    const float s = ops::silu(g);
+// swiglu with silu(g) already computed (s).
+inline float swiglu_of_silu(float s, float u, float limit) {
     if (limit > 1e-6f) {
         const float a = s < limit ? s : limit;
         const float v = u < -limit ? -limit : (u > limit ? limit : u);
@@ -70,5 +70,7 @@ inline float swiglu(float g, float u, float limit) {
     }
     return s * u;
 }
+
+inline float swiglu(float g, float u, float limit) { return swiglu_of_silu(ops::silu(g), u, limit); }
 
 }  // namespace offgrid::model::common

@@ -39,7 +39,7 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     // and written to hist_out, which may be the same rows).
     auto conv_token = [&](const float * hist_in, float * hist_out, size_t t, float * ct) {
         ops::causal_conv_step_into(w.conv.data(), hp.ssm_d_conv, 1, conv_dim, hist_in, hist_out, &x[t * conv_dim], ct);
-        for (size_t i = 0; i < conv_dim; ++i) ct[i] = ops::silu(ct[i]);
+        ops::silu_n(ct, ct, conv_dim);  // ops::silu's bits
         for (size_t i = 0; i < Hk; ++i) {
             ops::l2_norm(&ct[i * dk], dk, hp.rms_eps, &ct[i * dk]);
             ops::l2_norm(&ct[key_dim + i * dk], dk, hp.rms_eps, &ct[key_dim + i * dk]);
@@ -48,8 +48,9 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     // The delta rule of value head j for token t of a sequence whose state is read from ssm_in and written to
     // ssm_out (the same rows, or the memory's other bank).
     auto delta_head = [&](const float * ssm_in, float * ssm_out, size_t t, const float * ct, size_t j) {
-        thread_local std::vector<float> head_out;
+        thread_local std::vector<float> head_out, gate;
         head_out.resize(dv);
+        gate.resize(dv);
         const size_t kh = j % Hk;  // tiled V-head order: value head j reads key head j mod Hk
         const float gdec = ops::softplus(alpha[t * Hv + j] * w.alpha_scale + w.dt_bias[j]) * w.a[j];
         const float bt = ops::sigmoid(beta[t * Hv + j] * w.beta_scale);
@@ -58,7 +59,8 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                                    head_out.data());
         float * oj = &o[t * vdim + j * dv];
         ops::rms_norm(head_out.data(), dv, hp.rms_eps, w.norm.data(), oj);
-        for (size_t m = 0; m < dv; ++m) oj[m] *= ops::sigmoid(z[t * vdim + j * dv + m]);
+        ops::sigmoid_n(&z[t * vdim + j * dv], gate.data(), dv);
+        for (size_t m = 0; m < dv; ++m) oj[m] *= gate[m];
     };
     // A group's rows for this layer. One token with no snapshot due: the memory hands the old state and the place
     // for the new one (recurrent_cache.h: on the first access of a call these are its two banks, so the step

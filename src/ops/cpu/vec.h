@@ -17,12 +17,14 @@ struct VecKernels {
     void (*axpy_f32)(float a, const float * x, float * y, size_t n) = nullptr;  // y += a x
     void (*axpy_f16)(float a, const uint16_t * x, float * y, size_t n) = nullptr;
     void (*scale)(float a, float * y, size_t n) = nullptr;                      // y *= a
-    // y[i] = std::exp(x[i]) and y[i] = 1 / (1 + std::exp(-x[i])) (ops::sigmoid), with libm's expf bits: the
+    // y[i] = std::exp(x[i]), y[i] = 1 / (1 + std::exp(-x[i])) (ops::sigmoid) and x[i] / (1 + std::exp(-x[i]))
+    // (ops::silu), with libm's expf bits: the
     // vector levels evaluate the algorithm of glibc's expf (a 32-entry table of 2^(i/32) and a cubic, in double),
     // which gives its results bit for bit (tests/ops/vec_exp_test.cpp); lanes outside [-87, 88] call libm.
     // y may alias x.
     void (*exp_f32)(const float * x, float * y, size_t n) = nullptr;
     void (*sigmoid_f32)(const float * x, float * y, size_t n) = nullptr;
+    void (*silu_f32)(const float * x, float * y, size_t n) = nullptr;
     // One token of the gated delta rule for one value head (see ops/sequence.h for the maths): the state is read
     // from state_in and the new state written to state_out, which may be state_in itself (in place) or a buffer
     // that does not overlap it; the bits are the same either way.

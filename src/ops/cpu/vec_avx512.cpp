@@ -157,6 +157,22 @@ void sigmoid_f32(const float * x, float * y, size_t n) {
     if (i < n) store_tail(y + i, sigmoid16(load_tail(x + i, n - i), n - i), n - i);
 }
 
+void silu_f32(const float * x, float * y, size_t n) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    size_t i = 0;
+    for (; i + kW <= n; i += kW) {
+        const __m512 v = load(x + i);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v), kW);
+        _mm512_storeu_ps(y + i, _mm512_div_ps(v, _mm512_add_ps(one, e)));
+    }
+    if (i < n) {
+        const size_t c = n - i;
+        const __m512 v = load_tail(x + i, c);
+        const __m512 e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), v), c);
+        store_tail(y + i, _mm512_div_ps(v, _mm512_add_ps(one, e)), c);
+    }
+}
+
 void gated_delta_step(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
                       const float * k, const float * v, float decay, float beta, float scale, float * out) {
     const __m512 dec = _mm512_set1_ps(decay);
@@ -202,6 +218,7 @@ void add_vec_kernels_avx512(VecKernels & k) {
     k.scale = scale;
     k.exp_f32 = exp_f32;
     k.sigmoid_f32 = sigmoid_f32;
+    k.silu_f32 = silu_f32;
     k.gated_delta_step = gated_delta_step;
 }
 

@@ -40,6 +40,10 @@ void sigmoid_f32(const float * x, float * y, size_t n) {
     for (size_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
 }
 
+void silu_f32(const float * x, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + std::exp(-x[i]));
+}
+
 void gated_delta_step(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
                       const float * k, const float * v, float decay, float beta, float scale, float * out) {
     for (size_t m = 0; m < dv; ++m) {
@@ -70,6 +74,7 @@ void add_vec_kernels_scalar(VecKernels & k) {
     k.scale = scale;
     k.exp_f32 = exp_f32;
     k.sigmoid_f32 = sigmoid_f32;
+    k.silu_f32 = silu_f32;
     k.gated_delta_step = gated_delta_step;
 }
 
