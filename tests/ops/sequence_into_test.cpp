@@ -3,7 +3,9 @@
 // state as it was, and also work with in == out.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "ops/cpu/dispatch.h"
@@ -25,26 +27,39 @@ void normalise(std::vector<float> & v) {
 TEST(SequenceInto, DeltaStepOutOfPlaceHasTheInPlaceBitsAtEveryLevel) {
     for (cpu::Isa isa : cpu::available_isas()) {
         const cpu::VecKernels & k = cpu::vec_kernels(isa);
-        for (size_t dk : {8u, 20u, 128u}) {
+        for (size_t dk : {8u, 20u, 64u, 128u, 256u}) {
             const size_t dv = 7;
-            const auto start = random_floats(dk * dv, 3 + dk);
-            auto in_place = start, chained_in = start;
-            std::vector<float> chained_out(dk * dv, -1.0f);
-            for (int t = 0; t < 4; ++t) {
-                auto q = random_floats(dk, 40 + t), kk = random_floats(dk, 50 + t);
-                normalise(q);
-                normalise(kk);
-                const auto v = random_floats(dv, 60 + t);
-                std::vector<float> o1(dv), o2(dv);
-                k.gated_delta_step(in_place.data(), in_place.data(), dk, dv, q.data(), kk.data(), v.data(), 0.9f,
-                                   0.3f, 0.25f, o1.data());
-                const auto before = chained_in;
-                k.gated_delta_step(chained_in.data(), chained_out.data(), dk, dv, q.data(), kk.data(), v.data(),
-                                   0.9f, 0.3f, 0.25f, o2.data());
-                EXPECT_EQ(chained_in, before) << cpu::isa_name(isa) << ": the input state changed";
-                EXPECT_EQ(o1, o2) << cpu::isa_name(isa) << " dk=" << dk;
-                EXPECT_EQ(in_place, chained_out) << cpu::isa_name(isa) << " dk=" << dk;
-                std::swap(chained_in, chained_out);  // the flip a decode step does
+            for (size_t offset : {0u, 1u}) {  // a 64-byte aligned output (non-temporal stores) and a misaligned one
+                const auto start = random_floats(dk * dv, 3 + dk);
+                auto in_place = start;
+                // Two buffers the step alternates between, as the memory's two banks.
+                std::vector<float> room_a(dk * dv + 32), room_b(dk * dv + 32);
+                auto aligned = [&](std::vector<float> & room) {
+                    auto p = reinterpret_cast<uintptr_t>(room.data());
+                    return reinterpret_cast<float *>((p + 63) / 64 * 64) + offset;
+                };
+                float * chained_in = aligned(room_a);
+                float * chained_out = aligned(room_b);
+                std::copy(start.begin(), start.end(), chained_in);
+                std::fill(chained_out, chained_out + dk * dv, -1.0f);
+                for (int t = 0; t < 4; ++t) {
+                    auto q = random_floats(dk, 40 + t), kk = random_floats(dk, 50 + t);
+                    normalise(q);
+                    normalise(kk);
+                    const auto v = random_floats(dv, 60 + t);
+                    std::vector<float> o1(dv), o2(dv);
+                    k.gated_delta_step(in_place.data(), in_place.data(), dk, dv, q.data(), kk.data(), v.data(), 0.9f,
+                                       0.3f, 0.25f, o1.data());
+                    const std::vector<float> before(chained_in, chained_in + dk * dv);
+                    k.gated_delta_step(chained_in, chained_out, dk, dv, q.data(), kk.data(), v.data(), 0.9f, 0.3f,
+                                       0.25f, o2.data());
+                    EXPECT_EQ(std::vector<float>(chained_in, chained_in + dk * dv), before)
+                        << cpu::isa_name(isa) << ": the input state changed";
+                    EXPECT_EQ(o1, o2) << cpu::isa_name(isa) << " dk=" << dk;
+                    EXPECT_EQ(in_place, std::vector<float>(chained_out, chained_out + dk * dv))
+                        << cpu::isa_name(isa) << " dk=" << dk << " offset " << offset;
+                    std::swap(chained_in, chained_out);  // the flip a decode step does
+                }
             }
         }
     }

@@ -173,8 +173,59 @@ void silu_f32(const float * x, float * y, size_t n) {
     }
 }
 
+// Key widths of 4, 8 or 16 vectors: a column stays in registers between its two passes (the bits of the loop
+// below, which stores the decayed column and reads it back). With Stream, the new column goes out with
+// non-temporal stores: an out-of-place step's new state is read only at the next token, after the weights of a
+// whole step went through the caches, so fetching its old lines first (the write-allocate) would only add traffic.
+template <size_t NV, bool Stream>
+void delta_columns(const float * state_in, float * state_out, size_t dv, const float * q, const float * k,
+                   const float * v, float decay, float beta, float scale, float * out) {
+    const __m512 dec = _mm512_set1_ps(decay);
+    constexpr size_t dk = NV * kW;
+    for (size_t m = 0; m < dv; ++m) {
+        const float * in = state_in + m * dk;
+        float * col = state_out + m * dk;
+        __m512 c[NV];
+        __m512 kv = _mm512_setzero_ps();
+        for (size_t i = 0; i < NV; ++i) {
+            c[i] = _mm512_mul_ps(load(in + i * kW), dec);
+            kv = _mm512_fmadd_ps(c[i], load(k + i * kW), kv);
+        }
+        const __m512 delta = _mm512_set1_ps(beta * (v[m] - hsum(kv)));
+        __m512 qs = _mm512_setzero_ps();
+        for (size_t i = 0; i < NV; ++i) {
+            c[i] = _mm512_fmadd_ps(load(k + i * kW), delta, c[i]);
+            if constexpr (Stream) {
+                _mm512_stream_ps(col + i * kW, c[i]);
+            } else {
+                _mm512_storeu_ps(col + i * kW, c[i]);
+            }
+            qs = _mm512_fmadd_ps(c[i], load(q + i * kW), qs);
+        }
+        out[m] = scale * hsum(qs);
+    }
+    if constexpr (Stream) _mm_sfence();  // the stores are weakly ordered: done before whoever reads them next
+}
+
+template <size_t NV>
+void delta_columns_to(const float * state_in, float * state_out, size_t dv, const float * q, const float * k,
+                      const float * v, float decay, float beta, float scale, float * out) {
+    const bool stream = state_out != state_in && (reinterpret_cast<uintptr_t>(state_out) & 63) == 0;
+    if (stream) {
+        delta_columns<NV, true>(state_in, state_out, dv, q, k, v, decay, beta, scale, out);
+    } else {
+        delta_columns<NV, false>(state_in, state_out, dv, q, k, v, decay, beta, scale, out);
+    }
+}
+
 void gated_delta_step(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
                       const float * k, const float * v, float decay, float beta, float scale, float * out) {
+    switch (dk) {
+        case 4 * kW: return delta_columns_to<4>(state_in, state_out, dv, q, k, v, decay, beta, scale, out);
+        case 8 * kW: return delta_columns_to<8>(state_in, state_out, dv, q, k, v, decay, beta, scale, out);
+        case 16 * kW: return delta_columns_to<16>(state_in, state_out, dv, q, k, v, decay, beta, scale, out);
+        default: break;
+    }
     const __m512 dec = _mm512_set1_ps(decay);
     const size_t full = dk / kW * kW, rest = dk - full;
     for (size_t m = 0; m < dv; ++m) {
