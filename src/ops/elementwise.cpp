@@ -16,9 +16,10 @@ namespace {
 inline float rank_key(float v) { return std::isnan(v) ? -INFINITY : v; }
 }  // namespace
 
-void rms_norm(const float * x, size_t n, float eps, const float * gamma, float * out) {
-    double sum = 0.0;
-    for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+namespace {
+
+// The second half of rms_norm, from the row's sum of squares.
+void scale_row(const float * x, size_t n, double sum, float eps, const float * gamma, float * out) {
     const float mean = static_cast<float>(sum / static_cast<double>(n));
     const float scale = 1.0f / std::sqrt(mean + eps);
     if (gamma) {
@@ -26,6 +27,38 @@ void rms_norm(const float * x, size_t n, float eps, const float * gamma, float *
     } else {
         for (size_t i = 0; i < n; ++i) out[i] = x[i] * scale;
     }
+}
+
+}  // namespace
+
+void rms_norm(const float * x, size_t n, float eps, const float * gamma, float * out) {
+    double sum = 0.0;
+    for (size_t i = 0; i < n; ++i) sum += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+    scale_row(x, n, sum, eps, gamma, out);
+}
+
+void rms_norm_rows(const float * x, size_t n_rows, size_t n, float eps, const float * const * gammas, float * out) {
+    size_t r = 0;
+    // Four rows at a time: four independent chains of double additions (each row's sum in index order, as in
+    // rms_norm), so an addition does not wait for the one before it in the same row.
+    for (; r + 4 <= n_rows; r += 4) {
+        const float * a = x + r * n;
+        const float * b = a + n;
+        const float * c = b + n;
+        const float * d = c + n;
+        double sa = 0.0, sb = 0.0, sc = 0.0, sd = 0.0;
+        for (size_t i = 0; i < n; ++i) {
+            sa += static_cast<double>(a[i]) * static_cast<double>(a[i]);
+            sb += static_cast<double>(b[i]) * static_cast<double>(b[i]);
+            sc += static_cast<double>(c[i]) * static_cast<double>(c[i]);
+            sd += static_cast<double>(d[i]) * static_cast<double>(d[i]);
+        }
+        const double sums[4] = {sa, sb, sc, sd};
+        for (size_t k = 0; k < 4; ++k) {
+            scale_row(x + (r + k) * n, n, sums[k], eps, gammas ? gammas[r + k] : nullptr, out + (r + k) * n);
+        }
+    }
+    for (; r < n_rows; ++r) rms_norm(x + r * n, n, eps, gammas ? gammas[r] : nullptr, out + r * n);
 }
 
 void l2_norm(const float * x, size_t n, float eps, float * out) {

@@ -22,6 +22,9 @@ void exp_n(const float * x, float * y, size_t n);
 // out = x / sqrt(mean(x^2) + eps) * gamma (gamma may be null). The sum of squares accumulates in double, the
 // scale is a float 1/sqrtf(mean + eps). out may alias x.
 void rms_norm(const float * x, size_t n, float eps, const float * gamma, float * out);
+// rms_norm of n_rows consecutive rows of n (row r at x + r * n, into out + r * n, with gammas[r], or no gamma
+// when gammas is null), each with rms_norm's bits; faster than one row at a time. out may alias x.
+void rms_norm_rows(const float * x, size_t n_rows, size_t n, float eps, const float * const * gammas, float * out);
 
 // out = x / sqrt(sum(x^2) + eps), sum in double. out may alias x.
 void l2_norm(const float * x, size_t n, float eps, float * out);

@@ -54,9 +54,12 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
     // tokens (for one token the barrier costs about what it saves).
     ops::ThreadPool * const spread = n >= 2 ? pool : nullptr;
     ops::parallel_for(spread, n * hc, [&](size_t r0, size_t r1) {
-        for (size_t r = r0; r < r1; ++r) {
-            const size_t h = r % hc;
-            ops::rms_norm(R + r * E, E, s.eps, w.norm.data() + h * E, xnp + r * E);
+        constexpr size_t kRows = 16;  // rows normed together (ops::rms_norm_rows interleaves their sums)
+        const float * gammas[kRows];
+        for (size_t r = r0; r < r1; r += kRows) {
+            const size_t m = std::min(kRows, r1 - r);
+            for (size_t k = 0; k < m; ++k) gammas[k] = w.norm.data() + ((r + k) % hc) * E;
+            ops::rms_norm_rows(R + r * E, m, E, s.eps, gammas, xnp + r * E);
         }
     }, 2);
     // The low-rank down projection and the inject logits read the same normed streams: one parallel region.
