@@ -15,7 +15,7 @@ RecurrentCache::RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint3
     seqs_.assign(kMaxSeq, SeqState{});
     const size_t rows = 2 * (size_t)n_rows();  // two banks
     conv_.assign(shape.n_recr_layers, std::vector<float>(rows * conv_floats_));
-    ssm_.assign(shape.n_recr_layers, std::vector<float, HugePageAllocator<float>>(rows * ssm_floats_));
+    ssm_.assign(shape.n_recr_layers, std::vector<float, StateRowAllocator<float>>(rows * ssm_floats_));
     ple_.assign(rows * ple_floats_, 0.0f);
     bank_.assign((size_t)n_slots * n_parts(), 0);
     journal_index_.assign(n_slots, -1);

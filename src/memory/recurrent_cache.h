@@ -14,8 +14,11 @@
 // the old bank straight into the new one, so a kept decode step copies none of its state.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
+#include <new>
 #include <vector>
 
 #include "memory/huge_pages.h"
@@ -23,6 +26,25 @@
 #include "memory/seq_set.h"
 
 namespace offgrid::memory {
+
+// The ssm banks' allocator: huge pages from 2 MiB (HugePageAllocator), below that 64-byte aligned blocks, so a
+// state row (a multiple of 16 floats) starts on a cache line and the delta step can stream it.
+template <class T>
+struct StateRowAllocator {
+    using value_type = T;
+    StateRowAllocator() = default;
+    template <class U>
+    StateRowAllocator(const StateRowAllocator<U> &) {}
+    T * allocate(size_t n) {
+        const size_t bytes = n * sizeof(T);
+        if (bytes >= HugePageAllocator<T>::kHuge) return HugePageAllocator<T>().allocate(n);
+        if (void * p = std::aligned_alloc(64, (bytes + 64) / 64 * 64)) return static_cast<T *>(p);
+        throw std::bad_alloc();
+    }
+    void deallocate(T * p, size_t) { std::free(p); }  // both kinds come from aligned_alloc or malloc
+    template <class U>
+    bool operator==(const StateRowAllocator<U> &) const { return true; }
+};
 
 class StateWriter;
 class StateReader;
@@ -164,10 +186,10 @@ private:
     uint32_t n_slots_, n_rs_seq_;
     uint32_t conv_floats_, ssm_floats_, ple_floats_;
     std::vector<SeqState> seqs_;
-    // Per layer: two banks of n_rows() rows each. The ssm rows (the bulk of the state, streamed once a token) in
-    // 2 MiB-aligned huge pages when large: fewer TLB misses, and rows aligned for non-temporal stores.
+    // Per layer: two banks of n_rows() rows each. The ssm rows (the bulk of the state, streamed once a token) are
+    // cache-line aligned for non-temporal stores, in huge pages when large (fewer TLB misses).
     std::vector<std::vector<float>> conv_;
-    std::vector<std::vector<float, HugePageAllocator<float>>> ssm_;
+    std::vector<std::vector<float, StateRowAllocator<float>>> ssm_;
     std::vector<float> ple_;                       // two banks of n_rows() PLE rows
     std::vector<uint8_t> bank_;                    // live bank of (slot, part): [slot * n_parts() + part]
 
