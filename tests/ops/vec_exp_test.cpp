@@ -96,5 +96,33 @@ TEST(VecExp, TailsAndInPlace) {
     }
 }
 
+TEST(VecElementwise, UnfusedProductsAndSumsHaveTheScalarBits) {
+    const cpu::VecKernels & ref = cpu::vec_kernels(cpu::Isa::Scalar);
+    for (cpu::Isa isa : cpu::available_isas()) {
+        const cpu::VecKernels & k = cpu::vec_kernels(isa);
+        for (size_t n : {0u, 1u, 15u, 16u, 17u, 100u, 256u}) {
+            std::vector<float> x(n), g(n), y0(n);
+            for (size_t i = 0; i < n; ++i) {  // values whose products and sums round (a fused form would differ)
+                x[i] = 1.0f / static_cast<float>(3 + i);
+                g[i] = 0.1f * static_cast<float>(i) - 2.7f;
+                y0[i] = 1e3f / static_cast<float>(7 + i);
+            }
+            auto a1 = y0, a2 = y0;
+            k.mul_f32(0.37f, x.data(), a1.data(), n);
+            ref.mul_f32(0.37f, x.data(), a2.data(), n);
+            EXPECT_EQ(a1, a2) << cpu::isa_name(isa) << " n=" << n;
+            a1 = y0, a2 = y0;
+            k.add_mul_f32(-1.3f, x.data(), a1.data(), n);
+            ref.add_mul_f32(-1.3f, x.data(), a2.data(), n);
+            EXPECT_EQ(a1, a2) << cpu::isa_name(isa) << " n=" << n;
+            a1 = y0, a2 = y0;
+            k.add_prod_f32(x.data(), g.data(), a1.data(), n);
+            ref.add_prod_f32(x.data(), g.data(), a2.data(), n);
+            EXPECT_EQ(a1, a2) << cpu::isa_name(isa) << " n=" << n;
+            for (size_t i = 0; i < n; ++i) EXPECT_EQ(a2[i], y0[i] + x[i] * g[i]);
+        }
+    }
+}
+
 }  // namespace
 }  // namespace offgrid::ops

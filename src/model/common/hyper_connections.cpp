@@ -84,18 +84,15 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
             for (size_t i = 0; i < m; ++i) sum[i] = 0.0f;
             for (size_t h = 0; h < hc; ++h) {
                 const size_t at = h * E + i0;
+                // The vector kernels round every product and sum on its own, as the plain loops do.
                 if (transposed) {
-                    for (size_t i = 0; i < m; ++i) gate[i] = l[0] * up_t[at + i];
-                    for (size_t k = 1; k < lr; ++k) {
-                        const float lk = l[k];
-                        const float * u = up_t + k * dim + at;
-                        for (size_t i = 0; i < m; ++i) gate[i] += lk * u[i];
-                    }
+                    ops::mul_n(l[0], up_t + at, gate, m);
+                    for (size_t k = 1; k < lr; ++k) ops::add_mul_n(l[k], up_t + k * dim + at, gate, m);
                 } else {
                     for (size_t i = 0; i < m; ++i) gate[i] = gp[t * dim + at + i];
                 }
                 ops::sigmoid_n(gate, gate, m);  // ops::sigmoid's bits, 16 lanes at a time
-                for (size_t i = 0; i < m; ++i) sum[i] += x[at + i] * gate[i];
+                ops::add_prod_n(x + at, gate, sum, m);
             }
             float * out = mixed + t * E + i0;
             for (size_t i = 0; i < m; ++i) out[i] = sum[i] * inv_hc;

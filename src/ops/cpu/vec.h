@@ -17,6 +17,11 @@ struct VecKernels {
     void (*axpy_f32)(float a, const float * x, float * y, size_t n) = nullptr;  // y += a x
     void (*axpy_f16)(float a, const uint16_t * x, float * y, size_t n) = nullptr;
     void (*scale)(float a, float * y, size_t n) = nullptr;                      // y *= a
+    // Element-wise products and sums, each rounded on its own (no fused multiply-add), so every level gives the
+    // scalar loop's bits: y = a x; y = y + a x; y = y + x g.
+    void (*mul_f32)(float a, const float * x, float * y, size_t n) = nullptr;
+    void (*add_mul_f32)(float a, const float * x, float * y, size_t n) = nullptr;
+    void (*add_prod_f32)(const float * x, const float * g, float * y, size_t n) = nullptr;
     // y[i] = std::exp(x[i]), y[i] = 1 / (1 + std::exp(-x[i])) (ops::sigmoid) and x[i] / (1 + std::exp(-x[i]))
     // (ops::silu), with libm's expf bits: the
     // vector levels evaluate the algorithm of glibc's expf (a 32-entry table of 2^(i/32) and a cubic, in double),

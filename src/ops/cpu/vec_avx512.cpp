@@ -76,6 +76,39 @@ void scale(float a, float * y, size_t n) {
     if (i < n) store_tail(y + i, _mm512_mul_ps(av, load_tail(y + i, n - i)), n - i);
 }
 
+void mul_f32(float a, const float * x, float * y, size_t n) {
+    const __m512 av = _mm512_set1_ps(a);
+    size_t i = 0;
+    for (; i + kW <= n; i += kW) _mm512_storeu_ps(y + i, _mm512_mul_ps(av, load(x + i)));
+    if (i < n) store_tail(y + i, _mm512_mul_ps(av, load_tail(x + i, n - i)), n - i);
+}
+
+// A product the compiler may not fuse with the sum that follows (GCC contracts a plain _mm512_mul_ps and
+// _mm512_add_ps into an FMA in C++ unless told otherwise; the rounding builtin is opaque to it).
+inline __m512 mul_apart(__m512 a, __m512 b) { return _mm512_mul_round_ps(a, b, _MM_FROUND_CUR_DIRECTION); }
+inline __m512d mul_apart(__m512d a, __m512d b) { return _mm512_mul_round_pd(a, b, _MM_FROUND_CUR_DIRECTION); }
+
+void add_mul_f32(float a, const float * x, float * y, size_t n) {  // the scalar loop's two roundings
+    const __m512 av = _mm512_set1_ps(a);
+    size_t i = 0;
+    for (; i + kW <= n; i += kW) _mm512_storeu_ps(y + i, _mm512_add_ps(load(y + i), mul_apart(av, load(x + i))));
+    if (i < n) {
+        const size_t c = n - i;
+        store_tail(y + i, _mm512_add_ps(load_tail(y + i, c), mul_apart(av, load_tail(x + i, c))), c);
+    }
+}
+
+void add_prod_f32(const float * x, const float * g, float * y, size_t n) {
+    size_t i = 0;
+    for (; i + kW <= n; i += kW) {
+        _mm512_storeu_ps(y + i, _mm512_add_ps(load(y + i), mul_apart(load(x + i), load(g + i))));
+    }
+    if (i < n) {
+        const size_t c = n - i;
+        store_tail(y + i, _mm512_add_ps(load_tail(y + i, c), mul_apart(load_tail(x + i, c), load_tail(g + i, c))), c);
+    }
+}
+
 // expf of 16 floats, evaluated as glibc's expf evaluates one (with FMA): x = (k + r) ln2 / 32 with k an integer
 // and |r| <= 1/2, exp(x) = 2^(k/32) * p(r), the power from a table of 2^(i/32) (i = k mod 32, the exponent
 // added to its bits), p a cubic; all in double, rounded once to float at the end. The same operations in the
@@ -99,8 +132,8 @@ struct Exp2Table {
 inline __m512d exp_lanes(__m512d x, const Exp2Table & tab) {
     const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep0 * 32);
     const __m512d shift = _mm512_set1_pd(0x1.8p52);
-    const __m512d z = _mm512_mul_pd(inv_ln2_n, x);
-    __m512d kd = _mm512_add_pd(z, shift);  // k in the low bits of kd
+    const __m512d z = mul_apart(inv_ln2_n, x);  // rounded before the shift is added, as in expf
+    __m512d kd = _mm512_add_pd(z, shift);        // k in the low bits of kd
     const __m512i ki = _mm512_castpd_si512(kd);
     kd = _mm512_sub_pd(kd, shift);
     const __m512d r = _mm512_fmadd_pd(inv_ln2_n, x, _mm512_sub_pd(_mm512_setzero_pd(), kd));
@@ -267,6 +300,9 @@ void add_vec_kernels_avx512(VecKernels & k) {
     k.axpy_f32 = axpy_f32;
     k.axpy_f16 = axpy_f16;
     k.scale = scale;
+    k.mul_f32 = mul_f32;
+    k.add_mul_f32 = add_mul_f32;
+    k.add_prod_f32 = add_prod_f32;
     k.exp_f32 = exp_f32;
     k.sigmoid_f32 = sigmoid_f32;
     k.silu_f32 = silu_f32;

@@ -32,6 +32,18 @@ void scale(float a, float * y, size_t n) {
     for (size_t i = 0; i < n; ++i) y[i] *= a;
 }
 
+void mul_f32(float a, const float * x, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] = a * x[i];
+}
+
+void add_mul_f32(float a, const float * x, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
+void add_prod_f32(const float * x, const float * g, float * y, size_t n) {
+    for (size_t i = 0; i < n; ++i) y[i] += x[i] * g[i];
+}
+
 void exp_f32(const float * x, float * y, size_t n) {
     for (size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
@@ -72,6 +84,9 @@ void add_vec_kernels_scalar(VecKernels & k) {
     k.axpy_f32 = axpy_f32;
     k.axpy_f16 = axpy_f16;
     k.scale = scale;
+    k.mul_f32 = mul_f32;
+    k.add_mul_f32 = add_mul_f32;
+    k.add_prod_f32 = add_prod_f32;
     k.exp_f32 = exp_f32;
     k.sigmoid_f32 = sigmoid_f32;
     k.silu_f32 = silu_f32;
