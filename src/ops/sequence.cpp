@@ -11,8 +11,35 @@ void causal_conv_step(const float * weights, size_t kernel, size_t dilation, siz
     causal_conv_step_into(weights, kernel, dilation, channels, history, history, x, out);
 }
 
+namespace {
+
+// The models' shape (4 taps, no dilation) without the inner loops, so the compiler can vectorise across
+// channels: the same products and sums in the same order as the general loop below.
+void conv4_step(const float * weights, size_t channels, const float * history_in, float * history_out,
+                const float * x, float * out) {
+    for (size_t c = 0; c < channels; ++c) {
+        const float * w = weights + c * 4;
+        const float h0 = history_in[c * 3], h1 = history_in[c * 3 + 1], h2 = history_in[c * 3 + 2], xc = x[c];
+        float sum = 0.0f;
+        sum += w[0] * h0;
+        sum += w[1] * h1;
+        sum += w[2] * h2;
+        sum += w[3] * xc;
+        out[c] = sum;
+        history_out[c * 3] = h1;
+        history_out[c * 3 + 1] = h2;
+        history_out[c * 3 + 2] = xc;
+    }
+}
+
+}  // namespace
+
 void causal_conv_step_into(const float * weights, size_t kernel, size_t dilation, size_t channels,
                            const float * history_in, float * history_out, const float * x, float * out) {
+    if (kernel == 4 && dilation == 1) {
+        conv4_step(weights, channels, history_in, history_out, x, out);
+        return;
+    }
     const size_t h = (kernel - 1) * dilation;
     for (size_t c = 0; c < channels; ++c) {
         const float * hist = history_in + c * h;

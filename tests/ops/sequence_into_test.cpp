@@ -81,9 +81,31 @@ TEST(SequenceInto, DeltaStepEntryPointsAgree) {
     EXPECT_EQ(o1, o2);
 }
 
+// The 4-tap fast path against the plain twin over a sequence (every output and the final history, bit for bit,
+// with zeros of both signs among the inputs).
+TEST(SequenceInto, FourTapConvMatchesTheTwin) {
+    const size_t kernel = 4, channels = 37, h = 3, frames = 6;
+    const auto w = random_floats(kernel * channels, 15);
+    auto x = random_floats(frames * channels, 16);
+    x[3] = 0.0f;
+    x[4] = -0.0f;
+    auto hist_fast = random_floats(channels * h, 17);
+    auto hist_ref = hist_fast;
+    std::vector<float> out_fast(frames * channels), out_ref(frames * channels);
+    for (size_t t = 0; t < frames; ++t) {
+        causal_conv_step(w.data(), kernel, 1, channels, hist_fast.data(), &x[t * channels], &out_fast[t * channels]);
+    }
+    causal_conv_ref(w.data(), kernel, 1, channels, hist_ref.data(), x.data(), frames, out_ref.data());
+    for (size_t i = 0; i < out_ref.size(); ++i) {
+        EXPECT_EQ(std::signbit(out_fast[i]), std::signbit(out_ref[i])) << i;
+        EXPECT_EQ(out_fast[i], out_ref[i]) << i;
+    }
+    EXPECT_EQ(hist_fast, hist_ref);
+}
+
 TEST(SequenceInto, ConvStepOutOfPlaceHasTheInPlaceBits) {
-    for (size_t dilation : {1u, 2u}) {
-        const size_t kernel = 4, channels = 37, h = (kernel - 1) * dilation;
+    for (size_t dilation : {1u, 2u, 3u}) {
+        const size_t kernel = dilation == 3 ? 3 : 4, channels = 37, h = (kernel - 1) * dilation;
         const auto w = random_floats(kernel * channels, 5);
         auto in_place = random_floats(channels * h, 6 + dilation);
         auto chained_in = in_place;
