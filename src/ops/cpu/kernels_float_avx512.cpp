@@ -306,7 +306,7 @@ void tile4_tokens(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
     }
 }
 
-// Four rows by NT (5-8) tokens as two pairs of rows by all tokens, per chunk of kChunkCols columns: 2 x NT
+// Four rows by NT (3-7) tokens as two pairs of rows by all tokens, per chunk of kChunkCols columns: 2 x NT
 // accumulators in registers (2 + NT loads per 2 NT FMAs), parked between chunks; the chunk's activations (8 KB at
 // most) stay in L1 for the second pair. Each pass of a pair prefetches its half of the tile two ahead into L2.
 template <typename L, int NT>
@@ -358,7 +358,13 @@ void tile2x_pairs(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
         pair_pass(0, full, n, static_cast<int>(n - full), full == 0);
         pair_pass(1, full, n, static_cast<int>(n - full), full == 0);
     }
-    for (int t = 0; t < NT; ++t)
+    // park[p] + ((r % 2) * 8 + t) * 16 is &park[0][0] + (r * 8 + t) * 16: reduce_4x4's layout.
+    int t0 = 0;
+    if constexpr (NT >= 4) {
+        reduce_4x4(&park[0][0], 8, 0, y, y_stride);
+        t0 = 4;
+    }
+    for (int t = t0; t < NT; ++t)
         for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(_mm512_load_ps(park[r / 2] + ((r % 2) * 8 + t) * kLanes));
 }
 
@@ -407,7 +413,9 @@ constexpr int kTileTokens = 8;
 
 static_assert(kTileTokens <= kTileTokensMax);
 
-template <typename L, bool OnePass8 = true>
+// Gen 0: the tiles of session 5 (3-4 tokens four rows at a time, 8 tokens two 4 x 4 passes over whole rows), kept
+// for bench_float_tiles; Gen 1: the table's.
+template <typename L, int Gen = 1>
 void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
                      int n_tok, float * y, size_t y_stride) {
     const auto * wb = static_cast<const uint8_t *>(w);
@@ -416,8 +424,25 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
         switch (n_tok) {
             case 1: rows_in_turn_float<L>(wb, w_stride, ab, n, y); return;
             case 2: tile4_tokens<L, 2>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 3: tile4_tokens<L, 3>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 4: tile4_tokens<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 3:
+                // Rows longer than a chunk as two pairs of rows (see case 4); shorter ones keep the 4 x 3 tile
+                // with its L1 prefetch (rows of 256: 25.8-26.0 GB/s against 22.9-23.0 as pairs).
+                if (Gen == 0 || n <= kChunkCols) {
+                    tile4_tokens<L, 3>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile2x_pairs<L, 3>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
+            case 4:
+                // Two pairs of rows by four tokens per chunk read two rows at a time, which the memory serves
+                // faster than four interleaved rows (one thread, CPU time, DRAM, load 2-3: 1024 columns 21.1-21.5
+                // -> 22.3-22.6 GB/s, rows of 256 17.2-17.6 -> 22.4-23.5, a plain read 22-25).
+                if (Gen == 0) {
+                    tile4_tokens<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile2x_pairs<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
             case 5: tile2x_pairs<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
             case 6: tile2x_pairs<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
             case 7: tile2x_pairs<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
@@ -431,7 +456,7 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
                 thread_local const void * last_tile = nullptr;
                 const bool first_visit = w != last_tile;
                 last_tile = w;
-                if constexpr (OnePass8) {
+                if constexpr (Gen == 1) {
                     tile8_quads<L>(wb, w_stride, ab, act_stride, n, y, y_stride, first_visit);
                     return;
                 }
@@ -656,8 +681,8 @@ void add_float_kernels_avx512(TypeKernels * table) {
 std::vector<FloatTileVariant> f32_tile_variants_avx512() {
     return {
         {"4x4, L1 prefetch", dot_tile_float<LoadF32>, 4},  // the table's tile before bench_float_tiles
-        {"8 as two 4x4", dot_tile_tokens<LoadF32, false>, kTileTokens},  // the table's tile before tile8_quads
-        {"8 as chunked 4x4", dot_tile_tokens<LoadF32, true>, kTileTokens},  // the table's tile
+        {"session 5 tiles", dot_tile_tokens<LoadF32, 0>, kTileTokens},  // the table's tiles before this session
+        {"table", dot_tile_tokens<LoadF32, 1>, kTileTokens},  // the table's tiles
     };
 }
 
