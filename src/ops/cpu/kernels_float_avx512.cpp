@@ -247,14 +247,14 @@ constexpr int64_t kChunkCols = 256;
 
 // Columns [i0, i1) (whole vectors) of four rows by NT (<= 4) tokens, accumulators parked in `park` between
 // chunks, the tile two ahead prefetched into L2.
-template <typename L, int NT, bool Prefetch = true>
+template <typename L, int NT>
 inline void tile4_group(const uint8_t * w, size_t w_stride, const float * const * x, int64_t i0, int64_t i1,
                         float * park, bool first) {
     __m512 acc[4][NT];
     for (int r = 0; r < 4; ++r)
         for (int t = 0; t < NT; ++t) acc[r][t] = first ? _mm512_setzero_ps() : _mm512_load_ps(park + (r * 8 + t) * kLanes);
     for (int64_t i = i0; i < i1; i += kLanes) {
-        if constexpr (Prefetch) prefetch_ahead_l2<L::kBytes>(w, w_stride, i);
+        prefetch_ahead_l2<L::kBytes>(w, w_stride, i);
         __m512 xv[NT];
         for (int t = 0; t < NT; ++t) xv[t] = load_x(x[t], i);
         for (int r = 0; r < 4; ++r) {
@@ -374,29 +374,23 @@ void tile2x_pairs(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
 // chunk's activations (16 KB) stay in L1 from one tile to the next; the accumulators are parked between chunks
 // and the 32 sums reduced by two hsum16. Each accumulator sees its row's vectors in index order, then the masked
 // tail: vec_dot_float's order. Both groups prefetch the tile two ahead into L2 (the same lines twice: 16.2 GB/s
-// against 13.3 with the first group's prefetch alone), and only when asked (the later token groups of a prompt
-// find the tile ahead already fetched). One thread, CPU time, weights from
-// DRAM (128-256 MiB, 2 MiB pages), 1024 columns, load ~3: 12.5-13.9 GB/s for the two whole-row 4 x 4 passes of
-// before, 14.9 with chunks of 256, 15.1 of 512; rows 0-1 then 2-3 by all eight tokens (2 + 8 loads per 16 FMAs)
-// 13.2-13.8, one row at a time by eight tokens 5.9-6.6. From L2 (the compute alone): 22.5 before, 21.9 now.
+// against 13.3 with the first group's prefetch alone). One thread, CPU time, weights from DRAM (128-256 MiB,
+// 2 MiB pages), 1024 columns, load ~3: 12.5-13.9 GB/s for the two whole-row 4 x 4 passes of before, 14.9 with
+// chunks of 256, 15.1-16.2 of 512; rows 0-1 then 2-3 by all eight tokens (2 + 8 loads per 16 FMAs) 13.2-13.8, one
+// row at a time by eight tokens 5.9-6.6. From L2 (the compute alone): 22.5 before, 20.0-21.9 now.
 constexpr int64_t kChunkCols8 = 512;
 
 template <typename L>
 void tile8_quads(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
-                 size_t y_stride, bool prefetch) {
+                 size_t y_stride) {
     alignas(64) float park[2][4 * 8 * kLanes];  // per token group, acc(r, t) at (r * 8 + t) * 16
     const float * x[8];
     for (int t = 0; t < 8; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
     const int64_t full = n / kLanes * kLanes;
     for (int64_t c0 = 0; c0 < full; c0 += kChunkCols8) {
         const int64_t c1 = std::min(full, c0 + kChunkCols8);
-        if (prefetch) {
-            tile4_group<L, 4, true>(w, w_stride, x, c0, c1, park[0], c0 == 0);
-            tile4_group<L, 4, true>(w, w_stride, x + 4, c0, c1, park[1], c0 == 0);
-        } else {
-            tile4_group<L, 4, false>(w, w_stride, x, c0, c1, park[0], c0 == 0);
-            tile4_group<L, 4, false>(w, w_stride, x + 4, c0, c1, park[1], c0 == 0);
-        }
+        tile4_group<L, 4>(w, w_stride, x, c0, c1, park[0], c0 == 0);
+        tile4_group<L, 4>(w, w_stride, x + 4, c0, c1, park[1], c0 == 0);
     }
     if (full < n) {
         if (full == 0) std::memset(park, 0, sizeof(park));  // a row shorter than one vector: nothing parked yet
@@ -447,24 +441,22 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
             case 6: tile2x_pairs<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
             case 7: tile2x_pairs<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
             case 8: {
-                // Two 4 x 4 passes, each prefetching half of the tile two ahead into L2, so the memory stays busy
-                // through both (bench_float_tiles, 8 tokens, one thread: 1024 x 1024 12.0 GB/s with the old tiles,
-                // 13.4 with the whole prefetch in the first pass, 14.0 split; rows of 256 6.8, 14.3, 19.3).
-                // Prompts come in groups of 8 tokens, several groups per tile in a row, and are compute-bound: only
-                // a tile's first visit prefetches (later groups find the tile ahead fetched; prefetching in every
-                // group cost pp512 15-30 %).
+                // A tile's first visit (decode: the only one) streams it from DRAM once, through tile8_quads. Prompts
+                // come in groups of 8 tokens, several groups per tile in a row, and are compute-bound: the later
+                // groups find the tile in L1/L2 and the tile ahead fetched, and run two 4 x 4 passes over whole rows
+                // without prefetch (from L2: 21.5-22.9 GB/s against 21.2-21.7 for tile8_quads; prefetching in every
+                // group cost pp512 15-30 %). Session 5's first visit: the same two passes, each prefetching half
+                // of the tile two ahead into L2.
                 thread_local const void * last_tile = nullptr;
                 const bool first_visit = w != last_tile;
                 last_tile = w;
-                if constexpr (Gen == 1) {
-                    tile8_quads<L>(wb, w_stride, ab, act_stride, n, y, y_stride, first_visit);
-                    return;
-                }
                 const uint8_t * ab2 = ab + 4 * act_stride;
                 float * y2 = y + 4 * y_stride;
                 if (!first_visit) {
                     tile4_float<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
                     tile4_float<L, 4>(wb, w_stride, ab2, act_stride, n, y2, y_stride);
+                } else if constexpr (Gen == 1) {
+                    tile8_quads<L>(wb, w_stride, ab, act_stride, n, y, y_stride);
                 } else {
                     tile4_float<L, 4, 1>(wb, w_stride, ab, act_stride, n, y, y_stride);
                     tile4_float<L, 4, 2>(wb, w_stride, ab2, act_stride, n, y2, y_stride);
