@@ -380,25 +380,33 @@ void tile2x_pairs(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
 // row at a time by eight tokens 5.9-6.6. From L2 (the compute alone): 22.5 before, 20.0-21.9 now.
 constexpr int64_t kChunkCols8 = 512;
 
-template <typename L>
+// NT (5-8) tokens: the second group takes tokens 4 to NT - 1.
+template <typename L, int NT>
 void tile8_quads(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                  size_t y_stride) {
+    static_assert(NT > 4 && NT <= 8);
+    constexpr int NT2 = NT - 4;
     alignas(64) float park[2][4 * 8 * kLanes];  // per token group, acc(r, t) at (r * 8 + t) * 16
-    const float * x[8];
-    for (int t = 0; t < 8; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
     const int64_t full = n / kLanes * kLanes;
     for (int64_t c0 = 0; c0 < full; c0 += kChunkCols8) {
         const int64_t c1 = std::min(full, c0 + kChunkCols8);
         tile4_group<L, 4>(w, w_stride, x, c0, c1, park[0], c0 == 0);
-        tile4_group<L, 4>(w, w_stride, x + 4, c0, c1, park[1], c0 == 0);
+        tile4_group<L, NT2>(w, w_stride, x + 4, c0, c1, park[1], c0 == 0);
     }
     if (full < n) {
         if (full == 0) std::memset(park, 0, sizeof(park));  // a row shorter than one vector: nothing parked yet
         tile4_group_tail<L, 4>(w, w_stride, x, full, static_cast<int>(n - full), park[0]);
-        tile4_group_tail<L, 4>(w, w_stride, x + 4, full, static_cast<int>(n - full), park[1]);
+        tile4_group_tail<L, NT2>(w, w_stride, x + 4, full, static_cast<int>(n - full), park[1]);
     }
     reduce_4x4(park[0], 8, 0, y, y_stride);
-    reduce_4x4(park[1], 8, 0, y + 4 * y_stride, y_stride);
+    if constexpr (NT2 == 4) {
+        reduce_4x4(park[1], 8, 0, y + 4 * y_stride, y_stride);
+    } else {
+        for (int t = 0; t < NT2; ++t)
+            for (int r = 0; r < 4; ++r) y[(4 + t) * y_stride + r] = hsum(_mm512_load_ps(park[1] + (r * 8 + t) * kLanes));
+    }
 }
 
 // The table's float tile: up to 4 rows by up to kTileTokens tokens. One token: the rows in turn (above); a tile
@@ -437,9 +445,27 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
                     tile2x_pairs<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
                 }
                 return;
-            case 5: tile2x_pairs<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 6: tile2x_pairs<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 7: tile2x_pairs<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 5:
+                if (Gen == 0) {
+                    tile2x_pairs<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile8_quads<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
+            case 6:
+                if (Gen == 0) {
+                    tile2x_pairs<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile8_quads<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
+            case 7:
+                if (Gen == 0) {
+                    tile2x_pairs<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile8_quads<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
             case 8: {
                 // A tile's first visit (decode: the only one) streams it from DRAM once, through tile8_quads. Prompts
                 // come in groups of 8 tokens, several groups per tile in a row, and are compute-bound: the later
@@ -456,7 +482,7 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
                     tile4_float<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
                     tile4_float<L, 4>(wb, w_stride, ab2, act_stride, n, y2, y_stride);
                 } else if constexpr (Gen == 1) {
-                    tile8_quads<L>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                    tile8_quads<L, 8>(wb, w_stride, ab, act_stride, n, y, y_stride);
                 } else {
                     tile4_float<L, 4, 1>(wb, w_stride, ab, act_stride, n, y, y_stride);
                     tile4_float<L, 4, 2>(wb, w_stride, ab2, act_stride, n, y2, y_stride);
