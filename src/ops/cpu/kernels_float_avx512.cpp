@@ -415,8 +415,9 @@ constexpr int kTileTokens = 8;
 
 static_assert(kTileTokens <= kTileTokensMax);
 
-// Gen 0: the tiles of session 5 (3-4 tokens four rows at a time, 8 tokens two 4 x 4 passes over whole rows), kept
-// for bench_float_tiles; Gen 1: the table's.
+// Gen 0: the tiles of session 5 (3-4 tokens four rows at a time, 5-7 as two pairs of rows, 8 as two 4 x 4 passes
+// over whole rows; their 4 x 4 sums now through hsum16, the same bits), kept for bench_float_tiles; Gen 1: the
+// table's.
 template <typename L, int Gen = 1>
 void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
                      int n_tok, float * y, size_t y_stride) {
@@ -438,7 +439,7 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
             case 4:
                 // Two pairs of rows by four tokens per chunk read two rows at a time, which the memory serves
                 // faster than four interleaved rows (one thread, CPU time, DRAM, load 2-3: 1024 columns 21.1-21.5
-                // -> 22.3-22.6 GB/s, rows of 256 17.2-17.6 -> 22.4-23.5, a plain read 22-25).
+                // -> 22.3-22.6 GB/s, rows of 256 17.2-17.6 -> 22.4-23.5; one token in the same runs 22-28).
                 if (Gen == 0) {
                     tile4_tokens<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
                 } else {
