@@ -138,13 +138,17 @@ void run_experts(const ExpertWeights & m, size_t n_expert, size_t n_ff, const fl
     ops::matmul_group(s.tasks, pool);
 
     // SwiGLU per slot (expert slots, then the shared expert's tokens) on the pool: every element is computed
-    // alike on any thread; then the down products.
+    // alike on any thread; then the down products. A decode step's few rows (the exponentials 16 lanes at a time)
+    // take a few microseconds, less than a pool job's hand-off, so below kSpread elements they run here.
     {
         const float * const gu_all = s.gu.data();
         float * const h_all = s.h.data();
         float * const sg = shared ? s.sg.data() : nullptr;
         const float * const su = shared ? s.su.data() : nullptr;
-        ops::parallel_for(pool, S + (shared ? T : 0), [&](size_t q0, size_t q1) {
+        const size_t rows = S + (shared ? T : 0);
+        constexpr size_t kSpread = 4096;  // a one-token step (5 rows of 256) runs here, a step of 8 (40 rows) spreads
+        ops::ThreadPool * const spread = rows * std::max(n_ff, n_sh) >= kSpread ? pool : nullptr;
+        ops::parallel_for(spread, rows, [&](size_t q0, size_t q1) {
             for (size_t q = q0; q < q1; ++q) {
                 if (q >= S) {
                     const size_t t = q - S;
