@@ -74,8 +74,9 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
     constexpr size_t kBlock = 256;  // elements of one token's output per range unit
     const size_t blocks = (E + kBlock - 1) / kBlock;
     const float * const up_t = w.up_t.data();
-    // (Always spread: with the gate logits computed here this loop is the mixer's largest serial part.)
-    ops::parallel_for(pool, n * blocks, [&](size_t b0, size_t b1) {
+    // Spread from two tokens: one token's gates (hc x E sigmoids and lr axpys, 16 lanes wide) take about what a
+    // pool job's hand-off costs.
+    ops::parallel_for(spread, n * blocks, [&](size_t b0, size_t b1) {
         float gate[kBlock], sum[kBlock];
         for (size_t b = b0; b < b1; ++b) {
             const size_t t = b / blocks, i0 = (b % blocks) * kBlock, m = std::min(E, i0 + kBlock) - i0;
