@@ -35,14 +35,13 @@ ops::RopeParams rope_params(const Hparams & hp) {
 
 std::array<int32_t, 4> text_pos(memory::Pos p) { return {p, p, p, 0}; }
 
-// Writes the raw indexer keys, then pools plan.new_pools into their rep rows.
-void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w, const float * a) {
+// Writes the raw indexer keys kr (idx_k a, T x idx_dim), then pools plan.new_pools into their rep rows.
+void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w, const std::vector<float> & kr) {
     const Hparams & hp = b.hp;
     const size_t T = b.n_tokens, Di = hp.idx_dim, r = b.plan.kpool;
     const tensor::ElemType type = b.shape.type_idx;
     const size_t half_bytes = Di * elem_size(type);
-    std::vector<float> kr(T * Di), zeros(Di, 0.0f);
-    ops::matmul(w.idx_k, a, T, kr.data(), b.pool);
+    std::vector<float> zeros(Di, 0.0f);
     for (size_t t = 0; t < T; ++t) {
         auto * row = static_cast<uint8_t *>(b.storage.idx_row(li, b.plan.tokens[t].cell));
         ops::store_cache_row(row, type, &kr[t * Di], Di);
@@ -90,11 +89,19 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const size_t qdim = 2 * D * H, kvdim = D * Hkv, group = H / Hkv;
     const ops::RopeParams rp = rope_params(hp);
 
-    std::vector<float> q(T * qdim), k(T * kvdim), v(T * kvdim);
-    const auto tokens = static_cast<int64_t>(T);  // q, k and v in one parallel region (ops/matmul_group.h)
-    const ops::MatmulTask projections[3] = {{w.q, a, tokens, q.data()}, {w.k, a, tokens, k.data()},
-                                            {w.v, a, tokens, v.data()}};
-    ops::matmul_group(projections, b.pool);
+    const bool qsa = hp.is_qsa(il);
+    const size_t Di = hp.idx_dim, Hi = hp.idx_heads, r = hp.kpool;
+    std::vector<float> q(T * qdim), k(T * kvdim), v(T * kvdim), kr, qi;
+    if (qsa) {
+        kr.resize(T * Di);
+        qi.resize(T * Hi * Di);
+    }
+    // q, k, v and the indexer's keys and queries (all products of a) in one parallel region (ops/matmul_group.h).
+    const auto tokens = static_cast<int64_t>(T);
+    const ops::MatmulTask projections[5] = {{w.q, a, tokens, q.data()}, {w.k, a, tokens, k.data()},
+                                            {w.v, a, tokens, v.data()}, {w.idx_k, a, tokens, kr.data()},
+                                            {w.idx_q, a, tokens, qi.data()}};
+    ops::matmul_group(std::span<const ops::MatmulTask>(projections, qsa ? 5 : 3), b.pool);
     for (float & x : q) x *= w.q_scale;
     for (float & x : k) x *= w.k_scale;
     for (float & x : v) x *= w.v_scale;
@@ -117,13 +124,8 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         ops::store_cache_row(b.storage.v_row(li, tp.cell), b.shape.type_v, &v[t * kvdim], kvdim);
     }
 
-    const bool qsa = hp.is_qsa(il);
-    const size_t Di = hp.idx_dim, Hi = hp.idx_heads, r = hp.kpool;
-    std::vector<float> qi;
     if (qsa) {
-        store_indexer_keys(b, li, w, a);
-        qi.resize(T * Hi * Di);
-        ops::matmul(w.idx_q, a, T, qi.data(), b.pool);
+        store_indexer_keys(b, li, w, kr);
         for (size_t t = 0; t < T; ++t) {
             const ops::RopeAngles ang = ops::rope_angles(rp, text_pos(b.plan.tokens[t].pos));
             for (size_t h = 0; h < Hi; ++h) {
