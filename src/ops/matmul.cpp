@@ -144,6 +144,16 @@ void rows_with_kernels(const Matrix & w, const cpu::TypeKernels & k, const uint8
     }
 }
 
+// Prompt products (kGemmMinTokens tokens or more) through the entry's gemm: rows [r0, r1) by every token in one
+// call, which blocks rows, tokens and columns itself; bit-identical to vec_dot like the tiles.
+bool uses_gemm(const cpu::TypeKernels * k, int64_t n_tokens) {
+    return k != nullptr && k->gemm != nullptr && n_tokens >= cpu::kGemmMinTokens;
+}
+void rows_with_gemm(const Matrix & w, const cpu::TypeKernels & k, const uint8_t * act, size_t act_stride,
+                    int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
+    k.gemm(w.row(r0), w.row_bytes, act, act_stride, w.cols, r1 - r0, n_tokens, y + r0, static_cast<size_t>(w.rows));
+}
+
 // Generic path for a type without kernels: each row dequantised once, then the F32 dot with every token.
 void rows_generic(const Matrix & w, const float * x, int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
     const cpu::TypeKernels & f32 = f32_kernels();
@@ -235,7 +245,9 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
         [&](size_t begin, size_t end) {
             const int64_t r0 = static_cast<int64_t>(begin) * tile;
             const int64_t r1 = std::min<int64_t>(w.rows, static_cast<int64_t>(end) * tile);
-            if (k != nullptr) {
+            if (uses_gemm(k, n_tokens)) {
+                rows_with_gemm(w, *k, act, act_stride, n_tokens, y, r0, r1);
+            } else if (k != nullptr) {
                 rows_with_kernels(w, *k, act, act_stride, n_tokens, y, r0, r1);
             } else {
                 rows_generic(w, x, n_tokens, y, r0, r1);
@@ -270,7 +282,9 @@ void matmul_rows(const Matrix & w, const float * x, const PreparedActivations & 
     r1 = std::min(r1, w.rows);
     if (n_tokens <= 0 || r0 >= r1) return;
     const cpu::TypeKernels * k = active_kernels(w.type);
-    if (k != nullptr) {
+    if (uses_gemm(k, n_tokens)) {
+        rows_with_gemm(w, *k, act.data, act.stride, n_tokens, y, r0, r1);
+    } else if (k != nullptr) {
         rows_with_kernels(w, *k, act.data, act.stride, n_tokens, y, r0, r1);
     } else {
         rows_generic(w, x, n_tokens, y, r0, r1);

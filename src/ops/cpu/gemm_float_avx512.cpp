@@ -1,0 +1,224 @@
+// AVX-512 prompt products of F32 weights (ops/cpu/gemm_float.h), compiled with the AVX-512 flags and reached only
+// through the dispatch when active_isa() allows it.
+//
+// Register tile: 4 rows by 6 tokens, 24 accumulators + 4 weight vectors + 1 activation vector (29 of the 32 zmm):
+// per step of 16 columns 10 loads feed 24 FMAs, where the 4x4 tiles of the few-token path load 8 for 16.
+// Each accumulator is one (row, token) output and sees its row's vectors in index order, then the masked tail, then
+// the same hsum as vec_dot_float (kernels_float_avx512.cpp): bit for bit the level's vec_dot.
+//
+// Cache blocking: the columns are cut into chunks of kc (whole vectors; the tail belongs to the last chunk), and
+// between chunks a tile's accumulators are parked in a per-thread buffer, so a chunk's activations and weights
+// are read from L1/L2 by every tile that uses them. Tokens go in blocks of tb, rows in blocks of rb.
+#include "ops/cpu/gemm_float.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
+    defined(__AVX512VNNI__)
+// GCC 12's AVX-512 headers build results on _mm512_undefined_*(), which -Wall reports as uninitialised
+// once inlined (a false positive of the compiler's own headers).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+
+#include "ops/cpu/hsum_avx512.h"
+
+#define OFFGRID_GEMM_AVX512 1
+#endif
+
+namespace offgrid::ops::cpu {
+
+#ifdef OFFGRID_GEMM_AVX512
+
+namespace {
+
+using avx512::hsum;
+
+constexpr int kLanes = 16;
+constexpr int kRows = 4;    // rows of the register tile
+constexpr int kTokens = 6;  // tokens of the register tile
+constexpr int kTileFloats = kRows * kTokens * kLanes;  // one parked tile
+
+// Columns [i0, i1) (whole vectors) of NR rows by NT tokens. First: start from zero (else from the parked sums).
+// Last: then the masked tail of `tail` columns at i1 and the sums into y (else the accumulators parked for the
+// next chunk). Compile-time flags, so the accumulators stay in registers from entry to exit.
+// Packed: x is the token group's packed block (pack_tokens: the NT vectors of each step side by side, the tail
+// zero-padded), else NT rows at a stride of xs floats.
+template <int NR, int NT, bool First, bool Last, bool Packed>
+void tile(const float * w, size_t ws, const float * x, size_t xs, int64_t i0, int64_t i1, int tail, float * park,
+          float * y, size_t ys) {
+    __m512 acc[NR][NT];
+    for (int r = 0; r < NR; ++r)
+        for (int t = 0; t < NT; ++t)
+            acc[r][t] = First ? _mm512_setzero_ps() : _mm512_load_ps(park + (r * kTokens + t) * kLanes);
+    for (int64_t i = i0; i < i1; i += kLanes) {
+        __m512 wv[NR];
+        for (int r = 0; r < NR; ++r) wv[r] = _mm512_loadu_ps(w + r * ws + i);
+        for (int t = 0; t < NT; ++t) {
+            __m512 xv = Packed ? _mm512_load_ps(x + i * NT + t * kLanes) : _mm512_loadu_ps(x + t * xs + i);
+            asm("" : "+v"(xv));  // one load per token (GCC would fold it into each row's FMA)
+            for (int r = 0; r < NR; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+        }
+    }
+    if constexpr (!Last) {
+        for (int r = 0; r < NR; ++r)
+            for (int t = 0; t < NT; ++t) _mm512_store_ps(park + (r * kTokens + t) * kLanes, acc[r][t]);
+    } else {
+        if (tail > 0) {
+            const auto m = static_cast<__mmask16>((1u << tail) - 1);
+            __m512 wv[NR];
+            for (int r = 0; r < NR; ++r) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ws + i1);
+            for (int t = 0; t < NT; ++t) {
+                const __m512 xv = Packed ? _mm512_load_ps(x + i1 * NT + t * kLanes)
+                                         : _mm512_maskz_loadu_ps(m, x + t * xs + i1);
+                for (int r = 0; r < NR; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
+            }
+        }
+        for (int t = 0; t < NT; ++t)
+            for (int r = 0; r < NR; ++r) y[t * ys + r] = hsum(acc[r][t]);
+    }
+}
+
+using TileFn = void (*)(const float *, size_t, const float *, size_t, int64_t, int64_t, int, float *, float *, size_t);
+
+// The four chunk positions of a tile shape, unpacked and packed: [packed][first][last].
+struct TileSet {
+    TileFn fn[2][2][2];
+};
+template <int NR, int NT>
+constexpr TileSet tile_set() {
+    return {{{{tile<NR, NT, false, false, false>, tile<NR, NT, false, true, false>},
+              {tile<NR, NT, true, false, false>, tile<NR, NT, true, true, false>}},
+             {{tile<NR, NT, false, false, true>, tile<NR, NT, false, true, true>},
+              {tile<NR, NT, true, false, true>, tile<NR, NT, true, true, true>}}}};
+}
+template <int NR, size_t... T>
+constexpr std::array<TileSet, kTokens> tiles_of_rows(std::index_sequence<T...>) {
+    return {tile_set<NR, static_cast<int>(T) + 1>()...};
+}
+// kTiles[nr - 1][nt - 1]: the tiles of nr rows by nt tokens (the edges of a product).
+constexpr std::array<std::array<TileSet, kTokens>, kRows> kTiles = {
+    tiles_of_rows<1>(std::make_index_sequence<kTokens>{}), tiles_of_rows<2>(std::make_index_sequence<kTokens>{}),
+    tiles_of_rows<3>(std::make_index_sequence<kTokens>{}), tiles_of_rows<4>(std::make_index_sequence<kTokens>{})};
+
+// Per-thread scratch (only grows; 64-byte aligned).
+float * aligned_scratch(std::vector<float> & buf, size_t floats) {
+    if (buf.size() < floats + 16) buf.resize(floats + 16);
+    const auto a = reinterpret_cast<uintptr_t>(buf.data());
+    return buf.data() + ((64 - a % 64) % 64) / sizeof(float);
+}
+float * park_buffer(size_t floats) {
+    thread_local std::vector<float> buf;
+    return aligned_scratch(buf, floats);
+}
+
+// The tokens packed by groups of kTokens: group g at g * kTokens * steps * 16 floats, its nt (<= kTokens) vectors
+// of each step of 16 columns side by side, the last step zero-padded (the zeros vec_dot's masked load gives). Token
+// rows 4 KB apart map to the same L1 set at a given column, so 4 weight rows and 6 token rows read side by side
+// overflow its 8 ways; packed, the tokens' lines spread over the sets.
+float * pack_tokens(const float * act, size_t xs, int64_t n, int64_t n_tok) {
+    thread_local std::vector<float> buf;
+    const int64_t steps = (n + kLanes - 1) / kLanes;
+    const int64_t groups = (n_tok + kTokens - 1) / kTokens;
+    float * p = aligned_scratch(buf, static_cast<size_t>(groups * kTokens * steps * kLanes));
+    const int64_t full = n / kLanes * kLanes;
+    const auto m = static_cast<__mmask16>((1u << (n - full)) - 1);
+    for (int64_t g = 0; g < groups; ++g) {
+        const int64_t nt = std::min<int64_t>(kTokens, n_tok - g * kTokens);
+        float * base = p + g * kTokens * steps * kLanes;
+        for (int64_t t = 0; t < nt; ++t) {
+            const float * x = act + (g * kTokens + t) * xs;
+            int64_t s = 0;
+            for (; s * kLanes < full; ++s) _mm512_store_ps(base + (s * nt + t) * kLanes, _mm512_loadu_ps(x + s * kLanes));
+            if (full < n) _mm512_store_ps(base + (s * nt + t) * kLanes, _mm512_maskz_loadu_ps(m, x + full));
+        }
+    }
+    return p;
+}
+
+struct Blocking {
+    int64_t kc;      // columns per chunk (a multiple of 16); 0: whole rows, nothing parked
+    int64_t tb;      // tokens per block (a multiple of kTokens)
+    int64_t rb;      // rows per block (a multiple of kRows)
+    bool rows_inner; // within a chunk: token groups outer, row tiles inner (else the reverse)
+    bool packed;     // the tokens packed once per call (pack_tokens)
+};
+
+void gemm_f32(const Blocking & b, const void * wv, size_t w_stride, const void * actv, size_t act_stride, int64_t n,
+              int64_t n_rows, int64_t n_tok, float * y, size_t y_stride) {
+    const auto * w = static_cast<const float *>(wv);
+    const auto * act = static_cast<const float *>(actv);
+    const size_t ws = w_stride / sizeof(float);
+    const size_t xs = act_stride / sizeof(float);
+    const int64_t full = n / kLanes * kLanes;
+    const int tail = static_cast<int>(n - full);
+    const int64_t kc = b.kc > 0 && b.kc < full ? b.kc : std::max<int64_t>(full, 1);
+    const int64_t n_chunks = full == 0 ? 1 : (full + kc - 1) / kc;
+    const int64_t row_tiles = (b.rb + kRows - 1) / kRows;
+    const int64_t tok_groups = (b.tb + kTokens - 1) / kTokens;
+    const int64_t steps = (n + kLanes - 1) / kLanes;
+    const float * packed = b.packed ? pack_tokens(act, xs, n, n_tok) : nullptr;
+    float * park = n_chunks > 1 ? park_buffer(static_cast<size_t>(row_tiles * tok_groups) * kTileFloats) : nullptr;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += b.rb) {
+        const int64_t r1 = std::min(n_rows, r0 + b.rb);
+        for (int64_t t0 = 0; t0 < n_tok; t0 += b.tb) {
+            const int64_t t1 = std::min(n_tok, t0 + b.tb);
+            for (int64_t c = 0; c < n_chunks; ++c) {
+                const int64_t i0 = std::min(full, c * kc);
+                const int64_t i1 = std::min(full, i0 + kc);
+                const bool first = c == 0, last = c == n_chunks - 1;
+                auto one = [&](int64_t t, int64_t r) {
+                    const int nt = static_cast<int>(std::min<int64_t>(kTokens, t1 - t));
+                    const int nr = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
+                    float * p = park == nullptr
+                                    ? nullptr
+                                    : park + ((t - t0) / kTokens * row_tiles + (r - r0) / kRows) * kTileFloats;
+                    const float * x = packed != nullptr ? packed + t * steps * kLanes : act + t * xs;
+                    kTiles[nr - 1][nt - 1].fn[b.packed][first][last](w + r * ws, ws, x, xs, i0, i1, tail, p,
+                                                                     y + t * y_stride + r, y_stride);
+                };
+                if (b.rows_inner) {
+                    for (int64_t t = t0; t < t1; t += kTokens)
+                        for (int64_t r = r0; r < r1; r += kRows) one(t, r);
+                } else {
+                    for (int64_t r = r0; r < r1; r += kRows)
+                        for (int64_t t = t0; t < t1; t += kTokens) one(t, r);
+                }
+            }
+        }
+    }
+}
+
+template <int64_t KC, int64_t TB, int64_t RB, bool RowsInner, bool Packed = true>
+void gemm_f32_with(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
+                   int64_t n_tok, float * y, size_t y_stride) {
+    static constexpr Blocking b{KC, TB, RB, RowsInner, Packed};
+    gemm_f32(b, w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
+}
+
+}  // namespace
+
+void add_gemm_kernels_avx512(TypeKernels * table) {
+    table[static_cast<uint32_t>(tensor::ElemType::F32)].gemm = gemm_f32_with<0, 6, 64, true>;
+}
+
+std::vector<GemmVariant> f32_gemm_variants_avx512() {
+    return {
+        {"whole tb6 rb64 packed", gemm_f32_with<0, 6, 64, true>},  // the table's entry
+        {"whole tb6 rb32 packed", gemm_f32_with<0, 6, 32, true>},
+        {"kc512 tb6 rb32 packed", gemm_f32_with<512, 6, 32, true>},
+        {"whole tb48 rb4 packed", gemm_f32_with<0, 48, 4, false>},
+        {"whole tb6 rb64 unpacked", gemm_f32_with<0, 6, 64, true, false>},
+    };
+}
+
+#else
+
+void add_gemm_kernels_avx512(TypeKernels * /*table*/) {}
+std::vector<GemmVariant> f32_gemm_variants_avx512() { return {}; }
+
+#endif
+
+}  // namespace offgrid::ops::cpu
