@@ -41,23 +41,44 @@ constexpr int kRows = 4;    // rows of the register tile
 constexpr int kTokens = 6;  // tokens of the register tile
 constexpr int kTileFloats = kRows * kTokens * kLanes;  // one parked tile
 
+// hsum(a), hsum(b), hsum(c), hsum(d) in lanes 0-3, bit for bit: the same pairs added in the same steps as hsum
+// (halves of 256, then of 128, then lanes 0+2 / 1+3, then 0+1), four vectors per instruction.
+inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    const __m512 ab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_f32x4(a, b, _MM_SHUFFLE(3, 2, 3, 2)));  // [s8 a | s8 b]
+    const __m512 cd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(1, 0, 1, 0)),
+                                    _mm512_shuffle_f32x4(c, d, _MM_SHUFFLE(3, 2, 3, 2)));  // [s8 c | s8 d]
+    const __m512 s4 = _mm512_add_ps(_mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(2, 0, 2, 0)),
+                                    _mm512_shuffle_f32x4(ab, cd, _MM_SHUFFLE(3, 1, 3, 1)));  // s4 of a, b, c, d
+    const __m512 s2 = _mm512_add_ps(s4, _mm512_permute_ps(s4, _MM_SHUFFLE(3, 2, 3, 2)));
+    const __m512 s1 = _mm512_add_ps(s2, _mm512_permute_ps(s2, _MM_SHUFFLE(1, 1, 1, 1)));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(_mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0), s1));
+}
+
 // Columns [i0, i1) (whole vectors) of NR rows by NT tokens. First: start from zero (else from the parked sums).
 // Last: then the masked tail of `tail` columns at i1 and the sums into y (else the accumulators parked for the
 // next chunk). Compile-time flags, so the accumulators stay in registers from entry to exit.
-// Packed: x is the token group's packed block (pack_tokens: the NT vectors of each step side by side, the tail
-// zero-padded), else NT rows at a stride of xs floats.
-template <int NR, int NT, bool First, bool Last, bool Packed>
-void tile(const float * w, size_t ws, const float * x, size_t xs, int64_t i0, int64_t i1, int tail, float * park,
-          float * y, size_t ys) {
+// x is the token group's packed block (pack_tokens: the NT vectors of each step side by side, the tail
+// zero-padded). Prefetch: the same columns of the rows kPrefetchRows below into L2 (the first token group of a
+// row block reads its weights from memory, in short interleaved streams the hardware prefetcher does not
+// follow; a prefetch never faults, so rows past the matrix are harmless).
+constexpr int kPrefetchRows = 2 * kRows;
+template <int NR, int NT, bool First, bool Last, bool Prefetch>
+void tile(const float * w, size_t ws, const float * x, int64_t i0, int64_t i1, int tail, float * park, float * y,
+          size_t ys) {
     __m512 acc[NR][NT];
     for (int r = 0; r < NR; ++r)
         for (int t = 0; t < NT; ++t)
             acc[r][t] = First ? _mm512_setzero_ps() : _mm512_load_ps(park + (r * kTokens + t) * kLanes);
     for (int64_t i = i0; i < i1; i += kLanes) {
         __m512 wv[NR];
+        if constexpr (Prefetch) {
+            for (int r = 0; r < kRows; ++r)
+                _mm_prefetch(reinterpret_cast<const char *>(w + (kPrefetchRows + r) * ws + i), _MM_HINT_T1);
+        }
         for (int r = 0; r < NR; ++r) wv[r] = _mm512_loadu_ps(w + r * ws + i);
         for (int t = 0; t < NT; ++t) {
-            __m512 xv = Packed ? _mm512_load_ps(x + i * NT + t * kLanes) : _mm512_loadu_ps(x + t * xs + i);
+            __m512 xv = _mm512_load_ps(x + i * NT + t * kLanes);
             asm("" : "+v"(xv));  // one load per token (GCC would fold it into each row's FMA)
             for (int r = 0; r < NR; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
         }
@@ -71,19 +92,23 @@ void tile(const float * w, size_t ws, const float * x, size_t xs, int64_t i0, in
             __m512 wv[NR];
             for (int r = 0; r < NR; ++r) wv[r] = _mm512_maskz_loadu_ps(m, w + r * ws + i1);
             for (int t = 0; t < NT; ++t) {
-                const __m512 xv = Packed ? _mm512_load_ps(x + i1 * NT + t * kLanes)
-                                         : _mm512_maskz_loadu_ps(m, x + t * xs + i1);
+                const __m512 xv = _mm512_load_ps(x + i1 * NT + t * kLanes);
                 for (int r = 0; r < NR; ++r) acc[r][t] = _mm512_fmadd_ps(wv[r], xv, acc[r][t]);
             }
         }
-        for (int t = 0; t < NT; ++t)
-            for (int r = 0; r < NR; ++r) y[t * ys + r] = hsum(acc[r][t]);
+        for (int t = 0; t < NT; ++t) {
+            if constexpr (NR == 4) {
+                _mm_storeu_ps(y + t * ys, hsum4(acc[0][t], acc[1][t], acc[2][t], acc[3][t]));
+            } else {
+                for (int r = 0; r < NR; ++r) y[t * ys + r] = hsum(acc[r][t]);
+            }
+        }
     }
 }
 
-using TileFn = void (*)(const float *, size_t, const float *, size_t, int64_t, int64_t, int, float *, float *, size_t);
+using TileFn = void (*)(const float *, size_t, const float *, int64_t, int64_t, int, float *, float *, size_t);
 
-// The four chunk positions of a tile shape, unpacked and packed: [packed][first][last].
+// The four chunk positions of a tile shape, without and with the prefetch: [prefetch][first][last].
 struct TileSet {
     TileFn fn[2][2][2];
 };
@@ -114,25 +139,32 @@ float * park_buffer(size_t floats) {
     return aligned_scratch(buf, floats);
 }
 
-// The tokens packed by groups of kTokens: group g at g * kTokens * steps * 16 floats, its nt (<= kTokens) vectors
-// of each step of 16 columns side by side, the last step zero-padded (the zeros vec_dot's masked load gives). Token
-// rows 4 KB apart map to the same L1 set at a given column, so 4 weight rows and 6 token rows read side by side
-// overflow its 8 ways; packed, the tokens' lines spread over the sets.
-float * pack_tokens(const float * act, size_t xs, int64_t n, int64_t n_tok) {
+// Token groups of a call: ceil(n_tok / kTokens) groups of near-equal size (32 tokens: 6 6 5 5 5 5, not five 6s
+// and a 2, whose tile loads 6 vectors for 8 FMAs). Group g holds tokens [group_start(g), group_start(g + 1)).
+struct Groups {
+    int64_t n_tok, count;
+    explicit Groups(int64_t n) : n_tok(n), count((n + kTokens - 1) / kTokens) {}
+    int64_t start(int64_t g) const { return g * n_tok / count; }
+};
+
+// The tokens packed by groups: group g from float start(g) * steps * 16, its nt (<= kTokens) vectors of each step
+// of 16 columns side by side, the last step zero-padded (the zeros vec_dot's masked load gives). Token rows 4 KB
+// apart map to the same L1 set at a given column, so 4 weight rows and 6 token rows read side by side overflow its
+// 8 ways; packed, the tokens' lines spread over the sets.
+float * pack_tokens(const float * act, size_t xs, int64_t n, const Groups & groups) {
     thread_local std::vector<float> buf;
     const int64_t steps = (n + kLanes - 1) / kLanes;
-    const int64_t groups = (n_tok + kTokens - 1) / kTokens;
-    float * p = aligned_scratch(buf, static_cast<size_t>(groups * kTokens * steps * kLanes));
+    float * p = aligned_scratch(buf, static_cast<size_t>(groups.n_tok * steps * kLanes));
     const int64_t full = n / kLanes * kLanes;
     const auto m = static_cast<__mmask16>((1u << (n - full)) - 1);
-    for (int64_t g = 0; g < groups; ++g) {
-        const int64_t nt = std::min<int64_t>(kTokens, n_tok - g * kTokens);
-        float * base = p + g * kTokens * steps * kLanes;
+    for (int64_t g = 0; g < groups.count; ++g) {
+        const int64_t g0 = groups.start(g), nt = groups.start(g + 1) - g0;
+        float * base = p + g0 * steps * kLanes;
         for (int64_t t = 0; t < nt; ++t) {
-            const float * x = act + (g * kTokens + t) * xs;
-            int64_t s = 0;
-            for (; s * kLanes < full; ++s) _mm512_store_ps(base + (s * nt + t) * kLanes, _mm512_loadu_ps(x + s * kLanes));
-            if (full < n) _mm512_store_ps(base + (s * nt + t) * kLanes, _mm512_maskz_loadu_ps(m, x + full));
+            const float * x = act + (g0 + t) * xs;
+            int64_t st = 0;
+            for (; st * kLanes < full; ++st) _mm512_store_ps(base + (st * nt + t) * kLanes, _mm512_loadu_ps(x + st * kLanes));
+            if (full < n) _mm512_store_ps(base + (st * nt + t) * kLanes, _mm512_maskz_loadu_ps(m, x + full));
         }
     }
     return p;
@@ -143,7 +175,7 @@ struct Blocking {
     int64_t tb;      // tokens per block (a multiple of kTokens)
     int64_t rb;      // rows per block (a multiple of kRows)
     bool rows_inner; // within a chunk: token groups outer, row tiles inner (else the reverse)
-    bool packed;     // the tokens packed once per call (pack_tokens)
+    bool prefetch;   // the first token group of a row block prefetches the next rows' weights
 };
 
 void gemm_f32(const Blocking & b, const void * wv, size_t w_stride, const void * actv, size_t act_stride, int64_t n,
@@ -157,44 +189,44 @@ void gemm_f32(const Blocking & b, const void * wv, size_t w_stride, const void *
     const int64_t kc = b.kc > 0 && b.kc < full ? b.kc : std::max<int64_t>(full, 1);
     const int64_t n_chunks = full == 0 ? 1 : (full + kc - 1) / kc;
     const int64_t row_tiles = (b.rb + kRows - 1) / kRows;
-    const int64_t tok_groups = (b.tb + kTokens - 1) / kTokens;
+    const int64_t block_groups = std::max<int64_t>(1, b.tb / kTokens);  // token groups per block
     const int64_t steps = (n + kLanes - 1) / kLanes;
-    const float * packed = b.packed ? pack_tokens(act, xs, n, n_tok) : nullptr;
-    float * park = n_chunks > 1 ? park_buffer(static_cast<size_t>(row_tiles * tok_groups) * kTileFloats) : nullptr;
+    const Groups groups(n_tok);
+    const float * packed = pack_tokens(act, xs, n, groups);
+    float * park = n_chunks > 1 ? park_buffer(static_cast<size_t>(row_tiles * block_groups) * kTileFloats) : nullptr;
     for (int64_t r0 = 0; r0 < n_rows; r0 += b.rb) {
         const int64_t r1 = std::min(n_rows, r0 + b.rb);
-        for (int64_t t0 = 0; t0 < n_tok; t0 += b.tb) {
-            const int64_t t1 = std::min(n_tok, t0 + b.tb);
+        for (int64_t g0 = 0; g0 < groups.count; g0 += block_groups) {
+            const int64_t g1 = std::min(groups.count, g0 + block_groups);
             for (int64_t c = 0; c < n_chunks; ++c) {
                 const int64_t i0 = std::min(full, c * kc);
                 const int64_t i1 = std::min(full, i0 + kc);
                 const bool first = c == 0, last = c == n_chunks - 1;
-                auto one = [&](int64_t t, int64_t r) {
-                    const int nt = static_cast<int>(std::min<int64_t>(kTokens, t1 - t));
+                auto one = [&](int64_t g, int64_t r) {
+                    const int64_t t = groups.start(g);
+                    const int nt = static_cast<int>(groups.start(g + 1) - t);
                     const int nr = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
-                    float * p = park == nullptr
-                                    ? nullptr
-                                    : park + ((t - t0) / kTokens * row_tiles + (r - r0) / kRows) * kTileFloats;
-                    const float * x = packed != nullptr ? packed + t * steps * kLanes : act + t * xs;
-                    kTiles[nr - 1][nt - 1].fn[b.packed][first][last](w + r * ws, ws, x, xs, i0, i1, tail, p,
-                                                                     y + t * y_stride + r, y_stride);
+                    float * p = park == nullptr ? nullptr : park + ((g - g0) * row_tiles + (r - r0) / kRows) * kTileFloats;
+                    const bool prefetch = b.prefetch && g == 0;
+                    kTiles[nr - 1][nt - 1].fn[prefetch][first][last](w + r * ws, ws, packed + t * steps * kLanes, i0,
+                                                                     i1, tail, p, y + t * y_stride + r, y_stride);
                 };
                 if (b.rows_inner) {
-                    for (int64_t t = t0; t < t1; t += kTokens)
-                        for (int64_t r = r0; r < r1; r += kRows) one(t, r);
+                    for (int64_t g = g0; g < g1; ++g)
+                        for (int64_t r = r0; r < r1; r += kRows) one(g, r);
                 } else {
                     for (int64_t r = r0; r < r1; r += kRows)
-                        for (int64_t t = t0; t < t1; t += kTokens) one(t, r);
+                        for (int64_t g = g0; g < g1; ++g) one(g, r);
                 }
             }
         }
     }
 }
 
-template <int64_t KC, int64_t TB, int64_t RB, bool RowsInner, bool Packed = true>
+template <int64_t KC, int64_t TB, int64_t RB, bool RowsInner, bool Prefetch = true>
 void gemm_f32_with(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
                    int64_t n_tok, float * y, size_t y_stride) {
-    static constexpr Blocking b{KC, TB, RB, RowsInner, Packed};
+    static constexpr Blocking b{KC, TB, RB, RowsInner, Prefetch};
     gemm_f32(b, w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
 }
 
@@ -206,11 +238,11 @@ void add_gemm_kernels_avx512(TypeKernels * table) {
 
 std::vector<GemmVariant> f32_gemm_variants_avx512() {
     return {
-        {"whole tb6 rb64 packed", gemm_f32_with<0, 6, 64, true>},  // the table's entry
-        {"whole tb6 rb32 packed", gemm_f32_with<0, 6, 32, true>},
-        {"kc512 tb6 rb32 packed", gemm_f32_with<512, 6, 32, true>},
-        {"whole tb48 rb4 packed", gemm_f32_with<0, 48, 4, false>},
-        {"whole tb6 rb64 unpacked", gemm_f32_with<0, 6, 64, true, false>},
+        {"whole rb64 prefetch", gemm_f32_with<0, 6, 64, true>},  // the table's entry
+        {"whole rb64", gemm_f32_with<0, 6, 64, true, false>},
+        {"whole rb32 prefetch", gemm_f32_with<0, 6, 32, true>},
+        {"kc512 rb32 prefetch", gemm_f32_with<512, 6, 32, true>},
+        {"whole tb48 rb4 prefetch", gemm_f32_with<0, 48, 4, false>},
     };
 }
 
