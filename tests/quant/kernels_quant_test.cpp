@@ -238,6 +238,19 @@ TEST(QuantKernels, MatmulThroughTheTableMatchesReference) {
         ops::matmul(m, x.data(), n_tok, y.data());
         const auto * k = cpu::kernels_for(t, cpu::active_isa());
         ASSERT_NE(k, nullptr);
+        if (k->act_type == ElemType::Q8_1) {
+            // Only under OFFGRID_QUANT_ACT=int8 (q4_1, q5_1): q8_1 carries its block sums as f16, which the
+            // dequantised activations do not reproduce, so no f32 reference applies; the kernel's accuracy is
+            // Int8KernelsMatchDequantisedDot's. Here the driver must give each output the entry's own dot.
+            std::vector<uint8_t> q(cpu::act_row_bytes(k->act_type, n));
+            for (int tok = 0; tok < n_tok; ++tok) {
+                k->quantize_act(x.data() + tok * n, q.data(), n);
+                for (int r = 0; r < rows; ++r) {
+                    ASSERT_EQ(bits(y[tok * rows + r]), bits(k->vec_dot(m.row(r), q.data(), n))) << "row " << r << " token " << tok;
+                }
+            }
+            continue;
+        }
         if (k->act_type != ElemType::F32) {
             std::vector<uint8_t> q(cpu::act_row_bytes(k->act_type, n));
             for (int tok = 0; tok < n_tok; ++tok) {
