@@ -72,12 +72,15 @@ void tiles_path(const ops::cpu::TypeKernels & k, const float * w, const Shape & 
     }, min_tiles_of(s, n_tok));
 }
 
+// A new activation key per product, as ops::matmul gives (each thread packs the tokens once per product).
 void gemm_path(const ops::cpu::GemmVariant & v, const float * w, const Shape & s, const float * x, int64_t n_tok,
                float * y, ops::ThreadPool & pool) {
+    static uint64_t last_key = uint64_t{1} << 62;
+    const uint64_t key = ++last_key;
     const size_t row_bytes = static_cast<size_t>(s.cols) * sizeof(float);
     pool.parallel_for(static_cast<size_t>((s.rows + 3) / 4), [&](size_t b, size_t e) {
         const int64_t r0 = static_cast<int64_t>(b) * 4, r1 = std::min<int64_t>(s.rows, static_cast<int64_t>(e) * 4);
-        v.gemm(w + r0 * s.cols, row_bytes, x, row_bytes, s.cols, r1 - r0, n_tok, y + r0, static_cast<size_t>(s.rows));
+        v.gemm(w + r0 * s.cols, row_bytes, x, row_bytes, s.cols, r1 - r0, n_tok, y + r0, static_cast<size_t>(s.rows), key);
     }, min_tiles_of(s, n_tok));
 }
 

@@ -5,6 +5,7 @@
 #include "ops/matmul.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -42,9 +43,16 @@ std::vector<float> & row_scratch() {
 
 // Activations in the kernel's format: the f32 rows themselves, or room for each token row quantised on its own
 // (64-byte aligned storage, so the blocks' vectors never straddle cache lines when the row size allows it).
+// A new PreparedActivations::key (never 0).
+uint64_t next_act_key() {
+    static std::atomic<uint64_t> last{0};
+    return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 PreparedActivations reserve_into(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
                                  std::vector<uint8_t> & buf) {
     PreparedActivations a;
+    a.key = next_act_key();
     if (k == nullptr || k->act_type == ElemType::F32) {
         a.stride = static_cast<size_t>(cols) * sizeof(float);
         a.data = reinterpret_cast<const uint8_t *>(x);
@@ -155,9 +163,10 @@ bool uses_gemm(const cpu::TypeKernels * k, const Matrix & w, int64_t n_tokens) {
     if (k == nullptr || k->gemm == nullptr) return false;
     return n_tokens >= (w.cols < kGemmShortRow ? kGemmShortRowTokens : cpu::kGemmMinTokens);
 }
-void rows_with_gemm(const Matrix & w, const cpu::TypeKernels & k, const uint8_t * act, size_t act_stride,
-                    int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
-    k.gemm(w.row(r0), w.row_bytes, act, act_stride, w.cols, r1 - r0, n_tokens, y + r0, static_cast<size_t>(w.rows));
+void rows_with_gemm(const Matrix & w, const cpu::TypeKernels & k, const PreparedActivations & act, int64_t n_tokens,
+                    float * y, int64_t r0, int64_t r1) {
+    k.gemm(w.row(r0), w.row_bytes, act.data, act.stride, w.cols, r1 - r0, n_tokens, y + r0, static_cast<size_t>(w.rows),
+           act.key);
 }
 
 // Generic path for a type without kernels: each row dequantised once, then the F32 dot with every token.
@@ -252,7 +261,7 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
             const int64_t r0 = static_cast<int64_t>(begin) * tile;
             const int64_t r1 = std::min<int64_t>(w.rows, static_cast<int64_t>(end) * tile);
             if (uses_gemm(k, w, n_tokens)) {
-                rows_with_gemm(w, *k, act, act_stride, n_tokens, y, r0, r1);
+                rows_with_gemm(w, *k, prepared, n_tokens, y, r0, r1);
             } else if (k != nullptr) {
                 rows_with_kernels(w, *k, act, act_stride, n_tokens, y, r0, r1);
             } else {
@@ -289,7 +298,7 @@ void matmul_rows(const Matrix & w, const float * x, const PreparedActivations & 
     if (n_tokens <= 0 || r0 >= r1) return;
     const cpu::TypeKernels * k = active_kernels(w.type);
     if (uses_gemm(k, w, n_tokens)) {
-        rows_with_gemm(w, *k, act.data, act.stride, n_tokens, y, r0, r1);
+        rows_with_gemm(w, *k, act, n_tokens, y, r0, r1);
     } else if (k != nullptr) {
         rows_with_kernels(w, *k, act.data, act.stride, n_tokens, y, r0, r1);
     } else {

@@ -6,6 +6,7 @@
 // 2 threads, so a prompt token's result never depends on the thread count or the other tokens.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -36,7 +37,8 @@ Rows random_rows(int64_t n, int64_t count, uint32_t seed) {
     return r;
 }
 
-using GemmFn = void (*)(const void *, size_t, const void *, size_t, int64_t, int64_t, int64_t, float *, size_t);
+using GemmFn = void (*)(const void *, size_t, const void *, size_t, int64_t, int64_t, int64_t, float *, size_t,
+                        uint64_t);
 
 // Runs one product through `gemm` and checks every output against vec_dot bit for bit, and the padding of y.
 void expect_gemm_matches(GemmFn gemm, const TypeKernels & k, int64_t n, int64_t rows, int64_t tokens,
@@ -45,7 +47,7 @@ void expect_gemm_matches(GemmFn gemm, const TypeKernels & k, int64_t n, int64_t 
     const Rows x = random_rows(n, tokens, static_cast<uint32_t>(200 + n + tokens));
     const size_t y_stride = static_cast<size_t>(rows) + 5;
     std::vector<float> y(y_stride * static_cast<size_t>(tokens + 1), -7.0f);
-    gemm(w.data.data(), w.stride * 4, x.data.data(), x.stride * 4, n, rows, tokens, y.data(), y_stride);
+    gemm(w.data.data(), w.stride * 4, x.data.data(), x.stride * 4, n, rows, tokens, y.data(), y_stride, 0);
     for (int64_t t = 0; t <= tokens; ++t) {
         for (size_t r = 0; r < y_stride; ++r) {
             const float v = y[t * y_stride + r];
@@ -91,6 +93,33 @@ TEST(Gemm, TableEntriesAreBitIdenticalToVecDot) {
     if (detected_isa() == Isa::Avx512) {
         EXPECT_GT(checked, 0) << "the AVX-512 level has no F32 gemm";
     }
+}
+
+// A key names the activations for the row ranges of one product (the entry packs them once per thread): ranges
+// with one key give vec_dot's bits, and a new key over rows changed in place gives the new rows' bits.
+TEST(Gemm, ActivationKeyCoversOneProductOnly) {
+    const TypeKernels & k = *kernels_for(ElemType::F32, detected_isa());
+    if (k.gemm == nullptr) GTEST_SKIP() << "no gemm entry at " << isa_name(detected_isa());
+    const int64_t n = 333, rows = 40, tokens = 23;
+    const Rows w = random_rows(n, rows, 7);
+    Rows x = random_rows(n, tokens, 8);
+    std::vector<float> y(static_cast<size_t>(rows * tokens));
+    auto check = [&](uint64_t key, const char * what) {
+        for (int64_t r0 = 0; r0 < rows; r0 += 12) {
+            const int64_t nr = std::min<int64_t>(12, rows - r0);
+            k.gemm(w.row(r0), w.stride * 4, x.data.data(), x.stride * 4, n, nr, tokens, y.data() + r0,
+                   static_cast<size_t>(rows), key);
+        }
+        for (int64_t t = 0; t < tokens; ++t) {
+            for (int64_t r = 0; r < rows; ++r) {
+                const float one = k.vec_dot(w.row(r), x.row(t), n);
+                ASSERT_EQ(std::memcmp(&y[t * rows + r], &one, 4), 0) << what << " at (" << r << "," << t << ")";
+            }
+        }
+    };
+    check(1001, "first key");
+    for (float & v : x.data) v = -0.5f * v + 0.25f;
+    check(1002, "new key after the rows changed");
 }
 
 // Through the driver at the process's level: every output is that level's vec_dot, at 1 and 2 threads.

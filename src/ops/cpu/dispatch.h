@@ -47,9 +47,11 @@ struct TypeKernels {
     // Optional prompt product (F32 weights and activations only; ops/cpu/gemm_float.h): y[t * y_stride + r] =
     // vec_dot(w + r * w_stride, act + t * act_stride, n) for every r < n_rows and t < n_tok, bit-identical to
     // vec_dot, with the entry's own register and cache blocking. The driver calls it for products of at least
-    // kGemmMinTokens tokens (fewer go through dot_tile). Null: dot_tile.
+    // kGemmMinTokens tokens (fewer go through dot_tile). act_key: 0, or a number that names these activation rows
+    // (pointer, stride, n, n_tok and their contents) for all calls that pass it, so the entry may keep what it
+    // derived from them (its packed copy) on a thread between the row ranges of one product. Null: dot_tile.
     void (*gemm)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
-                 int64_t n_tok, float * y, size_t y_stride) = nullptr;
+                 int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) = nullptr;
 };
 
 constexpr size_t kTypeTableSize = 64;  // indexed by the ggml type id

@@ -24,7 +24,7 @@ void add_gemm_kernels_avx512(TypeKernels * table);  // no-op when the compiler c
 struct GemmVariant {
     const char * name;
     void (*gemm)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
-                 int64_t n_tok, float * y, size_t y_stride);
+                 int64_t n_tok, float * y, size_t y_stride, uint64_t act_key);
 };
 std::vector<GemmVariant> f32_gemm_variants_avx512();
 

@@ -151,10 +151,21 @@ struct Groups {
 // of 16 columns side by side, the last step zero-padded (the zeros vec_dot's masked load gives). Token rows 4 KB
 // apart map to the same L1 set at a given column, so 4 weight rows and 6 token rows read side by side overflow its
 // 8 ways; packed, the tokens' lines spread over the sets.
-float * pack_tokens(const float * act, size_t xs, int64_t n, const Groups & groups) {
+// key != 0: the rows named by it (TypeKernels::gemm's act_key) are packed once per thread.
+float * pack_tokens(const float * act, size_t xs, int64_t n, const Groups & groups, uint64_t key) {
     thread_local std::vector<float> buf;
+    thread_local struct {
+        uint64_t key = 0;
+        const float * act = nullptr;
+        size_t xs = 0;
+        int64_t n = 0, n_tok = 0;
+    } held;
     const int64_t steps = (n + kLanes - 1) / kLanes;
     float * p = aligned_scratch(buf, static_cast<size_t>(groups.n_tok * steps * kLanes));
+    if (key != 0 && held.key == key && held.act == act && held.xs == xs && held.n == n && held.n_tok == groups.n_tok) {
+        return p;
+    }
+    held = {key, act, xs, n, groups.n_tok};
     const int64_t full = n / kLanes * kLanes;
     const auto m = static_cast<__mmask16>((1u << (n - full)) - 1);
     for (int64_t g = 0; g < groups.count; ++g) {
@@ -179,7 +190,7 @@ struct Blocking {
 };
 
 void gemm_f32(const Blocking & b, const void * wv, size_t w_stride, const void * actv, size_t act_stride, int64_t n,
-              int64_t n_rows, int64_t n_tok, float * y, size_t y_stride) {
+              int64_t n_rows, int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) {
     const auto * w = static_cast<const float *>(wv);
     const auto * act = static_cast<const float *>(actv);
     const size_t ws = w_stride / sizeof(float);
@@ -192,7 +203,7 @@ void gemm_f32(const Blocking & b, const void * wv, size_t w_stride, const void *
     const int64_t block_groups = std::max<int64_t>(1, b.tb / kTokens);  // token groups per block
     const int64_t steps = (n + kLanes - 1) / kLanes;
     const Groups groups(n_tok);
-    const float * packed = pack_tokens(act, xs, n, groups);
+    const float * packed = pack_tokens(act, xs, n, groups, act_key);
     float * park = n_chunks > 1 ? park_buffer(static_cast<size_t>(row_tiles * block_groups) * kTileFloats) : nullptr;
     for (int64_t r0 = 0; r0 < n_rows; r0 += b.rb) {
         const int64_t r1 = std::min(n_rows, r0 + b.rb);
@@ -225,9 +236,9 @@ void gemm_f32(const Blocking & b, const void * wv, size_t w_stride, const void *
 
 template <int64_t KC, int64_t TB, int64_t RB, bool RowsInner, bool Prefetch = true>
 void gemm_f32_with(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
-                   int64_t n_tok, float * y, size_t y_stride) {
+                   int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) {
     static constexpr Blocking b{KC, TB, RB, RowsInner, Prefetch};
-    gemm_f32(b, w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
+    gemm_f32(b, w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride, act_key);
 }
 
 }  // namespace
