@@ -3,12 +3,15 @@
 //
 // Register tile: 4 rows by 6 tokens, 24 accumulators + 4 weight vectors + 1 activation vector (29 of the 32 zmm):
 // per step of 16 columns 10 loads feed 24 FMAs, where the 4x4 tiles of the few-token path load 8 for 16.
-// Each accumulator is one (row, token) output and sees its row's vectors in index order, then the masked tail, then
-// the same hsum as vec_dot_float (kernels_float_avx512.cpp): bit for bit the level's vec_dot.
+// Each accumulator is one (row, token) output and sees its row's vectors in index order, then the tail (weights
+// masked, tokens zero-padded by the packing: the products vec_dot's masked loads give), then the same hsum as
+// vec_dot_float (kernels_float_avx512.cpp; hsum4 adds the same pairs for four rows at once): bit for bit the
+// level's vec_dot.
 //
-// Cache blocking: the columns are cut into chunks of kc (whole vectors; the tail belongs to the last chunk), and
-// between chunks a tile's accumulators are parked in a per-thread buffer, so a chunk's activations and weights
-// are read from L1/L2 by every tile that uses them. Tokens go in blocks of tb, rows in blocks of rb.
+// Blocking (docs/kernels.md, "Prompt products (F32)"): the tokens packed once per thread per product
+// (pack_tokens), rows in blocks of rb (their weights stay in L2 for every token group after the first), token
+// groups, then the block's 4-row tiles. The table's entry takes whole rows; the variants for bench_gemm may cut
+// the columns into chunks of kc with the accumulators parked between chunks (measured slower everywhere).
 #include "ops/cpu/gemm_float.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
