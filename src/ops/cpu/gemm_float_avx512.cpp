@@ -62,13 +62,12 @@ inline __m128 hsum4(__m512 a, __m512 b, __m512 c, __m512 d) {
 // Last: then the masked tail of `tail` columns at i1 and the sums into y (else the accumulators parked for the
 // next chunk). Compile-time flags, so the accumulators stay in registers from entry to exit.
 // x is the token group's packed block (pack_tokens: the NT vectors of each step side by side, the tail
-// zero-padded). Prefetch: the same columns of the rows kPrefetchRows below into L2 (the first token group of a
-// row block reads its weights from memory, in short interleaved streams the hardware prefetcher does not
-// follow; a prefetch never faults, so rows past the matrix are harmless).
-constexpr int kPrefetchRows = 2 * kRows;
+// zero-padded). Prefetch: at the steps of columns [pf_lo, pf_hi), the same columns of the 4 rows at pf into L2
+// (weights from memory come in short interleaved streams the hardware prefetcher does not follow; a prefetch
+// never faults, so rows past the matrix are harmless).
 template <int NR, int NT, bool First, bool Last, bool Prefetch>
 void tile(const float * w, size_t ws, const float * x, int64_t i0, int64_t i1, int tail, float * park, float * y,
-          size_t ys) {
+          size_t ys, const float * pf, int64_t pf_lo, int64_t pf_hi) {
     __m512 acc[NR][NT];
     for (int r = 0; r < NR; ++r)
         for (int t = 0; t < NT; ++t)
@@ -76,8 +75,9 @@ void tile(const float * w, size_t ws, const float * x, int64_t i0, int64_t i1, i
     for (int64_t i = i0; i < i1; i += kLanes) {
         __m512 wv[NR];
         if constexpr (Prefetch) {
-            for (int r = 0; r < kRows; ++r)
-                _mm_prefetch(reinterpret_cast<const char *>(w + (kPrefetchRows + r) * ws + i), _MM_HINT_T1);
+            if (i >= pf_lo && i < pf_hi) {
+                for (int r = 0; r < kRows; ++r) _mm_prefetch(reinterpret_cast<const char *>(pf + r * ws + i), _MM_HINT_T1);
+            }
         }
         for (int r = 0; r < NR; ++r) wv[r] = _mm512_loadu_ps(w + r * ws + i);
         for (int t = 0; t < NT; ++t) {
@@ -109,7 +109,8 @@ void tile(const float * w, size_t ws, const float * x, int64_t i0, int64_t i1, i
     }
 }
 
-using TileFn = void (*)(const float *, size_t, const float *, int64_t, int64_t, int, float *, float *, size_t);
+using TileFn = void (*)(const float *, size_t, const float *, int64_t, int64_t, int, float *, float *, size_t,
+                        const float *, int64_t, int64_t);
 
 // The four chunk positions of a tile shape, without and with the prefetch: [prefetch][first][last].
 struct TileSet {
@@ -189,7 +190,7 @@ struct Blocking {
     int64_t tb;      // tokens per block (a multiple of kTokens)
     int64_t rb;      // rows per block (a multiple of kRows)
     bool rows_inner; // within a chunk: token groups outer, row tiles inner (else the reverse)
-    bool prefetch;   // the first token group of a row block prefetches the next rows' weights
+    bool prefetch;   // weights prefetched into L2 ahead of their first use (see gemm_f32)
 };
 
 void gemm_f32(const Blocking & b, const void * wv, size_t w_stride, const void * actv, size_t act_stride, int64_t n,
@@ -221,9 +222,23 @@ void gemm_f32(const Blocking & b, const void * wv, size_t w_stride, const void *
                     const int nt = static_cast<int>(groups.start(g + 1) - t);
                     const int nr = static_cast<int>(std::min<int64_t>(kRows, r1 - r));
                     float * p = park == nullptr ? nullptr : park + ((g - g0) * row_tiles + (r - r0) / kRows) * kTileFloats;
-                    const bool prefetch = b.prefetch && g == 0;
-                    kTiles[nr - 1][nt - 1].fn[prefetch][first][last](w + r * ws, ws, packed + t * steps * kLanes, i0,
-                                                                     i1, tail, p, y + t * y_stride + r, y_stride);
+                    // The first row block's first group prefetches its own rows two tiles ahead; every group of
+                    // a block prefetches its share of the next block's columns (group g of G: columns g / G to
+                    // (g + 1) / G of the row), so the next block's weights come from memory while this block
+                    // computes, not in one burst when its first group starts (32-token prompts: 6 groups).
+                    const float * pf = nullptr;
+                    int64_t lo = 0, hi = 0;
+                    if (b.prefetch && r0 == 0 && g == 0) {
+                        pf = w + (r + 2 * kRows) * ws;
+                        hi = full;
+                    } else if (b.prefetch && r1 < n_rows) {
+                        pf = w + (r + b.rb) * ws;
+                        lo = g * steps / groups.count * kLanes;
+                        hi = (g + 1) * steps / groups.count * kLanes;
+                    }
+                    kTiles[nr - 1][nt - 1].fn[pf != nullptr][first][last](w + r * ws, ws, packed + t * steps * kLanes,
+                                                                          i0, i1, tail, p, y + t * y_stride + r,
+                                                                          y_stride, pf, lo, hi);
                 };
                 if (b.rows_inner) {
                     for (int64_t g = g0; g < g1; ++g)
@@ -255,8 +270,8 @@ std::vector<GemmVariant> f32_gemm_variants_avx512() {
         {"whole rb64 prefetch", gemm_f32_with<0, 6, 64, true>},  // the table's entry
         {"whole rb64", gemm_f32_with<0, 6, 64, true, false>},
         {"whole rb32 prefetch", gemm_f32_with<0, 6, 32, true>},
+        {"whole rb128 prefetch", gemm_f32_with<0, 6, 128, true>},
         {"kc512 rb32 prefetch", gemm_f32_with<512, 6, 32, true>},
-        {"whole tb48 rb4 prefetch", gemm_f32_with<0, 48, 4, false>},
     };
 }
 
