@@ -8,6 +8,9 @@
 // tile_tokens inside each tile. Variants and token counts take turns inside each round, so a busy machine
 // disturbs them alike. Prints the best GB/s of weights per shape and token count, and each variant's ratio to
 // the first (the tile before this bench existed). With one thread a pass is timed in the thread's CPU time.
+// A plain read of the same products (AVX-512 loads summed, each thread its share of every product's rows, as the
+// driver splits them) takes its turn in every round too: the last column is the table's tile (ops::matmul) as a
+// fraction of that read, the bus in the same process and the same moments.
 // usage: bench_float_tiles [MiB=128] [threads=2] [rounds=7] [pad=0 floats between activation rows]
 #include <sys/mman.h>
 #include <time.h>
@@ -20,6 +23,8 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <immintrin.h>
 
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/kernels_float.h"
@@ -64,6 +69,35 @@ void product(const ops::cpu::FloatTileVariant & v, const float * w, const Shape 
     }, 4);
 }
 
+// The bytes [begin, end) read with AVX-512 loads into four sums (the bus, without any arithmetic to wait for).
+__attribute__((target("avx512f"))) float read_bytes(const uint8_t * begin, const uint8_t * end) {
+    __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+    for (const uint8_t * p = begin; p + 256 <= end; p += 256) {
+        s0 = _mm512_add_ps(s0, _mm512_loadu_ps(reinterpret_cast<const float *>(p)));
+        s1 = _mm512_add_ps(s1, _mm512_loadu_ps(reinterpret_cast<const float *>(p + 64)));
+        s2 = _mm512_add_ps(s2, _mm512_loadu_ps(reinterpret_cast<const float *>(p + 128)));
+        s3 = _mm512_add_ps(s3, _mm512_loadu_ps(reinterpret_cast<const float *>(p + 192)));
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, _mm512_add_ps(_mm512_add_ps(s0, s1), _mm512_add_ps(s2, s3)));
+    float total = 0;
+    for (float v : lanes) total += v;
+    return total;
+}
+
+// One product's rows read as the driver splits them (whole 4-row tiles, up to 4 ranges per thread).
+float read_product(const float * w, const Shape & s, ops::ThreadPool & pool) {
+    const size_t row_bytes = static_cast<size_t>(s.cols) * sizeof(float);
+    const auto * base = reinterpret_cast<const uint8_t *>(w);
+    std::vector<float> sums(static_cast<size_t>(s.rows / 4), 0.0f);
+    pool.parallel_for(static_cast<size_t>(s.rows / 4), [&](size_t begin, size_t end) {
+        sums[begin] = read_bytes(base + begin * 4 * row_bytes, base + end * 4 * row_bytes);
+    }, 4);
+    float total = 0;
+    for (float v : sums) total += v;
+    return total;
+}
+
 }  // namespace
 
 int main(int argc, char ** argv) {
@@ -90,7 +124,7 @@ int main(int argc, char ** argv) {
     for (float & v : x) v = dist(rng);
     const Shape shapes[] = {{"1024x1024", 1024, 1024}, {"expert up", 1024, 256}, {"expert down", 256, 1024}};
     ops::ThreadPool pool(threads);
-    const size_t n_var = variants.size() + 1;  // + ops::matmul through the table
+    const size_t n_var = variants.size() + 2;  // + ops::matmul through the table, + the plain read
     // gbs[shape][n_tok - 1][variant]: one figure per round.
     std::vector<std::vector<std::vector<std::vector<double>>>> gbs(
         3, std::vector<std::vector<std::vector<double>>>(8, std::vector<std::vector<double>>(n_var)));
@@ -106,6 +140,8 @@ int main(int argc, char ** argv) {
                     for (size_t p = 0; p < n_products; ++p) {
                         if (v < variants.size()) {
                             product(variants[v], w + p * per, sh, x.data(), sh.cols + pad, nt, y.data(), pool);
+                        } else if (v == n_var - 1) {
+                            y[0] += read_product(w + p * per, sh, pool);
                         } else {
                             ops::matmul(whole.row_slice(static_cast<int64_t>(p) * sh.rows, sh.rows), x.data(), nt, y.data(), &pool);
                         }
@@ -119,15 +155,17 @@ int main(int argc, char ** argv) {
                 ops::cpu::isa_name(isa), mib, threads, rounds, threads == 1 ? "thread CPU time" : "wall time");
     std::printf("%-12s %3s", "shape", "tok");
     for (const auto & v : variants) std::printf(" | %18s", v.name);
-    std::printf(" | %18s\n", "ops::matmul");
+    std::printf(" | %18s | %18s\n", "ops::matmul", "read (matmul/read)");
     for (int s = 0; s < 3; ++s) {
         for (int nt = 1; nt <= 8; ++nt) {
             std::printf("%-12s %3d", shapes[s].name, nt);
             const double base = best(gbs[s][nt - 1][0]);
-            for (size_t v = 0; v < n_var; ++v) {
+            for (size_t v = 0; v + 1 < n_var; ++v) {
                 const double m = best(gbs[s][nt - 1][v]);
                 std::printf(" | %10.1f (%4.2f)", m, m / base);
             }
+            const double read = best(gbs[s][nt - 1][n_var - 1]);
+            std::printf(" | %10.1f (%4.2f)", read, best(gbs[s][nt - 1][n_var - 2]) / read);
             std::printf("\n");
         }
     }

@@ -2,7 +2,8 @@
 // level, every output of a tile is bit for bit the level's one-token vec_dot, for every row count 1-4, every
 // token count up to the entry's tile_tokens and row widths with partial vectors; and ops::matmul of 1-9 tokens
 // (so 9 = a full group of 8 and one more) gives each token exactly the bits of that token alone, with 1 and 2
-// threads, within float rounding of the Scalar twin. The level of ops::matmul is the process's (OFFGRID_ISA).
+// threads, within float rounding of the Scalar twin. The level of ops::matmul is the process's (OFFGRID_ISA). Widths
+// around 512 cross the 8-token tile's column chunks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/kernels_float.h"
 #include "ops/matmul.h"
 #include "ops/thread_pool.h"
 #include "random_data.h"
@@ -24,7 +26,7 @@ using tensor::ElemType;
 using test_data::random_floats;
 
 const ElemType kFloatTypes[] = {ElemType::F32, ElemType::F16, ElemType::BF16};
-const int64_t kWidths[] = {1, 7, 16, 29, 100, 255, 256, 257, 333, 1024, 1040};
+const int64_t kWidths[] = {1, 7, 16, 29, 100, 255, 256, 257, 333, 511, 512, 513, 1024, 1040, 1543};
 
 struct Rows {
     std::vector<uint8_t> bytes;
@@ -85,12 +87,50 @@ TEST(FloatTiles, EveryShapeIsBitIdenticalToVecDot) {
     }
 }
 
+// Every F32 tile variant bench_float_tiles compares (the table's tile and the ones it replaced), 4 rows by 1 to
+// tile_tokens tokens, each called twice in a row on the same rows (an 8-token tile prefetches on a tile's first
+// visit only, so both paths run): every output bit for bit the level's vec_dot.
+TEST(FloatTiles, EveryF32VariantOnFirstAndLaterVisitsIsBitIdenticalToVecDot) {
+    int checked = 0;
+    for (Isa isa : available_isas()) {
+        const auto variants = isa == Isa::Avx512 ? f32_tile_variants_avx512()
+                              : isa == Isa::Avx2 ? f32_tile_variants_avx2()
+                                                 : std::vector<FloatTileVariant>{};
+        const TypeKernels & k = *kernels_for(ElemType::F32, isa);
+        for (const FloatTileVariant & v : variants) {
+            for (int64_t n : kWidths) {
+                const Rows w = encode(ElemType::F32, n, kTileMax, static_cast<uint32_t>(31 + n), 4);
+                const Rows a = activations(n, v.tile_tokens, static_cast<uint32_t>(32 + n));
+                for (int nt = 1; nt <= v.tile_tokens; ++nt) {
+                    for (int visit = 0; visit < 2; ++visit) {
+                        const size_t y_stride = kTileMax + 3;
+                        std::vector<float> y(y_stride * nt, -1.0f);
+                        v.dot_tile(w.bytes.data(), w.stride, a.bytes.data(), a.stride, n, kTileMax, nt, y.data(),
+                                   y_stride);
+                        for (int t = 0; t < nt; ++t) {
+                            for (int r = 0; r < kTileMax; ++r) {
+                                const float one =
+                                    k.vec_dot(w.bytes.data() + r * w.stride, a.bytes.data() + t * a.stride, n);
+                                ASSERT_EQ(std::memcmp(&y[t * y_stride + r], &one, 4), 0)
+                                    << isa_name(isa) << " " << v.name << " n=" << n << " tokens=" << nt
+                                    << " visit " << visit << " (" << r << "," << t << ")";
+                            }
+                        }
+                        ++checked;
+                    }
+                }
+            }
+        }
+    }
+    if (checked == 0) GTEST_SKIP() << "no SIMD level with F32 tile variants on this CPU";
+}
+
 TEST(FloatTiles, MatmulOfSeveralTokensKeepsEachTokensBits) {
     ThreadPool two(2);
     const int64_t rows = 13;  // three full row tiles and one of a single row
     for (ElemType type : kFloatTypes) {
         const TypeKernels & scalar = *kernels_for(type, Isa::Scalar);
-        for (int64_t n : {int64_t{7}, int64_t{333}, int64_t{1024}}) {
+        for (int64_t n : {int64_t{7}, int64_t{333}, int64_t{1024}, int64_t{1543}}) {
             const Rows w = encode(type, n, static_cast<int>(rows), static_cast<uint32_t>(21 + n), 0);
             const Matrix m = make_matrix(type, w.bytes.data(), n, rows);
             const auto x = random_floats(static_cast<size_t>(9 * n), static_cast<uint32_t>(22 + n));

@@ -69,6 +69,51 @@ struct LoadBF16 {
 
 using avx512::hsum;  // ops/cpu/hsum_avx512.h
 
+// Sixteen horizontal sums at once, each with exactly hsum's additions in hsum's order (halves of 256, then 128,
+// then pairs, then the last two lanes), the vectors transposed by shuffles between the levels: lane 4 * b + q of
+// the result is hsum(v[b + 4 * q]). 15 adds and 30 shuffles instead of 16 x 8 operations.
+[[gnu::always_inline]] inline __m512 hsum16(const __m512 * v) {
+    __m512 s1[8], s2[4], s3[2];
+    for (int k = 0; k < 8; ++k) {
+        const __m512 lo = _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512 hi = _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2));
+        s1[k] = _mm512_add_ps(lo, hi);  // [s8 of v[2k] | s8 of v[2k+1]]
+    }
+    for (int m = 0; m < 4; ++m) {
+        const __m512 lo = _mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], _MM_SHUFFLE(2, 0, 2, 0));
+        const __m512 hi = _mm512_shuffle_f32x4(s1[2 * m], s1[2 * m + 1], _MM_SHUFFLE(3, 1, 3, 1));
+        s2[m] = _mm512_add_ps(lo, hi);  // block b: s4 of v[4m + b]
+    }
+    for (int u = 0; u < 2; ++u) {
+        const __m512 lo = _mm512_shuffle_ps(s2[2 * u], s2[2 * u + 1], _MM_SHUFFLE(1, 0, 1, 0));
+        const __m512 hi = _mm512_shuffle_ps(s2[2 * u], s2[2 * u + 1], _MM_SHUFFLE(3, 2, 3, 2));
+        s3[u] = _mm512_add_ps(lo, hi);  // block b: s2 of v[8u + b], then s2 of v[8u + 4 + b]
+    }
+    const __m512 lo = _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(2, 0, 2, 0));
+    const __m512 hi = _mm512_shuffle_ps(s3[0], s3[1], _MM_SHUFFLE(3, 1, 3, 1));
+    return _mm512_add_ps(lo, hi);
+}
+
+// 128-bit block b of s (a token's four rows after hsum16) to y[0..3].
+[[gnu::always_inline]] inline void store_block(float * y, __m512 s, int b) {
+    switch (b) {
+        case 0: _mm_storeu_ps(y, _mm512_castps512_ps128(s)); return;
+        case 1: _mm_storeu_ps(y, _mm512_extractf32x4_ps(s, 1)); return;
+        case 2: _mm_storeu_ps(y, _mm512_extractf32x4_ps(s, 2)); return;
+        default: _mm_storeu_ps(y, _mm512_extractf32x4_ps(s, 3)); return;
+    }
+}
+
+// Four rows by four tokens of parked accumulators (acc(r, t) at park + (r * park_row + t) * 16) into
+// y[t * y_stride + r]: one hsum16, each token's four rows stored as one 128-bit block.
+[[gnu::always_inline]] inline void reduce_4x4(const float * park, int park_row, int t0, float * y, size_t y_stride) {
+    __m512 v[16];
+    for (int r = 0; r < 4; ++r)
+        for (int t = 0; t < 4; ++t) v[r * 4 + t] = _mm512_load_ps(park + (r * park_row + t0 + t) * kLanes);
+    const __m512 s = hsum16(v);
+    for (int t = 0; t < 4; ++t) store_block(y + (t0 + t) * y_stride, s, t);
+}
+
 // A Q8_0 block's scale d (f16) as a float.
 inline float q8_scale_of(const uint8_t * block) {
     uint16_t bits;
@@ -156,8 +201,16 @@ void tile4_float(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t
             for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_fmadd_ps(wv, load_x_tail(x[t], i, c), acc[r][t]);
         }
     }
-    for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+    if constexpr (NT == 4) {
+        __m512 v[16];
+        for (int r = 0; r < 4; ++r)
+            for (int t = 0; t < 4; ++t) v[r * 4 + t] = acc[r][t];
+        const __m512 s = hsum16(v);
+        for (int t = 0; t < 4; ++t) store_block(y + t * y_stride, s, t);
+    } else {
+        for (int t = 0; t < NT; ++t)
+            for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+    }
 }
 
 // One token (decode): the four rows one after another, each vec_dot_float itself, so a thread reads one
@@ -245,11 +298,15 @@ void tile4_tokens(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
         tile4_group<L, NT>(w, w_stride, x, c0, c1, park, c0 == 0);
     }
     if (full < n) tile4_group_tail<L, NT>(w, w_stride, x, full, static_cast<int>(n - full), park);
-    for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(_mm512_load_ps(park + (r * 8 + t) * kLanes));
+    if constexpr (NT == 4) {
+        reduce_4x4(park, 8, 0, y, y_stride);
+    } else {
+        for (int t = 0; t < NT; ++t)
+            for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(_mm512_load_ps(park + (r * 8 + t) * kLanes));
+    }
 }
 
-// Four rows by NT (5-8) tokens as two pairs of rows by all tokens, per chunk of kChunkCols columns: 2 x NT
+// Four rows by NT (3-7) tokens as two pairs of rows by all tokens, per chunk of kChunkCols columns: 2 x NT
 // accumulators in registers (2 + NT loads per 2 NT FMAs), parked between chunks; the chunk's activations (8 KB at
 // most) stay in L1 for the second pair. Each pass of a pair prefetches its half of the tile two ahead into L2.
 template <typename L, int NT>
@@ -301,8 +358,55 @@ void tile2x_pairs(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
         pair_pass(0, full, n, static_cast<int>(n - full), full == 0);
         pair_pass(1, full, n, static_cast<int>(n - full), full == 0);
     }
-    for (int t = 0; t < NT; ++t)
+    // park[p] + ((r % 2) * 8 + t) * 16 is &park[0][0] + (r * 8 + t) * 16: reduce_4x4's layout.
+    int t0 = 0;
+    if constexpr (NT >= 4) {
+        reduce_4x4(&park[0][0], 8, 0, y, y_stride);
+        t0 = 4;
+    }
+    for (int t = t0; t < NT; ++t)
         for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(_mm512_load_ps(park[r / 2] + ((r % 2) * 8 + t) * kLanes));
+}
+
+// Four rows by eight tokens in one pass over the weights: per chunk of kChunkCols8 columns, tokens 0-3 then tokens
+// 4-7 over the same four rows (4 x 4 accumulators in registers, 4 weight and 4 activation loads per 16 FMAs), so
+// the second group reads the chunk's weights (8 KB) from L1 instead of the whole tile (16 KB) from L2, and the
+// chunk's activations (16 KB) stay in L1 from one tile to the next; the accumulators are parked between chunks
+// and the 32 sums reduced by two hsum16. Each accumulator sees its row's vectors in index order, then the masked
+// tail: vec_dot_float's order. Both groups prefetch the tile two ahead into L2 (the same lines twice: 16.2 GB/s
+// against 13.3 with the first group's prefetch alone). One thread, CPU time, weights from DRAM (128-256 MiB,
+// 2 MiB pages), 1024 columns, load ~3: 12.5-13.9 GB/s for the two whole-row 4 x 4 passes of before, 14.9 with
+// chunks of 256, 15.1-16.2 of 512; rows 0-1 then 2-3 by all eight tokens (2 + 8 loads per 16 FMAs) 13.2-13.8, one
+// row at a time by eight tokens 5.9-6.6. From L2 (the compute alone): 22.5 before, 20.0-21.9 now.
+constexpr int64_t kChunkCols8 = 512;
+
+// NT (5-8) tokens: the second group takes tokens 4 to NT - 1.
+template <typename L, int NT>
+void tile8_quads(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
+                 size_t y_stride) {
+    static_assert(NT > 4 && NT <= 8);
+    constexpr int NT2 = NT - 4;
+    alignas(64) float park[2][4 * 8 * kLanes];  // per token group, acc(r, t) at (r * 8 + t) * 16
+    const float * x[NT];
+    for (int t = 0; t < NT; ++t) x[t] = reinterpret_cast<const float *>(act + t * act_stride);
+    const int64_t full = n / kLanes * kLanes;
+    for (int64_t c0 = 0; c0 < full; c0 += kChunkCols8) {
+        const int64_t c1 = std::min(full, c0 + kChunkCols8);
+        tile4_group<L, 4>(w, w_stride, x, c0, c1, park[0], c0 == 0);
+        tile4_group<L, NT2>(w, w_stride, x + 4, c0, c1, park[1], c0 == 0);
+    }
+    if (full < n) {
+        if (full == 0) std::memset(park, 0, sizeof(park));  // a row shorter than one vector: nothing parked yet
+        tile4_group_tail<L, 4>(w, w_stride, x, full, static_cast<int>(n - full), park[0]);
+        tile4_group_tail<L, NT2>(w, w_stride, x + 4, full, static_cast<int>(n - full), park[1]);
+    }
+    reduce_4x4(park[0], 8, 0, y, y_stride);
+    if constexpr (NT2 == 4) {
+        reduce_4x4(park[1], 8, 0, y + 4 * y_stride, y_stride);
+    } else {
+        for (int t = 0; t < NT2; ++t)
+            for (int r = 0; r < 4; ++r) y[(4 + t) * y_stride + r] = hsum(_mm512_load_ps(park[1] + (r * 8 + t) * kLanes));
+    }
 }
 
 // The table's float tile: up to 4 rows by up to kTileTokens tokens. One token: the rows in turn (above); a tile
@@ -311,7 +415,10 @@ constexpr int kTileTokens = 8;
 
 static_assert(kTileTokens <= kTileTokensMax);
 
-template <typename L>
+// Gen 0: the tiles of session 5 (3-4 tokens four rows at a time, 5-7 as two pairs of rows, 8 as two 4 x 4 passes
+// over whole rows; their 4 x 4 sums now through hsum16, the same bits), kept for bench_float_tiles; Gen 1: the
+// table's.
+template <typename L, int Gen = 1>
 void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
                      int n_tok, float * y, size_t y_stride) {
     const auto * wb = static_cast<const uint8_t *>(w);
@@ -320,18 +427,53 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
         switch (n_tok) {
             case 1: rows_in_turn_float<L>(wb, w_stride, ab, n, y); return;
             case 2: tile4_tokens<L, 2>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 3: tile4_tokens<L, 3>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 4: tile4_tokens<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 5: tile2x_pairs<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 6: tile2x_pairs<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
-            case 7: tile2x_pairs<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 3:
+                // Rows longer than a chunk as two pairs of rows (see case 4); shorter ones keep the 4 x 3 tile
+                // with its L1 prefetch (rows of 256: 25.8-26.0 GB/s against 22.9-23.0 as pairs).
+                if (Gen == 0 || n <= kChunkCols) {
+                    tile4_tokens<L, 3>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile2x_pairs<L, 3>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
+            case 4:
+                // Two pairs of rows by four tokens per chunk read two rows at a time, which the memory serves
+                // faster than four interleaved rows (one thread, CPU time, DRAM, load 2-3: 1024 columns 21.1-21.5
+                // -> 22.3-22.6 GB/s, rows of 256 17.2-17.6 -> 22.4-23.5; one token in the same runs 22-28).
+                if (Gen == 0) {
+                    tile4_tokens<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile2x_pairs<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
+            case 5:
+                if (Gen == 0) {
+                    tile2x_pairs<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile8_quads<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
+            case 6:
+                if (Gen == 0) {
+                    tile2x_pairs<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile8_quads<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
+            case 7:
+                if (Gen == 0) {
+                    tile2x_pairs<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                } else {
+                    tile8_quads<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                }
+                return;
             case 8: {
-                // Two 4 x 4 passes, each prefetching half of the tile two ahead into L2, so the memory stays busy
-                // through both (bench_float_tiles, 8 tokens, one thread: 1024 x 1024 12.0 GB/s with the old tiles,
-                // 13.4 with the whole prefetch in the first pass, 14.0 split; rows of 256 6.8, 14.3, 19.3).
-                // Prompts come in groups of 8 tokens, several groups per tile in a row, and are compute-bound: only
-                // a tile's first visit prefetches (later groups find the tile ahead fetched; prefetching in every
-                // group cost pp512 15-30 %).
+                // A tile's first visit (decode: the only one) streams it from DRAM once, through tile8_quads. Prompts
+                // come in groups of 8 tokens, several groups per tile in a row, and are compute-bound: the later
+                // groups find the tile in L1/L2 and the tile ahead fetched, and run two 4 x 4 passes over whole rows
+                // without prefetch (from L2: 21.5-22.9 GB/s against 21.2-21.7 for tile8_quads; prefetching in every
+                // group cost pp512 15-30 %). Session 5's first visit: the same two passes, each prefetching half
+                // of the tile two ahead into L2.
                 thread_local const void * last_tile = nullptr;
                 const bool first_visit = w != last_tile;
                 last_tile = w;
@@ -340,6 +482,8 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
                 if (!first_visit) {
                     tile4_float<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
                     tile4_float<L, 4>(wb, w_stride, ab2, act_stride, n, y2, y_stride);
+                } else if constexpr (Gen == 1) {
+                    tile8_quads<L, 8>(wb, w_stride, ab, act_stride, n, y, y_stride);
                 } else {
                     tile4_float<L, 4, 1>(wb, w_stride, ab, act_stride, n, y, y_stride);
                     tile4_float<L, 4, 2>(wb, w_stride, ab2, act_stride, n, y2, y_stride);
@@ -556,7 +700,8 @@ void add_float_kernels_avx512(TypeKernels * table) {
 std::vector<FloatTileVariant> f32_tile_variants_avx512() {
     return {
         {"4x4, L1 prefetch", dot_tile_float<LoadF32>, 4},  // the table's tile before bench_float_tiles
-        {"4x8, L2 prefetch", dot_tile_tokens<LoadF32>, kTileTokens},  // the table's tile
+        {"session 5 tiles", dot_tile_tokens<LoadF32, 0>, kTileTokens},  // the table's tiles before this session
+        {"table", dot_tile_tokens<LoadF32, 1>, kTileTokens},  // the table's tiles
     };
 }
 
