@@ -14,6 +14,7 @@
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/gemm_float.h"
 #include "ops/matmul.h"
+#include "ops/matmul_group.h"
 #include "ops/thread_pool.h"
 #include "random_data.h"
 #include "tensor/types.h"
@@ -144,6 +145,35 @@ TEST(Gemm, MatmulOfPromptsEqualsVecDotAtOneAndTwoThreads) {
                 }
             }
         }
+    }
+}
+
+// matmul_group of F32 tasks on one input (q / k / v: one activation key, packed once per thread) and on the same
+// rows with fewer tokens or another width (their own keys): every task's output is its matmul alone, bit for bit.
+TEST(Gemm, GroupTasksSharingAnInputEqualTheirMatmuls) {
+    const int64_t n = 1040, tokens = 40;
+    const auto x = random_floats(static_cast<size_t>(n * tokens), 501);
+    struct Shape {
+        int64_t cols, rows, tokens;
+    };
+    const Shape shapes[] = {{n, 96, tokens}, {n, 37, tokens}, {n, 64, tokens}, {n, 50, 23}, {520, 41, tokens}};
+    std::vector<std::vector<float>> weights, got, want;
+    std::vector<MatmulTask> tasks;
+    for (size_t i = 0; i < std::size(shapes); ++i) {
+        const Shape & sh = shapes[i];
+        weights.push_back(random_floats(static_cast<size_t>(sh.cols * sh.rows), 600 + static_cast<uint32_t>(i)));
+        got.emplace_back(static_cast<size_t>(sh.rows * sh.tokens), -1.0f);
+        want.emplace_back(static_cast<size_t>(sh.rows * sh.tokens), -2.0f);
+    }
+    for (size_t i = 0; i < std::size(shapes); ++i) {
+        const Matrix m = make_matrix(ElemType::F32, weights[i].data(), shapes[i].cols, shapes[i].rows);
+        matmul(m, x.data(), shapes[i].tokens, want[i].data(), nullptr);
+        tasks.push_back({m, x.data(), shapes[i].tokens, got[i].data()});
+    }
+    ThreadPool pool(2);
+    matmul_group(tasks, &pool);
+    for (size_t i = 0; i < std::size(shapes); ++i) {
+        ASSERT_EQ(std::memcmp(got[i].data(), want[i].data(), got[i].size() * 4), 0) << "task " << i;
     }
 }
 
