@@ -56,6 +56,10 @@ struct PreparedActivations {
     void (*quantize)(const float * x, void * dst, int64_t n) = nullptr;
     const float * x = nullptr;
     int64_t cols = 0;
+    // Names these activations for the product calls that use them (TypeKernels::gemm's act_key: an entry may
+    // reuse what it derived from them on a thread, e.g. its packed copy, across the row ranges of one product).
+    // Unique per reserve_activations / matmul call.
+    uint64_t key = 0;
 };
 PreparedActivations prepare_activations(const Matrix & w, const float * x, int64_t n_tokens,
                                         std::vector<uint8_t> & storage);

@@ -61,7 +61,18 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
         const MatmulTask & t = tasks[i];
         if (t.n_tokens <= 0 || t.w.rows == 0) continue;
         PreparedActivations a = reserve_activations(t.w, t.x, t.n_tokens, act_storage[i]);
-        if (a.quantize != nullptr) {
+        if (a.quantize == nullptr) {
+            // F32 rows taken as they are: tasks on the same rows share one key, so a gemm entry packs them once
+            // per thread for all of them (PreparedActivations::key).
+            for (size_t j = 0; j < i; ++j) {
+                const PreparedActivations & b = act_prepared[j];
+                if (b.quantize == nullptr && b.data == a.data && b.stride == a.stride &&
+                    tasks[j].n_tokens == t.n_tokens && tasks[j].w.cols == t.w.cols) {
+                    a.key = b.key;
+                    break;
+                }
+            }
+        } else {
             for (size_t j = 0; j < i; ++j) {
                 const PreparedActivations & b = act_prepared[j];
                 if (b.quantize == a.quantize && b.x == a.x && b.cols == a.cols && b.stride == a.stride &&

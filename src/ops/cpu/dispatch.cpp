@@ -10,6 +10,7 @@
 #include <cpuid.h>
 #endif
 
+#include "ops/cpu/gemm_float.h"
 #include "ops/cpu/kernels_float.h"
 #include "ops/cpu/kernels_quant.h"
 #include "tensor/blocks.h"
@@ -81,6 +82,8 @@ struct Tables {
     Tables() {
         using Fill = void (*)(TypeKernels *);
         const Fill fl[kIsaCount] = {add_float_kernels_scalar, add_float_kernels_avx2, add_float_kernels_avx512};
+        // Prompt products (TypeKernels::gemm): AVX-512 only so far; the lower levels keep dot_tile.
+        const Fill gemm_fill[kIsaCount] = {nullptr, nullptr, add_gemm_kernels_avx512};
         void (*const q8fill[kIsaCount])(TypeKernels &) = {add_q8_0_int8_kernels_scalar, add_q8_0_int8_kernels_avx2,
                                                            add_q8_0_int8_kernels_avx512};
         Table t{}, e{};
@@ -88,8 +91,10 @@ struct Tables {
         for (int i = 0; i < kIsaCount; ++i) {
             const Isa isa = static_cast<Isa>(i);
             fl[i](t.data());
+            if (gemm_fill[i] != nullptr) gemm_fill[i](t.data());
             add_quant_kernels(isa, t.data());
             fl[i](e.data());
+            if (gemm_fill[i] != nullptr) gemm_fill[i](e.data());
             add_exact_quant_kernels(isa, e.data());
             q8fill[i](q8);
             by_isa[i] = t;

@@ -44,11 +44,20 @@ struct TypeKernels {
     // sequential weight stream per thread). Entries with Q16_K activations run every product of at most
     // tile_tokens tokens that way (their one-row tiles take tile_tokens).
     int row_tile_min_tokens = 0;
+    // Optional prompt product (F32 weights and activations only; ops/cpu/gemm_float.h): y[t * y_stride + r] =
+    // vec_dot(w + r * w_stride, act + t * act_stride, n) for every r < n_rows and t < n_tok, bit-identical to
+    // vec_dot, with the entry's own register and cache blocking. The driver calls it for products of at least
+    // kGemmMinTokens tokens (fewer go through dot_tile). act_key: 0, or a number that names these activation rows
+    // (pointer, stride, n, n_tok and their contents) for all calls that pass it, so the entry may keep what it
+    // derived from them (its packed copy) on a thread between the row ranges of one product. Null: dot_tile.
+    void (*gemm)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
+                 int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) = nullptr;
 };
 
 constexpr size_t kTypeTableSize = 64;  // indexed by the ggml type id
 constexpr int kTileMax = 4;            // dot_tile handles at most this many rows (and tokens, by default)
 constexpr int kTileTokensMax = 8;      // the largest tile_tokens of any entry
+constexpr int kGemmMinTokens = 9;      // products of this many tokens or more go through TypeKernels::gemm
 
 // Kernels of a weight type at a level; null when the type has no entry there (the caller falls back to the
 // generic path: dequantise the row, then the F32 dot).
