@@ -576,6 +576,7 @@ std::vector<BreakdownEntry> HybridMemory::breakdown() const {
     out.push_back({"recurrent", "conv", tensor::ElemType::F32, rec_.conv_bytes()});
     out.push_back({"recurrent", "ssm", tensor::ElemType::F32, rec_.ssm_bytes()});
     out.push_back({"recurrent", "ple", tensor::ElemType::F32, rec_.ple_bytes()});
+    out.push_back({"recurrent", "undo bank", tensor::ElemType::F32, rec_.undo_bank_bytes()});
     return out;
 }
 

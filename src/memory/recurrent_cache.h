@@ -115,11 +115,12 @@ public:
         float * ssm_out;
     };
     Rewrite rewrite(uint32_t layer, uint32_t row);
-    // Bytes of the state (one bank). The second bank is the undo journal and is not counted, as the journal's
-    // own buffers (which grew to the same size for the slots a call wrote) were not; it doubles what is held.
+    // Bytes of the state (one bank), and of the second bank that holds the state before the call for undo (as
+    // much again: the memory reports both, since both are held).
     uint64_t conv_bytes() const { return 4ull * conv_floats_ * n_rows() * conv_.size(); }
     uint64_t ssm_bytes() const { return 4ull * ssm_floats_ * n_rows() * ssm_.size(); }
     uint64_t ple_bytes() const { return 4ull * ple_floats_ * n_rows(); }
+    uint64_t undo_bank_bytes() const { return conv_bytes() + ssm_bytes() + ple_bytes(); }
     uint32_t slot_floats() const;  // floats of all planes of one slot, all layers
 
     // Raw copy of one slot's planes (state I/O), in a fixed order: per plane, per layer conv then ssm, then PLE.

@@ -118,8 +118,9 @@ TEST(Memory, BreakdownCountsEveryCache) {
     MemoryParams p = small_params(64, 2, true, 3, 16, 2);
     p.shape.type_k = p.shape.type_idx = tensor::ElemType::F16;
     HybridMemory mem(p);
-    uint64_t k = 0, v = 0, idx = 0, conv = 0;
+    uint64_t k = 0, v = 0, idx = 0, conv = 0, one_bank = 0, undo = 0;
     for (auto & e : mem.breakdown()) {
+        if (e.cache == "recurrent") (e.part == "undo bank" ? undo : one_bank) += e.bytes;
         if (e.cache == "attention" && e.part == "k") k = e.bytes;
         if (e.cache == "attention" && e.part == "v") v = e.bytes;
         if (e.cache == "indexer") idx = e.bytes;
@@ -129,6 +130,7 @@ TEST(Memory, BreakdownCountsEveryCache) {
     EXPECT_EQ(v, 64u * 2 * 4);    // f32
     EXPECT_EQ(idx, 64u * 4 * 2);  // [raw | pooled], f16
     EXPECT_EQ(conv, 2u * 4 * 2 * 4);  // 2 slots x 4 planes x 2 floats
+    EXPECT_EQ(undo, one_bank);        // the recurrent state is held twice (the state before a call, for undo)
 }
 
 TEST(Memory, BadParametersRefused) {
