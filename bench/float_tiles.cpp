@@ -30,6 +30,7 @@
 #include "ops/cpu/kernels_float.h"
 #include "ops/matmul.h"
 #include "ops/thread_pool.h"
+#include "bench_clock.h"
 
 using namespace offgrid;
 
@@ -39,17 +40,6 @@ struct Shape {
     const char * name;
     int64_t cols, rows;
 };
-
-// With one thread the pass is timed in the thread's CPU time, which leaves out the time other processes of a
-// busy machine hold the core (the bus is still shared); with more, in wall time.
-double now_seconds(bool cpu_time) {
-    if (cpu_time) {
-        timespec ts;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-        return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 double best(const std::vector<double> & v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
 
@@ -136,7 +126,7 @@ int main(int argc, char ** argv) {
             const ops::Matrix whole = ops::make_matrix(tensor::ElemType::F32, w, sh.cols, sh.rows * static_cast<int64_t>(n_products));
             for (int nt = 1; nt <= 8; ++nt) {
                 for (size_t v = 0; v < n_var; ++v) {
-                    const double t0 = now_seconds(threads == 1);
+                    const double t0 = bench::now_seconds(threads == 1);
                     for (size_t p = 0; p < n_products; ++p) {
                         if (v < variants.size()) {
                             product(variants[v], w + p * per, sh, x.data(), sh.cols + pad, nt, y.data(), pool);
@@ -146,7 +136,7 @@ int main(int argc, char ** argv) {
                             ops::matmul(whole.row_slice(static_cast<int64_t>(p) * sh.rows, sh.rows), x.data(), nt, y.data(), &pool);
                         }
                     }
-                    gbs[s][nt - 1][v].push_back(static_cast<double>(n_products * per * sizeof(float)) / (now_seconds(threads == 1) - t0) / 1e9);
+                    gbs[s][nt - 1][v].push_back(static_cast<double>(n_products * per * sizeof(float)) / (bench::now_seconds(threads == 1) - t0) / 1e9);
                 }
             }
         }

@@ -23,6 +23,7 @@
 #include "ops/cpu/gemm_float.h"
 #include "ops/matmul.h"
 #include "ops/thread_pool.h"
+#include "bench_clock.h"
 
 using namespace offgrid;
 
@@ -32,17 +33,6 @@ struct Shape {
     const char * name;
     int64_t cols, rows;
 };
-
-// With one thread a measurement is timed in the thread's CPU time, which leaves out the time other processes of a
-// busy machine hold the core; with more, in wall time.
-double now(bool cpu_time) {
-    if (cpu_time) {
-        timespec ts;
-        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-        return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
 
 // ops::matmul's split: whole 4-row tiles, at least 4 per part (and 32 KB x tokens of weights).
 size_t min_tiles_of(const Shape & s, int64_t n_tok) {
@@ -139,12 +129,12 @@ int main(int argc, char ** argv) {
                 };
                 run();  // warm
                 int reps = 0;
-                const double t0 = now(threads == 1);
+                const double t0 = bench::now_seconds(threads == 1);
                 double t1 = t0;
                 while (t1 - t0 < min_s) {
                     run();
                     ++reps;
-                    t1 = now(threads == 1);
+                    t1 = bench::now_seconds(threads == 1);
                 }
                 const double flop = 2.0 * static_cast<double>(cs.s.cols * cs.s.rows * cs.tokens) * reps;
                 gflops[c][v].push_back(flop / (t1 - t0) / 1e9);
