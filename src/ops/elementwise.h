@@ -13,13 +13,13 @@ inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 // log(1 + e^x), linear above 20 as the reference does.
 inline float softplus(float x) { return x > 20.0f ? x : std::log1p(std::exp(x)); }
 inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
-// y[i] = sigmoid(x[i]), silu(x[i]) and std::exp(x[i]), over n values with the vector kernels of the active ISA level
-// (ops/cpu/vec.h): the scalar functions' bits exactly. y may alias x.
-// y = a x, y += a x and y += x g over n values with the vector kernels: the scalar loops' bits (each product and
-// sum rounded on its own, no fused multiply-add).
+// y = a x, y += a x and y += x g over n values with the vector kernels of the active ISA level (ops/cpu/vec.h):
+// the scalar loops' bits (each product and sum rounded on its own, no fused multiply-add).
 void mul_n(float a, const float * x, float * y, size_t n);
 void add_mul_n(float a, const float * x, float * y, size_t n);
 void add_prod_n(const float * x, const float * g, float * y, size_t n);
+// y[i] = sigmoid(x[i]), silu(x[i]) and std::exp(x[i]) over n values with the vector kernels: the scalar
+// functions' bits exactly. y may alias x.
 void sigmoid_n(const float * x, float * y, size_t n);
 void silu_n(const float * x, float * y, size_t n);
 void exp_n(const float * x, float * y, size_t n);
