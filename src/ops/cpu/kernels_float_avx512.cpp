@@ -415,6 +415,17 @@ constexpr int kTileTokens = 8;
 
 static_assert(kTileTokens <= kTileTokensMax);
 
+// 5-7 tokens: the table's tile8_quads (Gen 1), or session 5's two pairs of rows (Gen 0, for bench_float_tiles).
+template <typename L, int NT, int Gen>
+inline void five_to_seven(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n,
+                          float * y, size_t y_stride) {
+    if constexpr (Gen == 0) {
+        tile2x_pairs<L, NT>(w, w_stride, act, act_stride, n, y, y_stride);
+    } else {
+        tile8_quads<L, NT>(w, w_stride, act, act_stride, n, y, y_stride);
+    }
+}
+
 // Gen 0: the tiles of session 5 (3-4 tokens four rows at a time, 5-7 as two pairs of rows, 8 as two 4 x 4 passes
 // over whole rows; their 4 x 4 sums now through hsum16, the same bits), kept for bench_float_tiles; Gen 1: the
 // table's.
@@ -446,27 +457,9 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
                     tile2x_pairs<L, 4>(wb, w_stride, ab, act_stride, n, y, y_stride);
                 }
                 return;
-            case 5:
-                if (Gen == 0) {
-                    tile2x_pairs<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                } else {
-                    tile8_quads<L, 5>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                }
-                return;
-            case 6:
-                if (Gen == 0) {
-                    tile2x_pairs<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                } else {
-                    tile8_quads<L, 6>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                }
-                return;
-            case 7:
-                if (Gen == 0) {
-                    tile2x_pairs<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                } else {
-                    tile8_quads<L, 7>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                }
-                return;
+            case 5: five_to_seven<L, 5, Gen>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 6: five_to_seven<L, 6, Gen>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
+            case 7: five_to_seven<L, 7, Gen>(wb, w_stride, ab, act_stride, n, y, y_stride); return;
             case 8: {
                 // A tile's first visit (decode: the only one) streams it from DRAM once, through tile8_quads. Prompts
                 // come in groups of 8 tokens, several groups per tile in a row, and are compute-bound: the later
