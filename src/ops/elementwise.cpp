@@ -10,6 +10,10 @@ namespace offgrid::ops {
 void mul_n(float a, const float * x, float * y, size_t n) { cpu::vec_kernels().mul_f32(a, x, y, n); }
 void add_mul_n(float a, const float * x, float * y, size_t n) { cpu::vec_kernels().add_mul_f32(a, x, y, n); }
 void add_prod_n(const float * x, const float * g, float * y, size_t n) { cpu::vec_kernels().add_prod_f32(x, g, y, n); }
+void lowrank_interleaved_n(const float * u, size_t lr, const float * l, size_t o0, size_t n, float * y) {
+    static_assert(kLowrankGroup == cpu::kLowrankGroup);
+    cpu::vec_kernels().lowrank_interleaved_f32(u, lr, l, o0, n, y);
+}
 void sigmoid_n(const float * x, float * y, size_t n) { cpu::vec_kernels().sigmoid_f32(x, y, n); }
 void silu_n(const float * x, float * y, size_t n) { cpu::vec_kernels().silu_f32(x, y, n); }
 void exp_n(const float * x, float * y, size_t n) { cpu::vec_kernels().exp_f32(x, y, n); }

@@ -18,6 +18,12 @@ inline float relu(float x) { return x > 0.0f ? x : 0.0f; }
 void mul_n(float a, const float * x, float * y, size_t n);
 void add_mul_n(float a, const float * x, float * y, size_t n);
 void add_prod_n(const float * x, const float * g, float * y, size_t n);
+// Low-rank products over outputs stored in groups of kLowrankGroup (ops/cpu/vec.h, lowrank_interleaved_f32):
+// weight k of output o at u[(o / G) * lr * G + k * G + o % G], y[j] = sum_k l[k] u(o0 + j, k) for j < n,
+// products rounded on their own and added in k order (the bits of mul_n(l[0]) then add_mul_n(l[k]) over the
+// outputs in a plain layout). u must hold every group [o0, o0 + n) touches.
+inline constexpr size_t kLowrankGroup = 16;
+void lowrank_interleaved_n(const float * u, size_t lr, const float * l, size_t o0, size_t n, float * y);
 // y[i] = sigmoid(x[i]), silu(x[i]) and std::exp(x[i]) over n values with the vector kernels: the scalar
 // functions' bits exactly. y may alias x.
 void sigmoid_n(const float * x, float * y, size_t n);

@@ -11,6 +11,9 @@
 
 namespace offgrid::ops::cpu {
 
+// Outputs per group of the interleaved low-rank layout (lowrank_interleaved_f32): one avx512 vector.
+inline constexpr size_t kLowrankGroup = 16;
+
 struct VecKernels {
     float (*dot_f32)(const float * a, const float * b, size_t n) = nullptr;
     float (*dot_f16)(const float * a, const uint16_t * b, size_t n) = nullptr;  // b widened exactly
@@ -22,6 +25,13 @@ struct VecKernels {
     void (*mul_f32)(float a, const float * x, float * y, size_t n) = nullptr;
     void (*add_mul_f32)(float a, const float * x, float * y, size_t n) = nullptr;
     void (*add_prod_f32)(const float * x, const float * g, float * y, size_t n) = nullptr;
+    // Low-rank products over a matrix of outputs x lr stored in groups of kLowrankGroup outputs: weight k of
+    // output o at u[(o / G) * lr * G + k * G + o % G] (G = kLowrankGroup; u holds every group that
+    // [o0, o0 + n) touches). y[j] = sum_k l[k] u(o0 + j, k) for j < n, lr >= 1, each product rounded on its own
+    // and added in k order: the bits of mul_f32(l[0], ...) then add_mul_f32(l[k], ...) for k = 1..lr-1 over
+    // the same outputs. Any o0 and n (a group may be partial at either end).
+    void (*lowrank_interleaved_f32)(const float * u, size_t lr, const float * l, size_t o0, size_t n,
+                                    float * y) = nullptr;
     // y[i] = std::exp(x[i]), y[i] = 1 / (1 + std::exp(-x[i])) (ops::sigmoid) and x[i] / (1 + std::exp(-x[i]))
     // (ops::silu), with libm's expf bits: the
     // vector levels evaluate the algorithm of glibc's expf (a 32-entry table of 2^(i/32) and a cubic, in double),

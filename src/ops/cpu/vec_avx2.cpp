@@ -3,6 +3,7 @@
 // (the last partial vector zero-padded), then acc0 + acc1 and a fixed horizontal sum. The gated delta step
 // uses one accumulator per column sum. Element-wise updates round exactly like the scalar twin except where
 // an FMA fuses a multiply and an add.
+#include <algorithm>
 #include <cstring>
 
 #include "ops/cpu/vec.h"
@@ -82,6 +83,48 @@ void scale(float a, float * y, size_t n) {
     if (i < n) store_tail(y + i, _mm256_mul_ps(av, load_tail(y + i, n - i)), n - i);
 }
 
+// A product rounded on its own: GCC contracts a * b + c into an fma even in ISO C++ mode, also for intrinsics;
+// the empty asm (no instruction) keeps the multiply apart.
+inline __m256 product(__m256 a, __m256 b) {
+    __m256 p = _mm256_mul_ps(a, b);
+    __asm__("" : "+x"(p));
+    return p;
+}
+
+// One group of 16 outputs (ops/cpu/vec.h) as two vectors of 8: lane i of half h sums l[k] * g[k * 16 + 8 h + i]
+// in k order.
+inline void lowrank_group(const float * g, size_t lr, const float * l, __m256 & lo, __m256 & hi) {
+    const __m256 l0 = _mm256_set1_ps(l[0]);
+    lo = product(l0, load(g));
+    hi = product(l0, load(g + kW));
+    for (size_t k = 1; k < lr; ++k) {
+        const __m256 lk = _mm256_set1_ps(l[k]);
+        lo = _mm256_add_ps(lo, product(lk, load(g + k * 2 * kW)));
+        hi = _mm256_add_ps(hi, product(lk, load(g + k * 2 * kW + kW)));
+    }
+}
+
+void lowrank_interleaved_f32(const float * u, size_t lr, const float * l, size_t o0, size_t n, float * y) {
+    constexpr size_t G = kLowrankGroup;
+    static_assert(G == 2 * kW);
+    const size_t end = o0 + n;
+    for (size_t o = o0; o < end;) {
+        const size_t lane = o % G, c = std::min(G - lane, end - o);
+        __m256 lo, hi;
+        lowrank_group(u + (o / G) * lr * G, lr, l, lo, hi);
+        if (c == G) {
+            _mm256_storeu_ps(y + (o - o0), lo);
+            _mm256_storeu_ps(y + (o - o0) + kW, hi);
+        } else {  // a partial group (at most one at each end): its live lanes only
+            float part[G];
+            _mm256_storeu_ps(part, lo);
+            _mm256_storeu_ps(part + kW, hi);
+            std::memcpy(y + (o - o0), part + lane, c * sizeof(float));
+        }
+        o += c;
+    }
+}
+
 void gated_delta_step(const float * state_in, float * state_out, size_t dk, size_t dv, const float * q,
                       const float * k, const float * v, float decay, float beta, float scale, float * out) {
     const __m256 dec = _mm256_set1_ps(decay);
@@ -125,6 +168,7 @@ void add_vec_kernels_avx2(VecKernels & k) {
     k.axpy_f32 = axpy_f32;
     k.axpy_f16 = axpy_f16;
     k.scale = scale;
+    k.lowrank_interleaved_f32 = lowrank_interleaved_f32;
     k.gated_delta_step = gated_delta_step;
 }
 

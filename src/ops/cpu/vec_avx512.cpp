@@ -3,6 +3,7 @@
 // (the last partial vector zero-padded), then acc0 + acc1 and a fixed horizontal sum. The gated delta step
 // uses one accumulator per column sum. Element-wise updates round exactly like the scalar twin except where
 // an FMA fuses a multiply and an add.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -106,6 +107,31 @@ void add_prod_f32(const float * x, const float * g, float * y, size_t n) {
     if (i < n) {
         const size_t c = n - i;
         store_tail(y + i, _mm512_add_ps(load_tail(y + i, c), mul_apart(load_tail(x + i, c), load_tail(g + i, c))), c);
+    }
+}
+
+// One group of 16 outputs (ops/cpu/vec.h): lane i sums l[k] * g[k * 16 + i] in k order, every product apart
+// (the first one too: a plain multiply could be fused into the first addition).
+inline __m512 lowrank_group(const float * g, size_t lr, const float * l) {
+    __m512 acc = mul_apart(_mm512_set1_ps(l[0]), load(g));
+    for (size_t k = 1; k < lr; ++k) acc = _mm512_add_ps(acc, mul_apart(_mm512_set1_ps(l[k]), load(g + k * kW)));
+    return acc;
+}
+
+void lowrank_interleaved_f32(const float * u, size_t lr, const float * l, size_t o0, size_t n, float * y) {
+    static_assert(kLowrankGroup == kW);
+    const size_t end = o0 + n;
+    for (size_t o = o0; o < end;) {
+        const size_t lane = o % kW, c = std::min(kW - lane, end - o);
+        const __m512 v = lowrank_group(u + (o / kW) * lr * kW, lr, l);
+        if (c == kW) {
+            _mm512_storeu_ps(y + (o - o0), v);
+        } else {  // a partial group (at most one at each end): its live lanes only
+            alignas(64) float part[kW];
+            _mm512_store_ps(part, v);
+            std::memcpy(y + (o - o0), part + lane, c * sizeof(float));
+        }
+        o += c;
     }
 }
 
@@ -303,6 +329,7 @@ void add_vec_kernels_avx512(VecKernels & k) {
     k.mul_f32 = mul_f32;
     k.add_mul_f32 = add_mul_f32;
     k.add_prod_f32 = add_prod_f32;
+    k.lowrank_interleaved_f32 = lowrank_interleaved_f32;
     k.exp_f32 = exp_f32;
     k.sigmoid_f32 = sigmoid_f32;
     k.silu_f32 = silu_f32;

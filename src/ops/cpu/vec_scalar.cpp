@@ -44,6 +44,27 @@ void add_prod_f32(const float * x, const float * g, float * y, size_t n) {
     for (size_t i = 0; i < n; ++i) y[i] += x[i] * g[i];
 }
 
+// A product rounded on its own: with -march=native on an fma host GCC would contract `s += a * b`; the empty
+// asm (no instruction) keeps the multiply apart, as the vector levels keep it.
+inline float product(float a, float b) {
+    float p = a * b;
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+    __asm__("" : "+x"(p));
+#endif
+    return p;
+}
+
+void lowrank_interleaved_f32(const float * u, size_t lr, const float * l, size_t o0, size_t n, float * y) {
+    constexpr size_t G = kLowrankGroup;
+    for (size_t j = 0; j < n; ++j) {
+        const size_t o = o0 + j;
+        const float * w = u + (o / G) * lr * G + o % G;
+        float s = product(l[0], w[0]);
+        for (size_t k = 1; k < lr; ++k) s += product(l[k], w[k * G]);
+        y[j] = s;
+    }
+}
+
 void exp_f32(const float * x, float * y, size_t n) {
     for (size_t i = 0; i < n; ++i) y[i] = std::exp(x[i]);
 }
@@ -87,6 +108,7 @@ void add_vec_kernels_scalar(VecKernels & k) {
     k.mul_f32 = mul_f32;
     k.add_mul_f32 = add_mul_f32;
     k.add_prod_f32 = add_prod_f32;
+    k.lowrank_interleaved_f32 = lowrank_interleaved_f32;
     k.exp_f32 = exp_f32;
     k.sigmoid_f32 = sigmoid_f32;
     k.silu_f32 = silu_f32;
