@@ -26,25 +26,33 @@ void mean_of_streams(const float * R, size_t n, size_t hc, size_t E, float * out
     }
 }
 
+namespace {
+size_t grouped_size(size_t dim, size_t lr) {
+    constexpr size_t G = ops::kLowrankGroup;
+    return (dim + G - 1) / G * G * lr;
+}
+}  // namespace
+
 void prepare_gated_hc(GatedHcWeights & w) {
+    constexpr size_t G = ops::kLowrankGroup;
     const size_t dim = static_cast<size_t>(w.up.rows), lr = static_cast<size_t>(w.up.cols);
     std::vector<float> row(lr);
-    w.up_t.assign(lr * dim, 0.0f);
+    w.up_grouped.assign(grouped_size(dim, lr), 0.0f);
     for (size_t o = 0; o < dim; ++o) {
         ops::dequantize_matrix_row(w.up, static_cast<int64_t>(o), row.data());
-        for (size_t k = 0; k < lr; ++k) w.up_t[k * dim + o] = row[k];
+        for (size_t k = 0; k < lr; ++k) w.up_grouped[(o / G) * lr * G + k * G + o % G] = row[k];
     }
 }
 
 void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float * R, size_t n, float * mixed,
                   float * inject, ops::ThreadPool * pool) {
     const size_t E = s.E, hc = s.hc, dim = hc * E, lr = s.lr;
-    const bool transposed = w.up_t.size() == lr * dim;
+    const bool grouped = w.up_grouped.size() == grouped_size(dim, lr);
     // Scratch that only grows (per thread): a decode step allocates nothing here.
     thread_local std::vector<float> xn, lo, g;
     if (xn.size() < n * dim) xn.resize(n * dim);
     if (lo.size() < n * lr) lo.resize(n * lr);
-    if (!transposed && g.size() < n * dim) g.resize(n * dim);
+    if (!grouped && g.size() < n * dim) g.resize(n * dim);
     // Pointers, not the thread_local names, inside the lambdas (those would be each worker's own buffers).
     float * const xnp = xn.data();
     float * const lop = lo.data();
@@ -68,27 +76,29 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
     ops::matmul_group(std::span<const ops::MatmulTask>(first, inject ? 2 : 1), pool);
     const float inv_hc = 1.0f / static_cast<float>(hc);
     for (size_t i = 0; i < n * lr; ++i) lop[i] = ops::silu(lop[i] * inv_hc);  // scaled before the activation
-    if (!transposed) ops::matmul(w.up, lop, tokens, gp, pool);
-    // Gate logits (g = up lo: with up_t, lr axpys in k order per output, computed block by block right where
-    // they are used) and the gated mean over the streams, streams summed in order.
-    constexpr size_t kBlock = 256;  // elements of one token's output per range unit
-    const size_t blocks = (E + kBlock - 1) / kBlock;
-    const float * const up_t = w.up_t.data();
-    // Spread from two tokens: one token's gates (hc x E sigmoids and lr axpys, 16 lanes wide) take about what a
-    // pool job's hand-off costs.
-    ops::parallel_for(spread, n * blocks, [&](size_t b0, size_t b1) {
-        float gate[kBlock], sum[kBlock];
+    if (!grouped) ops::matmul(w.up, lop, tokens, gp, pool);
+    // Gate logits (g = up lo: with up_grouped, lr products in k order per output, computed block by block right
+    // where they are used) and the gated mean over the streams, streams summed in order. Every output's value
+    // is the same whatever the block size or the thread that computes it.
+    constexpr size_t kMaxBlock = 256;
+    // Elements of one token's output per range unit: one token's gates (hc x E outputs of lr products, their
+    // grouped weights read from memory, ~15 us on one thread) are still worth both threads, in blocks small
+    // enough that each gets several.
+    const size_t block = n == 1 ? 128 : kMaxBlock;
+    const size_t blocks = (E + block - 1) / block;
+    const float * const up = w.up_grouped.data();
+    ops::parallel_for(pool, n * blocks, [&](size_t b0, size_t b1) {
+        float gate[kMaxBlock], sum[kMaxBlock];
         for (size_t b = b0; b < b1; ++b) {
-            const size_t t = b / blocks, i0 = (b % blocks) * kBlock, m = std::min(E, i0 + kBlock) - i0;
+            const size_t t = b / blocks, i0 = (b % blocks) * block, m = std::min(E, i0 + block) - i0;
             const float * x = xnp + t * dim;
             const float * l = lop + t * lr;
             for (size_t i = 0; i < m; ++i) sum[i] = 0.0f;
             for (size_t h = 0; h < hc; ++h) {
                 const size_t at = h * E + i0;
                 // The vector kernels round every product and sum on its own, as the plain loops do.
-                if (transposed) {
-                    ops::mul_n(l[0], up_t + at, gate, m);
-                    for (size_t k = 1; k < lr; ++k) ops::add_mul_n(l[k], up_t + k * dim + at, gate, m);
+                if (grouped) {
+                    ops::lowrank_interleaved_n(up, lr, l, at, m, gate);
                 } else {
                     for (size_t i = 0; i < m; ++i) gate[i] = gp[t * dim + at + i];
                 }
@@ -98,7 +108,7 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
             float * out = mixed + t * E + i0;
             for (size_t i = 0; i < m; ++i) out[i] = sum[i] * inv_hc;
         }
-    }, 2);
+    }, n == 1 ? 1 : 2);
 }
 
 void gated_hc_combine(const GatedHcShape & s, float * R, const float * y, const float * inject, size_t n) {

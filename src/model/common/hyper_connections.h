@@ -27,13 +27,16 @@ struct GatedHcWeights {
     ops::Matrix down;          // lr x hc*E
     ops::Matrix up;            // hc*E x lr
     ops::Matrix inject;        // hc x hc*E (absent for the final mixer)
-    // `up` dequantised and transposed (lr x hc*E), set by prepare_gated_hc: its rows are only lr wide, so as a
-    // product it costs a horizontal sum per output (4096 a token); transposed it is lr axpys over the outputs.
+    // `up` dequantised in the grouped layout of ops::lowrank_interleaved_n, set by prepare_gated_hc: weight k of
+    // output o at (o / G) * lr * G + k * G + o % G (G = ops::kLowrankGroup, the outputs padded with zeros to a
+    // multiple of G). Its rows are only lr wide, so as a matrix product it would cost a horizontal sum per
+    // output; grouped, a block of outputs is lr products per output read from one contiguous run (the weights
+    // come from memory at every call: the step's other weights evict them).
     // Empty: the mixer multiplies `up` as a matrix.
-    std::vector<float> up_t;
+    std::vector<float> up_grouped;
 };
 
-// Fills w.up_t from w.up (once, at load).
+// Fills w.up_grouped from w.up (once, at load).
 void prepare_gated_hc(GatedHcWeights & w);
 
 struct GatedHcShape {

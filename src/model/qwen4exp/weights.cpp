@@ -20,7 +20,7 @@ HcWeights load_hc(const TensorLoader & L, const std::string & prefix, const Hpar
     w.down = L.matrix(prefix + "_down.weight", dim, hp.hc_lr);
     w.up = L.matrix(prefix + "_up.weight", hp.hc_lr, dim);
     if (with_inject) w.inject = L.matrix(prefix + "_inject.weight", dim, hc);
-    common::prepare_gated_hc(w);  // the transposed `up` the mixer multiplies (decode helper)
+    common::prepare_gated_hc(w);  // the grouped `up` the mixer multiplies (decode helper)
     return w;
 }
 
