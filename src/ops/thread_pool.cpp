@@ -174,9 +174,39 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     });
 }
 
+void ThreadPool::parallel_claims(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
+    if (n == 0) return;
+    const size_t chunk = std::max<size_t>(1, min_chunk);
+    if (n_threads_ == 1 || n <= chunk) {
+        fn(0, n);
+        return;
+    }
+    const size_t divisor = 2 * static_cast<size_t>(n_threads_);
+    alignas(64) std::atomic<size_t> next{0};  // the first index nobody has claimed
+    run_parts(n_threads_, [&](int) {
+        size_t begin = next.load(std::memory_order_relaxed);
+        while (begin < n) {
+            const size_t left = n - begin;
+            const size_t take = std::min(left, std::max(chunk, left / divisor));
+            if (next.compare_exchange_weak(begin, begin + take, std::memory_order_relaxed)) {
+                fn(begin, begin + take);
+                begin = next.load(std::memory_order_relaxed);
+            }
+        }
+    });
+}
+
 void parallel_for(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
     if (pool) {
         pool->parallel_for(n, fn, min_chunk);
+    } else if (n > 0) {
+        fn(0, n);
+    }
+}
+
+void parallel_claims(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
+    if (pool) {
+        pool->parallel_claims(n, fn, min_chunk);
     } else if (n > 0) {
         fn(0, n);
     }

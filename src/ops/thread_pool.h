@@ -1,6 +1,7 @@
-// A small fixed pool of worker threads for the heavy kernels. Work is split into contiguous index ranges that
-// depend only on n and the thread count, and each range is computed by exactly one thread with the same
-// arithmetic as the scalar path, so results never depend on the number of threads. Ranges are claimed, not
+// A small fixed pool of worker threads for the heavy kernels. Work is split into contiguous index ranges
+// (parallel_for: ranges that depend only on n and the thread count; parallel_claims: ranges claimed as threads come
+// free, for work whose every index is computed on its own), and each range is computed by exactly one thread
+// with the same arithmetic as the scalar path, so results never depend on the number of threads. Ranges are claimed, not
 // assigned: on a busy machine a worker that is not scheduled in time leaves its range to whoever is free, so
 // the caller never waits for a thread that has not started.
 //
@@ -46,6 +47,13 @@ public:
     // Same rules as parallel_for.
     void run_parts(int n_parts, const std::function<void(int)> & fn);
 
+    // Calls fn(begin, end) on disjoint ranges covering [0, n), claimed by the threads as they come free: each claim
+    // takes a quarter of what is left per thread pair (1 / (2 n_threads)), at least min_chunk. The first claims are
+    // large (few hand-offs), the last ones min_chunk, so the threads finish within one small range of each other.
+    // Where the ranges fall depends on timing: only for work in which every index is computed on its own, with
+    // the same arithmetic whoever computes it (the weight products). Same rules as parallel_for otherwise.
+    void parallel_claims(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk = 1);
+
 private:
     void worker_loop();
     void stop_workers();  // wakes every worker with stop_ set and joins it
@@ -83,5 +91,8 @@ private:
 // Runs fn over [0, n) on the pool, or inline when pool is null.
 void parallel_for(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn,
                   size_t min_chunk = 1);
+// ThreadPool::parallel_claims on the pool, or fn(0, n) inline when pool is null.
+void parallel_claims(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn,
+                     size_t min_chunk = 1);
 
 }  // namespace offgrid::ops

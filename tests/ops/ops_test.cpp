@@ -1,9 +1,11 @@
 // Kernels against their plain twins and against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <vector>
@@ -376,6 +378,47 @@ TEST(ThreadPool, CoversRangeOnceAndRethrows) {
     // Still usable afterwards.
     std::atomic<int> sum{0};
     pool.parallel_for(10, [&](size_t b, size_t e) { sum += static_cast<int>(e - b); });
+    EXPECT_EQ(sum.load(), 10);
+}
+
+// Claimed ranges: every index exactly once, no range below min_chunk but the last of [0, n), the ranges shrink
+// towards the end, and small jobs or a one-thread pool run as one range on the caller.
+TEST(ThreadPool, ClaimsCoverRangeOnceLargestFirst) {
+    for (int threads : {1, 2, 4}) {
+        ThreadPool pool(threads);
+        for (size_t n : {size_t{1}, size_t{7}, size_t{64}, size_t{1000}, size_t{4099}}) {
+            for (size_t min_chunk : {size_t{1}, size_t{4}, size_t{16}}) {
+                std::vector<std::atomic<int>> hits(n);
+                std::mutex m;
+                std::vector<std::pair<size_t, size_t>> ranges;
+                pool.parallel_claims(n, [&](size_t b, size_t e) {
+                    for (size_t i = b; i < e; ++i) hits[i]++;
+                    std::lock_guard<std::mutex> lock(m);
+                    ranges.emplace_back(b, e);
+                }, min_chunk);
+                for (auto & h : hits) ASSERT_EQ(h.load(), 1) << threads << " threads, n " << n;
+                std::sort(ranges.begin(), ranges.end());
+                if (threads == 1 || n <= min_chunk) {
+                    EXPECT_EQ(ranges.size(), 1u);
+                }
+                for (size_t r = 0; r + 1 < ranges.size(); ++r) {
+                    const size_t size = ranges[r].second - ranges[r].first;
+                    EXPECT_GE(size, min_chunk);
+                    // A claim takes 1/(2 threads) of what is left, so a later range is never the larger.
+                    EXPECT_GE(size, ranges[r + 1].second - ranges[r + 1].first);
+                }
+                if (threads > 1 && n >= 64 * min_chunk) {
+                    EXPECT_GT(ranges.size(), static_cast<size_t>(2 * threads));
+                }
+            }
+        }
+    }
+    ThreadPool pool(2);
+    EXPECT_THROW(pool.parallel_claims(100, [](size_t b, size_t) {
+        if (b > 0) throw std::runtime_error("boom");
+    }), std::runtime_error);
+    std::atomic<int> sum{0};
+    pool.parallel_claims(10, [&](size_t b, size_t e) { sum += static_cast<int>(e - b); }, 2);
     EXPECT_EQ(sum.load(), 10);
 }
 
