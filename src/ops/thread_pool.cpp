@@ -33,7 +33,7 @@ inline void cpu_relax() {
 
 // Read-ahead: bytes read per step of an idle thread (it polls for a job between steps), and the most read ahead
 // for one job (a few tens of microseconds of the bus: about what the caller's work between two products lasts).
-constexpr size_t kAheadChunk = 4096;
+constexpr size_t kAheadChunk = 4096;  // read_ahead_bytes() counts in these
 constexpr size_t kAheadMaxBytes = 1024 * 1024;
 constexpr uint64_t kAheadAddressBits = 48;
 
@@ -266,6 +266,7 @@ bool ThreadPool::read_ahead_chunk() {
             if (c < chunks) {
                 const auto * base = reinterpret_cast<const uint8_t *>(word & ((uint64_t{1} << kAheadAddressBits) - 1));
                 read_lines(base + static_cast<size_t>(c) * kAheadChunk);
+                ahead_chunks_read_.fetch_add(1, std::memory_order_relaxed);
                 read = true;
             }
         }

@@ -74,6 +74,9 @@ public:
     // end_read_ahead returns (the model's weights: end_read_ahead waits for any read in flight).
     void begin_read_ahead();
     void end_read_ahead();
+    // Bytes read ahead so far, and whether a range is published to be read (for tests and measurements).
+    uint64_t read_ahead_bytes() const { return ahead_chunks_read_.load(std::memory_order_relaxed) * 4096; }
+    bool read_ahead_published() const { return ahead_.load() != 0; }
 
 private:
     void worker_loop();
@@ -116,6 +119,7 @@ private:
     std::atomic<uint64_t> ahead_{0};
     std::atomic<uint32_t> ahead_next_{0};  // next chunk to read
     std::atomic<int> ahead_readers_{0};    // threads between loading ahead_ and finishing their chunk
+    std::atomic<uint64_t> ahead_chunks_read_{0};
 
     std::mutex error_mutex_;
     std::exception_ptr error_;
