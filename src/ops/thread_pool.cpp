@@ -248,27 +248,27 @@ void ThreadPool::learn_and_read_ahead(const StreamedBytes & s) {
         word = reinterpret_cast<uintptr_t>(it->second.first) |
                static_cast<uint64_t>(it->second.bytes / kAheadChunk) << kAheadAddressBits;
     }
-    // Readers that see the new word before the reset cursor read chunks of the new range early: still inside it.
+    // A reader that sees the new word sees the reset cursor. One still holding the old word may take a chunk
+    // number counted for the new one: it checks it against the old word's length, so it reads inside that range.
     ahead_.store(0);
     ahead_next_.store(0);
     ahead_.store(word);
 }
 
 bool ThreadPool::read_ahead_chunk() {
-    if (ahead_.load(std::memory_order_relaxed) == 0) return false;
+    const uint64_t peek = ahead_.load(std::memory_order_relaxed);  // most polls end here: nothing (left) to read
+    if (peek == 0 || ahead_next_.load(std::memory_order_relaxed) >= (peek >> kAheadAddressBits)) return false;
     ahead_readers_.fetch_add(1);
     const uint64_t word = ahead_.load();  // after the count: end_read_ahead waits for this reader
     bool read = false;
     if (word != 0) {
         const uint32_t chunks = static_cast<uint32_t>(word >> kAheadAddressBits);
-        if (ahead_next_.load(std::memory_order_relaxed) < chunks) {
-            const uint32_t c = ahead_next_.fetch_add(1, std::memory_order_relaxed);
-            if (c < chunks) {
-                const auto * base = reinterpret_cast<const uint8_t *>(word & ((uint64_t{1} << kAheadAddressBits) - 1));
-                read_lines(base + static_cast<size_t>(c) * kAheadChunk);
-                ahead_chunks_read_.fetch_add(1, std::memory_order_relaxed);
-                read = true;
-            }
+        const uint32_t c = ahead_next_.fetch_add(1, std::memory_order_relaxed);
+        if (c < chunks) {
+            const auto * base = reinterpret_cast<const uint8_t *>(word & ((uint64_t{1} << kAheadAddressBits) - 1));
+            read_lines(base + static_cast<size_t>(c) * kAheadChunk);
+            ahead_chunks_read_.fetch_add(1, std::memory_order_relaxed);
+            read = true;
         }
     }
     ahead_readers_.fetch_sub(1);
