@@ -164,7 +164,7 @@ void ThreadPool::run_parts_locked(int n_parts, const std::function<void(int)> & 
     using clock = std::chrono::steady_clock;
     clock::time_point spin_end{};
     for (int polls = 1; parts_done_.load(std::memory_order_acquire) < n_parts; ++polls) {
-        cpu_relax();
+        if (!read_ahead_chunk()) cpu_relax();  // the caller too reads ahead while it waits
         if (polls % kPollsPerClockRead != 0) continue;
         const auto now = clock::now();
         if (spin_end == clock::time_point{}) {

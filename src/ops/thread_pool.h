@@ -61,17 +61,18 @@ public:
     // large (few hand-offs), the last ones min_chunk, so the threads finish within one small range of each other.
     // Where the ranges fall depends on timing: only for work in which every index is computed on its own, with
     // the same arithmetic whoever computes it (the weight products). Same rules as parallel_for otherwise.
-    // With streamed, the job reads those bytes (a weight product: see ReadAhead below).
+    // With streamed, the job reads those bytes (a weight product: see the read-ahead below).
     void parallel_claims(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk = 1,
                          const StreamedBytes * streamed = nullptr);
 
     // Read-ahead. A decode step runs the same weight products in the same order token after token, with work on
     // the caller alone in between (norms, gates, routing, selection) while the memory bus idles. Between
-    // begin_read_ahead and end_read_ahead the pool learns which product follows which (by StreamedBytes::key),
-    // and once the same successor has been seen twice in a row, idle threads read its first bytes into the
-    // caches while the caller is still busy, so the product starts on cached rows. Reading ahead changes no
-    // result, only where bytes come from. Every StreamedBytes given in that window must stay mapped until
-    // end_read_ahead returns (the model's weights: end_read_ahead waits for any read in flight).
+    // begin_read_ahead and end_read_ahead the pool learns which product follows which (by StreamedBytes::key).
+    // Once the same successor has been seen twice in a row, idle threads (workers waiting for a job, the caller
+    // waiting for the last part) read its first bytes into the caches while the caller is still busy, so the
+    // product starts on cached rows. Reading ahead changes no result, only where bytes come from. Every
+    // StreamedBytes given in that window must stay mapped until end_read_ahead returns (the model's weights:
+    // end_read_ahead waits for any read in flight). Called by the pool's one caller, like the jobs.
     void begin_read_ahead();
     void end_read_ahead();
     // Bytes read ahead so far, and whether a range is published to be read (for tests and measurements).
