@@ -251,11 +251,14 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
     // are the same either way, but it keeps the tiles full).
     const int64_t tile = cpu::kTileMax;
     const size_t n_tiles = static_cast<size_t>((w.rows + tile - 1) / tile);
-    // A thread's share is at least kMinBytesPerPart of weights times tokens: below that the wake-up and the
-    // barrier cost more than the rows (small products run inline, on the caller).
+    // A claimed range is at least kMinBytesPerPart of weights times tokens: below that a claim costs more than
+    // the rows (small products run inline, on the caller). Ranges are claimed largest first (parallel_claims),
+    // so the threads end within one such range of each other; every output is the same whoever computes it.
     const size_t tile_work = static_cast<size_t>(tile) * w.row_bytes * static_cast<size_t>(n_tokens);
     const size_t min_tiles = std::max<size_t>(4, (kMinBytesPerPart + tile_work - 1) / tile_work);
-    parallel_for(
+    // A decode step's products tell the pool what they stream, for its read-ahead (ThreadPool::begin_read_ahead).
+    const StreamedBytes streamed{w.data, w.data, w.row_bytes * static_cast<size_t>(w.rows)};
+    parallel_claims(
         pool, n_tiles,
         [&](size_t begin, size_t end) {
             const int64_t r0 = static_cast<int64_t>(begin) * tile;
@@ -268,7 +271,7 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
                 rows_generic(w, x, n_tokens, y, r0, r1);
             }
         },
-        min_tiles);
+        min_tiles, n_tokens <= kReadAheadTokens ? &streamed : nullptr);
 }
 
 PreparedActivations reserve_activations(const Matrix & w, const float * x, int64_t n_tokens,

@@ -9,12 +9,11 @@ namespace offgrid::ops {
 
 namespace {
 
-// Below this many weight bytes per thread the wake-up and the barrier cost more than the rows.
-constexpr uint64_t kMinBytesPerPart = 64 * 1024;
-// Up to this many ranges per thread, claimed in order (as ThreadPool::parallel_for): a thread slowed down by
-// the machine leaves its later ranges to the others.
-constexpr int kPartsPerThread = 4;
-constexpr int kMaxGroupParts = ThreadPool::kMaxThreads * kPartsPerThread;
+// The group is cut into pieces of about this many weight bytes (at least; fewer pieces for a small group), which
+// the threads claim in ranges, largest first (ThreadPool::parallel_claims): the threads end within one piece
+// of each other. Below two pieces the group runs on the caller (a hand-off would cost more than the rows).
+constexpr uint64_t kMinBytesPerPiece = 32 * 1024;
+constexpr int kMaxPieces = 1024;
 
 // The cost of one row tile: its weight bytes (streamed once) and the multiply-adds for its tokens, in one
 // unit: a token costs 1/8 of the bytes (decode is memory-bound, prompts compute-bound).
@@ -104,8 +103,7 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
     } else {
         for (const QuantJob & j : jobs) quantize_activation_rows(acts[j.task], j.t0, j.t1);
     }
-    const int parts = threads == 1 ? 1 : static_cast<int>(std::clamp<uint64_t>(
-        std::min<uint64_t>(static_cast<uint64_t>(threads) * kPartsPerThread, bytes / kMinBytesPerPart), 1, kMaxGroupParts));
+    const int parts = threads == 1 ? 1 : static_cast<int>(std::clamp<uint64_t>(bytes / kMinBytesPerPiece, 1, kMaxPieces));
     auto run_range = [&](Cut from, Cut to) {
         for (size_t i = from.task; i <= to.task && i < tasks.size(); ++i) {
             const MatmulTask & t = tasks[i];
@@ -122,7 +120,7 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
         run_range({0, 0}, {tasks.size(), 0});
         return;
     }
-    // Cut p is the first tile whose cost starts at or after p/parts of the total; part p runs [cut p, cut p+1).
+    // Cut p is the first tile whose cost starts at or after p/parts of the total; piece p runs [cut p, cut p+1).
     thread_local std::vector<Cut> cut_scratch;  // only grows
     cut_scratch.resize(static_cast<size_t>(parts) + 1);
     std::vector<Cut> & cuts = cut_scratch;  // the caller's: a thread_local named in the lambda would be the worker's
@@ -144,7 +142,20 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
             ++task;
         }
     }
-    pool->run_parts(parts, [&](int p) { run_range(cuts[p], cuts[p + 1]); });
+    // For the pool's read-ahead: the group is named by its last task, starts with its first.
+    StreamedBytes streamed;
+    int64_t max_tokens = 0;
+    for (const MatmulTask & t : tasks) {
+        if (t.n_tokens <= 0 || t.w.rows == 0) continue;
+        if (streamed.first == nullptr) {
+            streamed.first = t.w.data;
+            streamed.first_bytes = t.w.row_bytes * static_cast<size_t>(t.w.rows);
+        }
+        streamed.key = t.w.data;
+        max_tokens = std::max(max_tokens, t.n_tokens);
+    }
+    pool->parallel_claims(static_cast<size_t>(parts), [&](size_t p0, size_t p1) { run_range(cuts[p0], cuts[p1]); }, 1,
+                          max_tokens <= kReadAheadTokens ? &streamed : nullptr);
 }
 
 }  // namespace offgrid::ops

@@ -1,12 +1,17 @@
 // Kernels against their plain twins and against hand-computed values.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstring>
+#include <mutex>
 #include <random>
 #include <stdexcept>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "random_data.h"
 #include "common/error.h"
@@ -377,6 +382,112 @@ TEST(ThreadPool, CoversRangeOnceAndRethrows) {
     std::atomic<int> sum{0};
     pool.parallel_for(10, [&](size_t b, size_t e) { sum += static_cast<int>(e - b); });
     EXPECT_EQ(sum.load(), 10);
+}
+
+// Claimed ranges: every index exactly once, no range below min_chunk but the last of [0, n), the ranges shrink
+// towards the end, and small jobs or a one-thread pool run as one range on the caller.
+TEST(ThreadPool, ClaimsCoverRangeOnceLargestFirst) {
+    for (int threads : {1, 2, 4}) {
+        ThreadPool pool(threads);
+        for (size_t n : {size_t{1}, size_t{7}, size_t{64}, size_t{1000}, size_t{4099}}) {
+            for (size_t min_chunk : {size_t{1}, size_t{4}, size_t{16}}) {
+                std::vector<std::atomic<int>> hits(n);
+                std::mutex m;
+                std::vector<std::pair<size_t, size_t>> ranges;
+                pool.parallel_claims(n, [&](size_t b, size_t e) {
+                    for (size_t i = b; i < e; ++i) hits[i]++;
+                    std::lock_guard<std::mutex> lock(m);
+                    ranges.emplace_back(b, e);
+                }, min_chunk);
+                for (auto & h : hits) ASSERT_EQ(h.load(), 1) << threads << " threads, n " << n;
+                std::sort(ranges.begin(), ranges.end());
+                if (threads == 1 || n <= min_chunk) {
+                    EXPECT_EQ(ranges.size(), 1u);
+                }
+                for (size_t r = 0; r + 1 < ranges.size(); ++r) {
+                    const size_t size = ranges[r].second - ranges[r].first;
+                    EXPECT_GE(size, min_chunk);
+                    // A claim takes 1/(2 threads) of what is left, so a later range is never the larger.
+                    EXPECT_GE(size, ranges[r + 1].second - ranges[r + 1].first);
+                }
+                if (threads > 1 && n >= 64 * min_chunk) {
+                    EXPECT_GT(ranges.size(), static_cast<size_t>(2 * threads));
+                }
+            }
+        }
+    }
+    ThreadPool pool(2);
+    EXPECT_THROW(pool.parallel_claims(100, [](size_t b, size_t) {
+        if (b > 0) throw std::runtime_error("boom");
+    }), std::runtime_error);
+    std::atomic<int> sum{0};
+    pool.parallel_claims(10, [&](size_t b, size_t e) { sum += static_cast<int>(e - b); }, 2);
+    EXPECT_EQ(sum.load(), 10);
+}
+
+// Keeps the calling thread busy (not asleep) for us: the caller's work between two products.
+void busy_for(std::chrono::microseconds us) {
+    const auto end = std::chrono::steady_clock::now() + us;
+    while (std::chrono::steady_clock::now() < end) {
+    }
+}
+
+// Read-ahead: once the same product has followed another twice in a row inside a scope, an idle thread reads
+// its first bytes while the caller is busy in between. Nothing is read outside a scope, and nothing once
+// end_read_ahead has returned: the bytes are unmapped then, so a late read would fault.
+TEST(ThreadPool, ReadAheadLearnsTheNextProductAndStopsWithTheScope) {
+    ThreadPool pool(2);
+    constexpr size_t kBytes = 1024 * 1024;  // the most read ahead for one product
+    auto map_bytes = [] {
+        void * p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        EXPECT_NE(p, MAP_FAILED);
+        std::memset(p, 1, kBytes);
+        return static_cast<uint8_t *>(p);
+    };
+    uint8_t * a = map_bytes();
+    uint8_t * b = map_bytes();
+    auto product = [&](const uint8_t * w) {
+        const StreamedBytes streamed{w, w, kBytes};
+        std::atomic<size_t> sum{0};
+        // Long enough (about 5 us an index) that the worker is awake and takes part, as in a decode step.
+        pool.parallel_claims(64, [&](size_t i0, size_t i1) {
+            for (size_t i = i0; i < i1; ++i) {
+                sum += w[i * 4096];
+                busy_for(std::chrono::microseconds(5));
+            }
+        }, 1, &streamed);
+        return sum.load();
+    };
+    auto round = [&] {
+        EXPECT_EQ(product(a), 64u);
+        busy_for(std::chrono::microseconds(150));
+        EXPECT_EQ(product(b), 64u);
+        busy_for(std::chrono::microseconds(150));
+    };
+    for (int r = 0; r < 4; ++r) round();
+    EXPECT_EQ(pool.read_ahead_bytes(), 0u);
+    // On a loaded machine the worker may miss a gap now and then: rounds until it has read ahead (the first two
+    // only learn), a bounded number of them.
+    int rounds = 0;
+    {
+        const ReadAheadScope scope(&pool);
+        while (rounds < 200 && (rounds < 4 || pool.read_ahead_bytes() == 0)) {
+            round();
+            ++rounds;
+        }
+        // The scope ends right after a product whose successor (b) is published to be read ahead.
+        EXPECT_EQ(product(a), 64u);
+        EXPECT_TRUE(pool.read_ahead_published());
+    }
+    EXPECT_FALSE(pool.read_ahead_published());
+    const uint64_t read = pool.read_ahead_bytes();
+    EXPECT_GT(read, 0u);
+    // At most one product's first bytes (here all kBytes) in each gap from the third round on.
+    EXPECT_LE(read, static_cast<uint64_t>(2 * (rounds - 2) + 1) * kBytes);
+    munmap(a, kBytes);
+    munmap(b, kBytes);
+    busy_for(std::chrono::microseconds(1000));
+    EXPECT_EQ(pool.read_ahead_bytes(), read);
 }
 
 }  // namespace
