@@ -256,8 +256,6 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
     // so the threads end within one such range of each other; every output is the same whoever computes it.
     const size_t tile_work = static_cast<size_t>(tile) * w.row_bytes * static_cast<size_t>(n_tokens);
     const size_t min_tiles = std::max<size_t>(4, (kMinBytesPerPart + tile_work - 1) / tile_work);
-    // A decode step's products tell the pool what they stream, for its read-ahead (ThreadPool::begin_read_ahead).
-    const StreamedBytes streamed{w.data, w.data, w.row_bytes * static_cast<size_t>(w.rows)};
     parallel_claims(
         pool, n_tiles,
         [&](size_t begin, size_t end) {
@@ -271,7 +269,7 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
                 rows_generic(w, x, n_tokens, y, r0, r1);
             }
         },
-        min_tiles, n_tokens <= kReadAheadTokens ? &streamed : nullptr);
+        min_tiles);
 }
 
 PreparedActivations reserve_activations(const Matrix & w, const float * x, int64_t n_tokens,

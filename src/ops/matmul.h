@@ -72,9 +72,6 @@ void quantize_activation_rows(const PreparedActivations & act, int64_t t0, int64
 // Quantising fewer elements than this (tokens x width) stays on the caller; above it the rows are spread
 // over the pool first (a region of its own: the product's ranges all need every row).
 constexpr int64_t kParallelQuantElems = 32 * 1024;
-// Products of up to this many tokens (decode steps) name their weights to the pool's read-ahead
-// (ThreadPool::begin_read_ahead): they stream the weights at the bus; longer ones are compute-bound.
-constexpr int64_t kReadAheadTokens = 8;
 // Rows [r0, r1) of matmul(w, x, n_tokens, y) on the calling thread, with activations from
 // prepare_activations(w, x, n_tokens, ...): bit-identical to what matmul writes there (each output is the same
 // single dot whatever the range). For running several products in one parallel region (ops/matmul_group.h).

@@ -142,20 +142,7 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
             ++task;
         }
     }
-    // For the pool's read-ahead: the group is named by its last task, starts with its first.
-    StreamedBytes streamed;
-    int64_t max_tokens = 0;
-    for (const MatmulTask & t : tasks) {
-        if (t.n_tokens <= 0 || t.w.rows == 0) continue;
-        if (streamed.first == nullptr) {
-            streamed.first = t.w.data;
-            streamed.first_bytes = t.w.row_bytes * static_cast<size_t>(t.w.rows);
-        }
-        streamed.key = t.w.data;
-        max_tokens = std::max(max_tokens, t.n_tokens);
-    }
-    pool->parallel_claims(static_cast<size_t>(parts), [&](size_t p0, size_t p1) { run_range(cuts[p0], cuts[p1]); }, 1,
-                          max_tokens <= kReadAheadTokens ? &streamed : nullptr);
+    pool->parallel_claims(static_cast<size_t>(parts), [&](size_t p0, size_t p1) { run_range(cuts[p0], cuts[p1]); });
 }
 
 }  // namespace offgrid::ops

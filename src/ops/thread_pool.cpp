@@ -31,19 +31,6 @@ inline void cpu_relax() {
 #endif
 }
 
-// Read-ahead: bytes read per step of an idle thread (it polls for a job between steps), and the most read ahead
-// for one job (a few tens of microseconds of the bus: about what the caller's work between two products lasts).
-constexpr size_t kAheadChunk = 4096;  // read_ahead_bytes() counts in these
-constexpr size_t kAheadMaxBytes = 1024 * 1024;
-constexpr uint64_t kAheadAddressBits = 48;
-
-// Reads every cache line of [p, p + kAheadChunk) (volatile: the loads must happen; their values do not matter).
-void read_lines(const uint8_t * p) {
-    uint64_t sink = 0;
-    for (size_t i = 0; i < kAheadChunk; i += 64) sink += *reinterpret_cast<const volatile uint64_t *>(p + i);
-    asm volatile("" : : "r"(sink));
-}
-
 inline uint32_t generation_of(uint64_t t) { return static_cast<uint32_t>(t >> 32); }
 inline uint32_t parts_of(uint64_t t) { return static_cast<uint32_t>(t >> 16) & 0xffff; }
 inline uint32_t next_of(uint64_t t) { return static_cast<uint32_t>(t) & 0xffff; }
@@ -94,7 +81,7 @@ uint32_t ThreadPool::wait_for_job(uint32_t seen) {
     for (int polls = 1;; ++polls) {
         const uint32_t gen = generation_of(ticket_.load(std::memory_order_acquire));
         if (gen != seen || stop_.load(std::memory_order_relaxed)) return gen;
-        if (!read_ahead_chunk()) cpu_relax();
+        cpu_relax();
         if (polls % kPollsPerClockRead == 0 && clock::now() > give_up) break;
     }
     // Sleep. The sleeper count and the ticket are both sequentially consistent: either the caller sees this
@@ -146,10 +133,6 @@ void ThreadPool::run_parts(int n_parts, const std::function<void(int)> & fn) {
         throw Error("thread pool: " + std::to_string(n_parts) + " parts in one job, at most " + std::to_string(kMaxParts));
     }
     std::lock_guard<std::mutex> serial(call_mutex_);
-    run_parts_locked(n_parts, fn);
-}
-
-void ThreadPool::run_parts_locked(int n_parts, const std::function<void(int)> & fn) {
     job_ = &fn;
     error_ = nullptr;
     parts_done_.store(0, std::memory_order_relaxed);
@@ -164,7 +147,7 @@ void ThreadPool::run_parts_locked(int n_parts, const std::function<void(int)> & 
     using clock = std::chrono::steady_clock;
     clock::time_point spin_end{};
     for (int polls = 1; parts_done_.load(std::memory_order_acquire) < n_parts; ++polls) {
-        if (!read_ahead_chunk()) cpu_relax();  // the caller too reads ahead while it waits
+        cpu_relax();
         if (polls % kPollsPerClockRead != 0) continue;
         const auto now = clock::now();
         if (spin_end == clock::time_point{}) {
@@ -191,8 +174,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     });
 }
 
-void ThreadPool::parallel_claims(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk,
-                                 const StreamedBytes * streamed) {
+void ThreadPool::parallel_claims(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
     if (n == 0) return;
     const size_t chunk = std::max<size_t>(1, min_chunk);
     if (n_threads_ == 1 || n <= chunk) {
@@ -201,9 +183,7 @@ void ThreadPool::parallel_claims(size_t n, const std::function<void(size_t, size
     }
     const size_t divisor = 2 * static_cast<size_t>(n_threads_);
     alignas(64) std::atomic<size_t> next{0};  // the first index nobody has claimed
-    std::lock_guard<std::mutex> serial(call_mutex_);
-    if (streamed != nullptr && read_ahead_on_) learn_and_read_ahead(*streamed);
-    run_parts_locked(n_threads_, [&](int) {
+    run_parts(n_threads_, [&](int) {
         size_t begin = next.load(std::memory_order_relaxed);
         while (begin < n) {
             const size_t left = n - begin;
@@ -216,65 +196,6 @@ void ThreadPool::parallel_claims(size_t n, const std::function<void(size_t, size
     });
 }
 
-void ThreadPool::begin_read_ahead() {
-    read_ahead_on_ = true;
-    last_key_ = nullptr;
-}
-
-void ThreadPool::end_read_ahead() {
-    read_ahead_on_ = false;
-    last_key_ = nullptr;
-    ahead_.store(0);
-    // A reader that loaded the old range before the store above is counted: wait for it to finish its chunk.
-    while (ahead_readers_.load() > 0) cpu_relax();
-}
-
-void ThreadPool::learn_and_read_ahead(const StreamedBytes & s) {
-    // Whole chunks from the first byte's cache line on, inside the range (so inside its pages).
-    const uintptr_t line = reinterpret_cast<uintptr_t>(s.first) & ~uintptr_t{63};
-    const size_t span = std::min(kAheadMaxBytes, s.first_bytes + (reinterpret_cast<uintptr_t>(s.first) - line));
-    const Successor seen{reinterpret_cast<const uint8_t *>(line), span / kAheadChunk * kAheadChunk, false};
-    if (last_key_ != nullptr) {
-        Successor & e = successors_[last_key_];
-        const bool same = e.first == seen.first && e.bytes == seen.bytes;
-        e = seen;
-        e.confirmed = same;
-    }
-    last_key_ = s.key;
-    uint64_t word = 0;
-    const auto it = successors_.find(s.key);
-    if (it != successors_.end() && it->second.confirmed && it->second.bytes > 0 &&
-        reinterpret_cast<uintptr_t>(it->second.first) >> kAheadAddressBits == 0) {
-        word = reinterpret_cast<uintptr_t>(it->second.first) |
-               static_cast<uint64_t>(it->second.bytes / kAheadChunk) << kAheadAddressBits;
-    }
-    // A reader that sees the new word sees the reset cursor. One still holding the old word may take a chunk
-    // number counted for the new one: it checks it against the old word's length, so it reads inside that range.
-    ahead_.store(0);
-    ahead_next_.store(0);
-    ahead_.store(word);
-}
-
-bool ThreadPool::read_ahead_chunk() {
-    const uint64_t peek = ahead_.load(std::memory_order_relaxed);  // most polls end here: nothing (left) to read
-    if (peek == 0 || ahead_next_.load(std::memory_order_relaxed) >= (peek >> kAheadAddressBits)) return false;
-    ahead_readers_.fetch_add(1);
-    const uint64_t word = ahead_.load();  // after the count: end_read_ahead waits for this reader
-    bool read = false;
-    if (word != 0) {
-        const uint32_t chunks = static_cast<uint32_t>(word >> kAheadAddressBits);
-        const uint32_t c = ahead_next_.fetch_add(1, std::memory_order_relaxed);
-        if (c < chunks) {
-            const auto * base = reinterpret_cast<const uint8_t *>(word & ((uint64_t{1} << kAheadAddressBits) - 1));
-            read_lines(base + static_cast<size_t>(c) * kAheadChunk);
-            ahead_chunks_read_.fetch_add(1, std::memory_order_relaxed);
-            read = true;
-        }
-    }
-    ahead_readers_.fetch_sub(1);
-    return read;
-}
-
 void parallel_for(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
     if (pool) {
         pool->parallel_for(n, fn, min_chunk);
@@ -283,10 +204,9 @@ void parallel_for(ThreadPool * pool, size_t n, const std::function<void(size_t, 
     }
 }
 
-void parallel_claims(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk,
-                     const StreamedBytes * streamed) {
+void parallel_claims(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
     if (pool) {
-        pool->parallel_claims(n, fn, min_chunk, streamed);
+        pool->parallel_claims(n, fn, min_chunk);
     } else if (n > 0) {
         fn(0, n);
     }

@@ -3,15 +3,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <mutex>
 #include <random>
 #include <stdexcept>
 #include <vector>
-
-#include <sys/mman.h>
 
 #include "random_data.h"
 #include "common/error.h"
@@ -423,71 +420,6 @@ TEST(ThreadPool, ClaimsCoverRangeOnceLargestFirst) {
     std::atomic<int> sum{0};
     pool.parallel_claims(10, [&](size_t b, size_t e) { sum += static_cast<int>(e - b); }, 2);
     EXPECT_EQ(sum.load(), 10);
-}
-
-// Keeps the calling thread busy (not asleep) for us: the caller's work between two products.
-void busy_for(std::chrono::microseconds us) {
-    const auto end = std::chrono::steady_clock::now() + us;
-    while (std::chrono::steady_clock::now() < end) {
-    }
-}
-
-// Read-ahead: once the same product has followed another twice in a row inside a scope, an idle thread reads
-// its first bytes while the caller is busy in between. Nothing is read outside a scope, and nothing once
-// end_read_ahead has returned: the bytes are unmapped then, so a late read would fault.
-TEST(ThreadPool, ReadAheadLearnsTheNextProductAndStopsWithTheScope) {
-    ThreadPool pool(2);
-    constexpr size_t kBytes = 1024 * 1024;  // the most read ahead for one product
-    auto map_bytes = [] {
-        void * p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-        EXPECT_NE(p, MAP_FAILED);
-        std::memset(p, 1, kBytes);
-        return static_cast<uint8_t *>(p);
-    };
-    uint8_t * a = map_bytes();
-    uint8_t * b = map_bytes();
-    auto product = [&](const uint8_t * w) {
-        const StreamedBytes streamed{w, w, kBytes};
-        std::atomic<size_t> sum{0};
-        // Long enough (about 5 us an index) that the worker is awake and takes part, as in a decode step.
-        pool.parallel_claims(64, [&](size_t i0, size_t i1) {
-            for (size_t i = i0; i < i1; ++i) {
-                sum += w[i * 4096];
-                busy_for(std::chrono::microseconds(5));
-            }
-        }, 1, &streamed);
-        return sum.load();
-    };
-    auto round = [&] {
-        EXPECT_EQ(product(a), 64u);
-        busy_for(std::chrono::microseconds(150));
-        EXPECT_EQ(product(b), 64u);
-        busy_for(std::chrono::microseconds(150));
-    };
-    for (int r = 0; r < 4; ++r) round();
-    EXPECT_EQ(pool.read_ahead_bytes(), 0u);
-    // On a loaded machine the worker may miss a gap now and then: rounds until it has read ahead (the first two
-    // only learn), a bounded number of them.
-    int rounds = 0;
-    {
-        const ReadAheadScope scope(&pool);
-        while (rounds < 200 && (rounds < 4 || pool.read_ahead_bytes() == 0)) {
-            round();
-            ++rounds;
-        }
-        // The scope ends right after a product whose successor (b) is published to be read ahead.
-        EXPECT_EQ(product(a), 64u);
-        EXPECT_TRUE(pool.read_ahead_published());
-    }
-    EXPECT_FALSE(pool.read_ahead_published());
-    const uint64_t read = pool.read_ahead_bytes();
-    EXPECT_GT(read, 0u);
-    // At most one product's first bytes (here all kBytes) in each gap from the third round on.
-    EXPECT_LE(read, static_cast<uint64_t>(2 * (rounds - 2) + 1) * kBytes);
-    munmap(a, kBytes);
-    munmap(b, kBytes);
-    busy_for(std::chrono::microseconds(1000));
-    EXPECT_EQ(pool.read_ahead_bytes(), read);
 }
 
 }  // namespace

@@ -90,8 +90,6 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     ForwardResult result;
     if (T == 0) return result;
 
-    // The pass's products read ahead on idle threads (the weights outlive the pass).
-    const ops::ReadAheadScope read_ahead(pool);
     const detail::Batch b{model, hp, shape, plan, storage, pool, T, options.dense};
     const common::GatedHcShape hcs = b.hc_shape();
     const size_t E = hp.n_embd, hc = hp.hc;
