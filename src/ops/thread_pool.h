@@ -1,9 +1,9 @@
-// A small fixed pool of worker threads for the heavy kernels. Work is split into contiguous index ranges
-// (parallel_for: ranges that depend only on n and the thread count; parallel_claims: ranges claimed as threads come
-// free, for work whose every index is computed on its own), and each range is computed by exactly one thread
-// with the same arithmetic as the scalar path, so results never depend on the number of threads. Ranges are claimed, not
-// assigned: on a busy machine a worker that is not scheduled in time leaves its range to whoever is free, so
-// the caller never waits for a thread that has not started.
+// A small fixed pool of worker threads for the heavy kernels. Work is split into contiguous index ranges, and
+// each range is computed by exactly one thread with the same arithmetic as the scalar path, so results never
+// depend on the number of threads. parallel_for's ranges depend only on n and the thread count; parallel_claims'
+// are claimed as threads come free (for work whose every index is computed on its own). Either way ranges are
+// claimed, not assigned: on a busy machine a worker that is not scheduled in time leaves its range to whoever is
+// free, so the caller never waits for a thread that has not started.
 //
 // A decode step issues a few dozen short jobs back to back, so the hot path takes no lock: a job is published
 // by one atomic store (generation, part count and claim counter in one word), workers claim parts with a
