@@ -191,6 +191,66 @@ TEST(Forward, WeightTypesMatchReference) {
     }
 }
 
+// The PLE products folded into the table at load (model/qwen4exp/ple_projection.h): a token's key and value
+// from its Hp precomputed rows equal the spec's two products of the concatenated rows.
+TEST(PleProjection, TokenRowsEqualTheProductsOfTheConcatenatedRows) {
+    for (auto type : {tensor::ElemType::F32, tensor::ElemType::Q8_0}) {
+        test::TinyConfig c;
+        c.matrix_type = type;
+        const Built b = build(c);
+        const Hparams & hp = b.model.hparams();
+        const Weights & w = b.model.weights();
+        const PleProjections & p = w.ple_proj;
+        ASSERT_FALSE(p.empty());
+        const size_t Hp = hp.ple_heads(), Dp = hp.ple_dim, E = hp.n_embd, dim = size_t{hp.hc} * E;
+        EXPECT_EQ(p.bytes(), PleProjections::bytes_for(hp));
+        const PleWeights & pw = w.layers[hp.ple_layer].ple;
+        std::mt19937 rng(11);
+        std::vector<uint32_t> rows(Hp);
+        std::vector<float> u(E), key(dim), value(E);
+        for (int trial = 0; trial < 50; ++trial) {
+            for (size_t h = 0; h < Hp; ++h) {
+                rows[h] = static_cast<uint32_t>(rng() % hp.ple_vocab_sizes[h]);
+                ops::dequantize_matrix_row(w.ple_table, static_cast<int64_t>(hp.ple_offsets[h] + rows[h]), &u[h * Dp]);
+            }
+            p.token(rows.data(), key.data(), value.data());
+            // The exact products of the stored weights (f32 activations, element order).
+            for (size_t o = 0; o < dim; ++o) {
+                const double ref = ops::dot_row_ref(pw.key, static_cast<int64_t>(o), u.data());
+                EXPECT_NEAR(key[o], ref, 1e-5 * (1.0 + std::fabs(ref))) << "key output " << o;
+            }
+            for (size_t o = 0; o < E; ++o) {
+                const double ref = ops::dot_row_ref(pw.value, static_cast<int64_t>(o), u.data());
+                EXPECT_NEAR(value[o], ref, 1e-5 * (1.0 + std::fabs(ref))) << "value output " << o;
+            }
+        }
+    }
+}
+
+TEST(PleProjection, BuiltWithinTheBudgetAndTheDirectProductsAgree) {
+    std::vector<uint8_t> bytes = test::tiny_model(test::TinyConfig{}).build();
+    auto load = [&](size_t budget) {
+        LoadOptions o;
+        o.ple_projection_bytes = budget;
+        return Model::from_reader(gguf::Reader::from_memory(bytes.data(), bytes.size(), "tiny"), o);
+    };
+    const Model folded = load(LoadOptions{}.ple_projection_bytes);
+    const size_t need = PleProjections::bytes_for(folded.hparams());
+    EXPECT_FALSE(load(need).weights().ple_proj.empty());
+    const Model direct = load(need - 1);
+    EXPECT_TRUE(direct.weights().ple_proj.empty());
+    EXPECT_TRUE(load(0).weights().ple_proj.empty());
+    // Without the tables the forward multiplies per token; both paths are the reference's maths.
+    const auto tokens = random_tokens(150, 12, folded.hparams().n_vocab);
+    const auto ref = test::reference_forward(folded, tokens);
+    const auto a = engine(folded, tokens, 16), d = engine(direct, tokens, 16);
+    EXPECT_LE(max_abs_diff(ref, a), 1e-4);
+    EXPECT_LE(max_abs_diff(ref, d), 1e-4);
+    EXPECT_NE(a, d);  // the two paths really differ (the order of the sums)
+    ops::ThreadPool pool(2);
+    EXPECT_EQ(d, engine(direct, tokens, 1, &pool));
+}
+
 TEST(Forward, OptionalTensorVariantsMatchReference) {
     test::TinyConfig c;
     c.tied_output = true;

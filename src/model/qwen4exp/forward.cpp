@@ -98,7 +98,8 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     // Buffers of the pass, per thread, that only grow (every element used below is written before it is read), so
     // a decode step allocates none of them.
     struct Scratch {
-        std::vector<float> R, a, y, inject, u, R_out, x_out;
+        std::vector<float> R, a, y, inject, R_out, x_out;
+        std::vector<uint32_t> ple_rows;
     };
     thread_local Scratch scratch;
     auto sized = [](std::vector<float> & v, size_t n) -> std::vector<float> & {
@@ -109,7 +110,7 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     std::vector<float> & a = sized(scratch.a, T * E);
     std::vector<float> & y = sized(scratch.y, T * E);
     std::vector<float> & inject = sized(scratch.inject, T * hc);
-    std::vector<float> & u = scratch.u;
+    std::vector<uint32_t> & ple_rows = scratch.ple_rows;
 
     // Embeddings, copied into every hyper-connection stream.
     for (size_t t = 0; t < T; ++t) {
@@ -117,12 +118,12 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     }
     common::broadcast_to_streams(a.data(), T, hc, E, R.data());
     if (hp.has_ple) {
-        sized(u, T * E);
-        detail::ple_embeddings(b, u.data());
+        if (ple_rows.size() < T * hp.ple_heads()) ple_rows.resize(T * hp.ple_heads());
+        detail::ple_rows(b, ple_rows.data());
     }
 
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        if (hp.has_ple && il == hp.ple_layer) detail::ple_block(b, il, u.data(), R.data());
+        if (hp.has_ple && il == hp.ple_layer) detail::ple_block(b, il, ple_rows.data(), R.data());
         const LayerWeights & lw = w.layers[il];
         common::gated_hc_mix(hcs, lw.hc_attn, R.data(), T, a.data(), inject.data(), pool);
         if (hp.is_recurrent[il]) {

@@ -24,9 +24,10 @@ struct Batch {
     common::GatedHcShape hc_shape() const { return {hp.n_embd, hp.hc, hp.hc_lr, hp.rms_eps}; }
 };
 
-// PLE: the per-token n-gram embedding u (n_tokens x E), then the PLE block updating R in place.
-void ple_embeddings(const Batch & b, float * u);
-void ple_block(const Batch & b, uint32_t il, const float * u, float * R);
+// PLE: each token's n-gram rows (n_tokens x Hp, head h's row within its head: hash mod V[h]), then the PLE
+// block updating R in place.
+void ple_rows(const Batch & b, uint32_t * rows);
+void ple_block(const Batch & b, uint32_t il, const uint32_t * rows, float * R);
 
 // Token mixers and the FFN: input a (n_tokens x E), output y (n_tokens x E).
 void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y);

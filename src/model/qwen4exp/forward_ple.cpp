@@ -25,9 +25,9 @@ memory::Token predecessor(const memory::Plan & plan, const memory::SeqView & vie
 
 }  // namespace
 
-void ple_embeddings(const Batch & b, float * u) {
+void ple_rows(const Batch & b, uint32_t * rows) {
     const Hparams & hp = b.hp;
-    const size_t N = hp.ple_ngram, G = hp.ple_heads_per_ngram, Dp = hp.ple_dim, E = hp.n_embd;
+    const size_t N = hp.ple_ngram, G = hp.ple_heads_per_ngram, Hp = hp.ple_heads();
     const int64_t eos = hp.ple_eos;
     std::vector<int64_t> ctx(N);
     for (size_t t = 0; t < b.n_tokens; ++t) {
@@ -46,21 +46,33 @@ void ple_embeddings(const Batch & b, float * u) {
             for (size_t j = 0; j < n; ++j) mixed ^= static_cast<uint64_t>(ctx[j]) * hp.ple_multipliers[j];
             for (size_t g = 0; g < G; ++g) {
                 const size_t h = (n - 2) * G + g;
-                const uint64_t row = mixed % hp.ple_vocab_sizes[h] + hp.ple_offsets[h];
-                ops::dequantize_matrix_row(b.model.weights().ple_table, static_cast<int64_t>(row), u + t * E + h * Dp);
+                rows[t * Hp + h] = static_cast<uint32_t>(mixed % hp.ple_vocab_sizes[h]);
             }
         }
     }
 }
 
-void ple_block(const Batch & b, uint32_t il, const float * u, float * R) {
+void ple_block(const Batch & b, uint32_t il, const uint32_t * rows, float * R) {
     const Hparams & hp = b.hp;
     const PleWeights & w = b.model.weights().layers[il].ple;
-    const size_t T = b.n_tokens, E = hp.n_embd, hc = hp.hc, dim = hc * E;
+    const PleProjections & proj = b.model.weights().ple_proj;
+    const size_t T = b.n_tokens, E = hp.n_embd, hc = hp.hc, dim = hc * E, Hp = hp.ple_heads(), Dp = hp.ple_dim;
     std::vector<float> key(T * dim), value(T * E);
-    const ops::MatmulTask products[2] = {{w.key, u, static_cast<int64_t>(T), key.data()},
-                                         {w.value, u, static_cast<int64_t>(T), value.data()}};
-    ops::matmul_group(products, b.pool);
+    if (!proj.empty()) {
+        for (size_t t = 0; t < T; ++t) proj.token(rows + t * Hp, &key[t * dim], &value[t * E]);
+    } else {
+        // u_t: the heads' table rows side by side (spec 3.4.1), then the two products.
+        std::vector<float> u(T * E);
+        for (size_t t = 0; t < T; ++t) {
+            for (size_t h = 0; h < Hp; ++h) {
+                const int64_t row = static_cast<int64_t>(hp.ple_offsets[h] + rows[t * Hp + h]);
+                ops::dequantize_matrix_row(b.model.weights().ple_table, row, &u[t * E + h * Dp]);
+            }
+        }
+        const ops::MatmulTask products[2] = {{w.key, u.data(), static_cast<int64_t>(T), key.data()},
+                                             {w.value, u.data(), static_cast<int64_t>(T), value.data()}};
+        ops::matmul_group(products, b.pool);
+    }
 
     // Gated value per stream (Gv) and its normed copy (Nc), the conv input.
     std::vector<float> gv(T * dim), nc(T * dim), kn(E), qn(E);

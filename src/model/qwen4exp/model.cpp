@@ -8,13 +8,15 @@
 
 namespace offgrid::model::qwen4exp {
 
-Model Model::load(const std::string & path) { return from_reader(gguf::Reader::open(path)); }
+Model Model::load(const std::string & path, const LoadOptions & options) {
+    return from_reader(gguf::Reader::open(path), options);
+}
 
-Model Model::from_reader(gguf::Reader reader) {
+Model Model::from_reader(gguf::Reader reader, const LoadOptions & options) {
     Model m;
     m.reader_ = std::make_unique<gguf::Reader>(std::move(reader));
     m.hp_ = load_hparams(*m.reader_);
-    m.w_ = load_weights(*m.reader_, m.hp_);
+    m.w_ = load_weights(*m.reader_, m.hp_, options);
     int n_attn = 0, n_recr = 0;
     for (uint32_t il = 0; il < m.hp_.n_layer; ++il) {
         const bool recr = m.hp_.is_recurrent[il];
@@ -80,7 +82,8 @@ std::string Model::describe() const {
                   "qwen4exp n_vocab=%u n_embd=%u n_layer=%u (attention %u, recurrent %u) n_ctx_train=%u "
                   "qsa_ratio=%u top_k=%u ple=%s",
                   hp_.n_vocab, hp_.n_embd, hp_.n_layer, hp_.n_attn_layers(), hp_.n_recr_layers(), hp_.n_ctx_train,
-                  hp_.kpool, hp_.idx_top_k, hp_.has_ple ? "yes" : "no");
+                  hp_.kpool, hp_.idx_top_k,
+                  !hp_.has_ple ? "no" : (w_.ple_proj.empty() ? "yes (products per token)" : "yes (products folded into the table)"));
     return buf;
 }
 

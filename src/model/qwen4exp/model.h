@@ -16,9 +16,9 @@ namespace offgrid::model::qwen4exp {
 class Model final : public Architecture {
 public:
     // Opens, validates and maps a GGUF file. Throws offgrid::Error / FileError naming the key or tensor.
-    static Model load(const std::string & path);
+    static Model load(const std::string & path, const LoadOptions & options = {});
     // Takes ownership of an open reader (tests build models in memory).
-    static Model from_reader(gguf::Reader reader);
+    static Model from_reader(gguf::Reader reader, const LoadOptions & options = {});
 
     const Hparams & hparams() const { return hp_; }
     const Weights & weights() const { return w_; }

@@ -26,7 +26,7 @@ HcWeights load_hc(const TensorLoader & L, const std::string & prefix, const Hpar
 
 }  // namespace
 
-Weights load_weights(const gguf::Reader & reader, const Hparams & hp) {
+Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const LoadOptions & options) {
     const TensorLoader L(reader);
     const int64_t E = hp.n_embd, V = hp.n_vocab;
     Weights w;
@@ -129,6 +129,10 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp) {
         m.shared_gate_scale = L.scale(p + "ffn_gate_shexp.scale");
         m.shared_up_scale = L.scale(p + "ffn_up_shexp.scale");
         m.shared_down_scale = L.scale(p + "ffn_down_shexp.scale");
+    }
+    if (hp.has_ple && PleProjections::bytes_for(hp) <= options.ple_projection_bytes) {
+        const PleWeights & pw = w.layers[hp.ple_layer].ple;
+        w.ple_proj = build_ple_projections(hp, w.ple_table, pw.key, pw.value);
     }
     return w;
 }

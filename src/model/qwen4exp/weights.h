@@ -10,6 +10,7 @@
 #include "model/common/hyper_connections.h"
 #include "model/common/moe.h"
 #include "model/qwen4exp/hparams.h"
+#include "model/qwen4exp/ple_projection.h"
 #include "ops/matmul.h"
 
 namespace offgrid::model::qwen4exp {
@@ -63,11 +64,18 @@ struct Weights {
     ops::Matrix output;           // n_vocab x E (token_embd when the head is tied)
     HcWeights output_hc;
     ops::Matrix ple_table;        // rows x Dp
+    PleProjections ple_proj;      // the PLE layer's products folded into the table; empty: multiply per token
     std::vector<LayerWeights> layers;
+};
+
+struct LoadOptions {
+    // The largest PleProjections built at load, in bytes (0: never). A model whose n-gram tables are too
+    // large for it multiplies ple_key and ple_value per token, as the spec writes them.
+    size_t ple_projection_bytes = size_t{256} << 20;
 };
 
 // Throws offgrid::Error naming the file and the tensor for anything missing, misshapen or of a type the
 // kernels cannot read.
-Weights load_weights(const gguf::Reader & reader, const Hparams & hp);
+Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const LoadOptions & options = {});
 
 }  // namespace offgrid::model::qwen4exp
