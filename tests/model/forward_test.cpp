@@ -155,6 +155,21 @@ TEST(Forward, BatchLayoutAndThreadsGiveIdenticalLogits) {
     EXPECT_EQ(one_batch, threaded_decode);
 }
 
+// A decode step spreads its pool scores over the pool and selects within each scored range first (the caller
+// then selects among the ranges' best): with thousands of pools there are several ranges, and the logits must
+// be those of the step on one thread.
+TEST(Forward, DecodeSelectionSplitOverRangesGivesIdenticalLogits) {
+    test::TinyConfig c;
+    c.ratio = 2;
+    c.top_k = 8 * c.ratio;
+    const Built b = build(c);
+    const auto tokens = random_tokens(6000, 15, b.model.hparams().n_vocab);  // 3000 pools: up to 6 ranges
+    ops::ThreadPool pool2(2), pool4(4);
+    const auto alone = engine(b.model, tokens, 1);
+    EXPECT_EQ(alone, engine(b.model, tokens, 1, &pool2));
+    EXPECT_EQ(alone, engine(b.model, tokens, 1, &pool4));
+}
+
 TEST(Forward, LargeRecurrentHeadsSpreadOverThreadsGiveIdenticalLogits) {
     test::TinyConfig c;
     c.d_state = 128;  // large enough for the delta rule to split value heads over the pool

@@ -69,6 +69,32 @@ TEST(BestPools, ModelSizeWithTies) {
     }
 }
 
+// The decode step's split selection: each range of a split keeps its own best, the union is selected again
+// (best_pools_among). Any split, ties included, gives best_pools' set.
+TEST(BestPools, AmongTheRangesBestEqualsTheWhole) {
+    std::mt19937 rng(9);
+    std::vector<uint32_t> scratch, picked, cand, range;
+    std::vector<float> work;
+    for (int round = 0; round < 300; ++round) {
+        const size_t n = 1 + rng() % 3000, k = rng() % (n / 2 + 2);
+        std::vector<float> v(n);
+        const int levels = 1 + static_cast<int>(rng() % 8);
+        for (auto & x : v) {
+            const uint32_t r = rng() % 100;
+            x = r < 3 ? NAN : r < 10 ? 0.0f : r < 12 ? -0.0f : static_cast<float>(rng() % levels);
+        }
+        cand.clear();
+        for (size_t p0 = 0; p0 < n;) {
+            const size_t p1 = std::min(n, p0 + 1 + rng() % 700);
+            best_pools(v.data() + p0, p1 - p0, k, scratch, range);
+            for (uint32_t p : range) cand.push_back(static_cast<uint32_t>(p0 + p));
+            p0 = p1;
+        }
+        best_pools_among(v.data(), cand.data(), cand.size(), k, work, scratch, picked);
+        EXPECT_EQ(picked, twin(v, k)) << "round " << round << " n " << n << " k " << k;
+    }
+}
+
 // Scores over the whole float range (every exponent, both signs, infinities): the radix digits of all three
 // passes decide, and equal keys sit in every bin.
 TEST(BestPools, EveryExponentAndSign) {

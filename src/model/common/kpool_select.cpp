@@ -125,10 +125,28 @@ void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector
     std::merge(sure, sure + n_sure, work, work + n_taken, picked.begin());
 }
 
+void best_pools_among(const float * scores, const uint32_t * cand, size_t n_cand, size_t budget,
+                      std::vector<float> & work, std::vector<uint32_t> & scratch, std::vector<uint32_t> & picked) {
+    work.resize(n_cand);
+    for (size_t c = 0; c < n_cand; ++c) work[c] = scores[cand[c]];
+    // Positions in the ascending candidate list order the ties as the pool indices do.
+    best_pools(work.data(), n_cand, budget, scratch, picked);
+    for (uint32_t & p : picked) p = cand[p];
+}
+
 void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,
                 const std::vector<uint32_t> & pools, bool with_tail, std::vector<uint32_t> & cells) {
-    for (uint32_t p : pools) {
-        for (size_t m = 0; m < kpool; ++m) cells.push_back(view.cells[view.pools[p] + m].cell);
+    // The view's arrays are read at scattered places and a decode step's weights have pushed them out of the
+    // caches since the last layer: each pool's entries are requested a few pools ahead (its first-cell index
+    // further ahead, since the cells' address depends on it).
+    constexpr size_t kAheadIndex = 16, kAheadCells = 8;
+    const size_t n = pools.size(), base = cells.size();
+    cells.resize(base + n * kpool);
+    for (size_t i = 0; i < n; ++i) {
+        if (i + kAheadIndex < n) __builtin_prefetch(&view.pools[pools[i + kAheadIndex]]);
+        if (i + kAheadCells < n) __builtin_prefetch(&view.cells[view.pools[pools[i + kAheadCells]]]);
+        const memory::PosCell * pc = &view.cells[view.pools[pools[i]]];
+        for (size_t m = 0; m < kpool; ++m) cells[base + i * kpool + m] = pc[m].cell;
     }
     if (with_tail) {
         for (size_t j = tp.tail.size(); j-- > 0;) cells.push_back(tp.tail[j]);  // oldest first
