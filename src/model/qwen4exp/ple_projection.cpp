@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-
 namespace offgrid::model::qwen4exp {
 
 namespace {
