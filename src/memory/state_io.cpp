@@ -272,10 +272,9 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
     // The scan's copies of the pooled keys are brought up to date here rather than by the first decode after the
     // restore: that decode is what a benchmark or a client times (a 64k sequence: 8 MiB of keys gathered from the
     // rep rows, about 3 ms). The same bytes either way (pool_keys copies whatever is past the valid prefix).
-    for (SeqId s = 0; s < (SeqId)n_seq_max && !pool_keys_.empty(); ++s) {
-        if (!all.test(s) || layout_.seq(s).reps.empty()) continue;
-        for (uint32_t l = 0; l < pool_keys_.size(); ++l) pool_keys(l, s);
-    }
+    for (uint32_t l = 0; l < pool_keys_.size(); ++l)
+        for (SeqId s = 0; s < (SeqId)n_seq_max; ++s)
+            if (all.test(s) && !layout_.seq(s).reps.empty()) pool_keys(l, s);
     debug_check();
 }
 
