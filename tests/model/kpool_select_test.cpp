@@ -69,28 +69,30 @@ TEST(BestPools, ModelSizeWithTies) {
     }
 }
 
-// The decode step's split selection: each range of a split keeps its own best, the union is selected again
-// (best_pools_among). Any split, ties included, gives best_pools' set.
-TEST(BestPools, AmongTheRangesBestEqualsTheWhole) {
-    std::mt19937 rng(9);
-    std::vector<uint32_t> scratch, picked, cand, range;
-    std::vector<float> work;
-    for (int round = 0; round < 300; ++round) {
-        const size_t n = 1 + rng() % 3000, k = rng() % (n / 2 + 2);
+// Many pools per budget (a decode at depth) take a floor from a sample of every 16th score. Arrangements that make
+// the sample say too little (the best pools all off the sampled places: many candidates) or too much (only the
+// sampled places high: fewer than a budget at or above the floor, so the full selection runs), sorted either
+// way, ties at the threshold and NaN: always the twin's set.
+TEST(BestPools, SampledFloorAnyArrangement) {
+    std::mt19937 rng(10);
+    std::normal_distribution<float> nd;
+    std::vector<uint32_t> scratch, picked;
+    for (int round = 0; round < 48; ++round) {
+        const size_t n = 2048 + rng() % 6000, k = 1 + rng() % (n / 8);
         std::vector<float> v(n);
-        const int levels = 1 + static_cast<int>(rng() % 8);
-        for (auto & x : v) {
-            const uint32_t r = rng() % 100;
-            x = r < 3 ? NAN : r < 10 ? 0.0f : r < 12 ? -0.0f : static_cast<float>(rng() % levels);
+        const int arrangement = round % 6;
+        for (size_t p = 0; p < n; ++p) {
+            const bool sampled = p % 16 == 8;
+            float x = nd(rng);
+            if (arrangement == 1) x = sampled ? x - 10.0f : x;          // the best never sampled
+            if (arrangement == 2) x = sampled ? x + 10.0f : x;          // only sampled places high
+            if (arrangement == 3) x = static_cast<float>(p);            // ascending
+            if (arrangement == 4) x = -static_cast<float>(p);           // descending
+            if (arrangement == 5) x = std::round(x * 2.0f) / 2.0f;      // few levels: ties at the threshold
+            if (rng() % 50 == 0) x = NAN;
+            v[p] = x;
         }
-        cand.clear();
-        for (size_t p0 = 0; p0 < n;) {
-            const size_t p1 = std::min(n, p0 + 1 + rng() % 700);
-            best_pools(v.data() + p0, p1 - p0, k, scratch, range);
-            for (uint32_t p : range) cand.push_back(static_cast<uint32_t>(p0 + p));
-            p0 = p1;
-        }
-        best_pools_among(v.data(), cand.data(), cand.size(), k, work, scratch, picked);
+        best_pools(v.data(), n, k, scratch, picked);
         EXPECT_EQ(picked, twin(v, k)) << "round " << round << " n " << n << " k " << k;
     }
 }

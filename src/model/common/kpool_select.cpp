@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "common/error.h"
 #include "ops/attention.h"
@@ -41,14 +42,11 @@ std::vector<uint32_t> best_pools(const float * scores, size_t n_pools, size_t bu
     return picked;
 }
 
-void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector<uint32_t> & scratch,
-                std::vector<uint32_t> & picked) {
-    picked.clear();
-    if (budget >= n_pools) {
-        for (size_t p = 0; p < n_pools; ++p) picked.push_back(static_cast<uint32_t>(p));
-        return;
-    }
-    if (budget == 0) return;
+namespace {
+
+// The radix selection over order keys (best_pools' contract, positions in [0, n) for scores): `keys` holds the n
+// keys, `scratch` at least 3 * n entries of working space.
+void select_keys(const uint32_t * keys, size_t n, size_t budget, uint32_t * scratch, std::vector<uint32_t> & picked) {
     // The budget-th largest key is the threshold: every pool above it is taken, and of the pools equal to it
     // the lowest indices, until the budget is full. That is the set of the order (score descending, index
     // ascending), in sequence order. The threshold is found digit by digit from the top (11, 11, 10 bits) with a
@@ -57,18 +55,16 @@ void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector
     // candidates); the later digits and the final choice read only the candidates, and the two lists (both in
     // sequence order) are merged. The first histogram is kept four times over (pool p in copy p % 4): the top
     // digit of similar scores is mostly the same, and one copy would make every increment wait for the last.
-    scratch.resize(4 * n_pools);
-    uint32_t * keys = scratch.data(), * sure = keys + n_pools, * cand = keys + 2 * n_pools, * work = keys + 3 * n_pools;
-    for (size_t p = 0; p < n_pools; ++p) keys[p] = order_key(scores[p]);
+    uint32_t * sure = scratch, * cand = scratch + n, * work = scratch + 2 * n;
     uint32_t hist4[4][1u << 11] = {};
     size_t p = 0;
-    for (; p + 4 <= n_pools; p += 4) {
+    for (; p + 4 <= n; p += 4) {
         ++hist4[0][keys[p] >> 21];
         ++hist4[1][keys[p + 1] >> 21];
         ++hist4[2][keys[p + 2] >> 21];
         ++hist4[3][keys[p + 3] >> 21];
     }
-    for (; p < n_pools; ++p) ++hist4[0][keys[p] >> 21];
+    for (; p < n; ++p) ++hist4[0][keys[p] >> 21];
     uint32_t * hist = hist4[0];
     for (size_t b = 0; b < (1u << 11); ++b) hist[b] += hist4[1][b] + hist4[2][b] + hist4[3][b];
     size_t need = budget;  // the threshold is the need-th largest candidate
@@ -83,7 +79,7 @@ void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector
     const uint32_t top = choose(1u << 11);
     // Each index is written at the next place of both lists and kept in the one it belongs to (no branch).
     size_t n_sure = 0, n_cand = 0;
-    for (size_t q = 0; q < n_pools; ++q) {
+    for (size_t q = 0; q < n; ++q) {
         const uint32_t d = keys[q] >> 21;
         sure[n_sure] = cand[n_cand] = static_cast<uint32_t>(q);
         n_sure += d > top;
@@ -125,13 +121,50 @@ void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector
     std::merge(sure, sure + n_sure, work, work + n_taken, picked.begin());
 }
 
-void best_pools_among(const float * scores, const uint32_t * cand, size_t n_cand, size_t budget,
-                      std::vector<float> & work, std::vector<uint32_t> & scratch, std::vector<uint32_t> & picked) {
-    work.resize(n_cand);
-    for (size_t c = 0; c < n_cand; ++c) work[c] = scores[cand[c]];
-    // Positions in the ascending candidate list order the ties as the pool indices do.
-    best_pools(work.data(), n_cand, budget, scratch, picked);
-    for (uint32_t & p : picked) p = cand[p];
+// Sampling pays once the pools are many times the budget (a decode at depth: 16384 pools, budget 512).
+constexpr size_t kSampleStride = 16, kSampleMinPools = 2048, kSampleMinRatio = 8;
+
+}  // namespace
+
+void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector<uint32_t> & scratch,
+                std::vector<uint32_t> & picked) {
+    picked.clear();
+    if (budget >= n_pools) {
+        for (size_t p = 0; p < n_pools; ++p) picked.push_back(static_cast<uint32_t>(p));
+        return;
+    }
+    if (budget == 0) return;
+    // keys, then three lists for select_keys over all pools, or (sampled) the candidates' indices and keys and
+    // select_keys' three lists over those.
+    scratch.resize(6 * n_pools);
+    uint32_t * keys = scratch.data();
+    for (size_t p = 0; p < n_pools; ++p) keys[p] = order_key(scores[p]);
+    if (n_pools >= kSampleMinPools && n_pools >= kSampleMinRatio * budget) {
+        // A floor from a sample: the j-th largest of every kSampleStride-th key, with j chosen so that about
+        // 1.25 budgets plus a margin of keys lie at or above it. Every pool of the selection has a key at least
+        // the budget-th largest, so when at least `budget` keys are >= the floor the selection is among them (in
+        // sequence order, so ties still go to the lower index) and the radix reads those few. A short sample
+        // (about 1 time in 1000 at the bench shape) falls through to the full selection: same set either way.
+        uint32_t * sample = scratch.data() + n_pools;
+        const size_t n_sample = n_pools / kSampleStride;
+        for (size_t i = 0; i < n_sample; ++i) sample[i] = keys[i * kSampleStride + kSampleStride / 2];
+        const size_t j = std::min(n_sample, budget / kSampleStride + budget / (4 * kSampleStride) + 16);
+        std::nth_element(sample, sample + (j - 1), sample + n_sample, std::greater<uint32_t>());
+        const uint32_t floor_key = sample[j - 1];
+        uint32_t * idx = scratch.data() + n_pools, * ckeys = idx + n_pools;
+        size_t n_cand = 0;
+        for (size_t p = 0; p < n_pools; ++p) {  // no branch: each index written, kept when at or above the floor
+            idx[n_cand] = static_cast<uint32_t>(p);
+            ckeys[n_cand] = keys[p];
+            n_cand += keys[p] >= floor_key;
+        }
+        if (n_cand >= budget) {
+            select_keys(ckeys, n_cand, budget, ckeys + n_cand, picked);
+            for (uint32_t & p : picked) p = idx[p];
+            return;
+        }
+    }
+    select_keys(keys, n_pools, budget, scratch.data() + n_pools, picked);
 }
 
 void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,

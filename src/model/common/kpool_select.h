@@ -22,17 +22,11 @@ void pooled_keys(const memory::SeqView & view, const memory::TokenPlan & tp,
 
 // The best `budget` pools by score (ops::top_k: descending, ties to the lower index), returned in sequence order.
 std::vector<uint32_t> best_pools(const float * scores, size_t n_pools, size_t budget);
-// The same set, in O(n_pools) (the threshold by a radix selection, then one pass in sequence order): `picked`
-// is overwritten, `scratch` is working space the caller may reuse across calls.
+// The same set, in O(n_pools) (the threshold by a radix selection, then one pass in sequence order; with many
+// pools per budget the radix reads only the pools at or above a floor taken from a sample): `picked` is
+// overwritten, `scratch` is working space the caller may reuse across calls.
 void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector<uint32_t> & scratch,
                 std::vector<uint32_t> & picked);
-
-// best_pools over a candidate subset: `cand` holds n_cand pool indices in ascending order, `scores` is indexed by
-// pool. Gives best_pools(scores, n, budget)'s set whenever the candidates include it, which they do when they
-// are the union of best_pools over the ranges of any split of [0, n) (under the strict order every pool of the
-// global best is also among its own range's best). `work` is scratch space like `scratch`.
-void best_pools_among(const float * scores, const uint32_t * cand, size_t n_cand, size_t budget,
-                      std::vector<float> & work, std::vector<uint32_t> & scratch, std::vector<uint32_t> & picked);
 
 // Appends the member cells of the given pools (sequence order within a pool), then the tail oldest first.
 void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,

@@ -2,7 +2,6 @@
 // KV heads, K/V written to each token's cell; on QSA layers raw indexer keys are stored, the plan's new pools
 // are pooled, and each token attends to its top top_k/r pools plus its incomplete tail.
 #include <algorithm>
-#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <span>
@@ -233,32 +232,6 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         thread_local std::vector<uint32_t> tl_scratch, tl_picked, tl_cells;
         std::vector<float> & scores = tl_scores;
         std::vector<uint32_t> & scratch = tl_scratch, & picked = tl_picked, & cells = tl_cells;
-        // A lone token (a decode step) also selects within each scored range, on the thread that scored it: the
-        // best of all pools are among the ranges' best (kpool_select.h), so the caller then selects among a few
-        // budgets of candidates instead of every pool. A range starting at pool p0 leaves its candidates at
-        // local[p0 ...] (ranges are disjoint, so are their slots) and its (p0, count) in one entry of `ranges`.
-        // Both scan paths' ranges are at least 512 pools, which bounds their number.
-        const bool split_select = n_score > budget && t1 - t0 == 1 && inner != nullptr;
-        struct RangeBest {
-            uint32_t p0, n;
-        };
-        thread_local std::vector<uint32_t> tl_local;
-        thread_local std::vector<RangeBest> tl_ranges;
-        thread_local std::vector<float> tl_work;
-        std::vector<uint32_t> & local = tl_local;
-        std::vector<RangeBest> & ranges = tl_ranges;
-        std::atomic<size_t> n_ranges{0};
-        if (split_select) {
-            local.resize(n_score);
-            ranges.resize(n_score / 512 + 1);
-        }
-        auto select_range = [&](size_t p0, size_t p1) {
-            if (!split_select) return;
-            thread_local std::vector<uint32_t> range_scratch, range_picked;
-            common::best_pools(scores.data() + p0, p1 - p0, budget, range_scratch, range_picked);
-            for (size_t i = 0; i < range_picked.size(); ++i) local[p0 + i] = static_cast<uint32_t>(p0) + range_picked[i];
-            ranges[n_ranges.fetch_add(1)] = {static_cast<uint32_t>(p0), static_cast<uint32_t>(range_picked.size())};
-        };
         if (n_score > 0) {
             memory::PoolKeyTable in_order;
             for (const auto & [seq, table] : pool_keys)
@@ -271,34 +244,19 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                     const size_t p0 = b0 * B, p1 = std::min(b1 * B, n_score);
                     ops::score_pool_blocks(&qi[t0 * Hi * Di], t1 - t0, Hi * Di, Hi, Di, in_order.block(b0), type_idx,
                                            p1 - p0, scores.data() + p0, n_score);
-                    select_range(p0, p1);
                 }, 512 / B);
             } else {
                 ops::parallel_for(inner, n_score, [&](size_t p0, size_t p1) {
                     ops::score_pool_rows(&qi[t0 * Hi * Di], t1 - t0, Hi * Di, Hi, Di, pooled, view.reps.data() + p0,
                                          p1 - p0, scores.data() + p0, n_score);
-                    select_range(p0, p1);
                 }, 512);
             }
-        }
-        if (split_select) {  // the ranges' candidates in pool order
-            std::sort(ranges.begin(), ranges.begin() + n_ranges.load(),
-                      [](const RangeBest & x, const RangeBest & y) { return x.p0 < y.p0; });
-            size_t n_cand = 0;
-            for (size_t i = 0; i < n_ranges.load(); ++i) {  // n_cand <= p0: each range's list moves down or stays
-                std::memmove(&local[n_cand], &local[ranges[i].p0], ranges[i].n * sizeof(uint32_t));
-                n_cand += ranges[i].n;
-            }
-            local.resize(n_cand);
         }
         for (size_t t = t0; t < t1; ++t) {
             const memory::TokenPlan & tp = b.plan.tokens[t];
             cells.clear();
             if (!qsa || b.qsa_dense || tp.n_pools <= budget) {
                 for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
-            } else if (split_select) {
-                common::best_pools_among(scores.data(), local.data(), local.size(), budget, tl_work, scratch, picked);
-                common::pool_cells(view, tp, static_cast<uint32_t>(r), picked, true, cells);
             } else {
                 common::best_pools(&scores[(t - t0) * n_score], tp.n_pools, budget, scratch, picked);
                 common::pool_cells(view, tp, static_cast<uint32_t>(r), picked, true, cells);
