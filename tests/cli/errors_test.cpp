@@ -142,6 +142,22 @@ TEST_F(CliErrors, StateFileOfAnotherModel) {
     EXPECT_EQ(run("run -m " + model() + " -p x -n 1 --state-load " + q(dir_.file("s.state"))).status, 0);
 }
 
+// Models that differ in one hyperparameter only (the weights are the same bytes) or in one weight byte in the
+// middle of a tensor are other models: their logits differ, so a state of one is refused by the other.
+TEST_F(CliErrors, StateFileOfAModelWithOneHyperparameterOrWeightByteChanged) {
+    ASSERT_EQ(run("run -m " + model() + " -p hello -n 2 --state-save " + q(dir_.file("s.state"))).status, 0);
+    for (const char * flags : {"--rms-eps 0.0001", "--rope-base 20000", "--n-expert-used 1"}) {
+        ASSERT_EQ(run_offgrid(std::string("gen-model ") + flags + " -o " + q(dir_.file("hp.gguf"))).status, 0);
+        const CmdResult r = run("run -m " + q(dir_.file("hp.gguf")) + " -p x --state-load " + q(dir_.file("s.state")));
+        expect_one_line_error(r, "model fingerprint: the state was saved with another model");
+    }
+    std::string file = slurp(dir_.file("m.gguf"));
+    file[file.size() / 2] = static_cast<char>(file[file.size() / 2] ^ 0x01);  // inside the tensor data
+    std::ofstream(dir_.file("w.gguf"), std::ios::binary) << file;
+    expect_one_line_error(run("run -m " + q(dir_.file("w.gguf")) + " -p x --state-load " + q(dir_.file("s.state"))),
+                          "model fingerprint: the state was saved with another model");
+}
+
 TEST_F(CliErrors, StateFiles) {
     // Files that are no state at all, or cut short.
     std::ofstream(dir_.file("junk.state"), std::ios::binary) << "definitely not a state";
