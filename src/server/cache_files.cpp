@@ -3,6 +3,7 @@
 #include "common/crc32c.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "runtime/prompt_file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -53,6 +54,9 @@ private:
     size_t end_;
     size_t off_ = 0;
 };
+
+// File names come from the folder: control bytes in them must not reach the terminal.
+std::string shown(const fs::path & p) { return runtime::printable(p.string(), 4096); }
 
 bool is_cache_name(const std::string & name) {
     return name.size() > std::strlen(kPrefix) + std::strlen(kSuffix) && name.rfind(kPrefix, 0) == 0 &&
@@ -179,12 +183,12 @@ size_t load_prefix_cache(PrefixCache & cache, const std::string & dir, uint64_t 
         struct stat st {};
         if (::lstat(e.path().c_str(), &st) != 0) continue;
         if (!S_ISREG(st.st_mode)) {
-            std::fprintf(stderr, "serve: %s: skipped (%s)\n", e.path().c_str(),
+            std::fprintf(stderr, "serve: %s: skipped (%s)\n", shown(e.path()).c_str(),
                          S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file");
             continue;
         }
         if (static_cast<uint64_t>(st.st_size) > cache.budget()) {
-            std::fprintf(stderr, "serve: %s: skipped (%lld bytes, more than the cache budget of %zu)\n", e.path().c_str(),
+            std::fprintf(stderr, "serve: %s: skipped (%lld bytes, more than the cache budget of %zu)\n", shown(e.path()).c_str(),
                          static_cast<long long>(st.st_size), cache.budget());
             continue;
         }
@@ -195,7 +199,7 @@ size_t load_prefix_cache(PrefixCache & cache, const std::string & dir, uint64_t 
     uint64_t total = 0;
     size_t first = files.size();
     while (first > 0 && total + files[first - 1].second <= cache.budget()) total += files[--first].second;
-    for (size_t i = 0; i < first; ++i) std::fprintf(stderr, "serve: %s: skipped (beyond the cache budget)\n", files[i].first.c_str());
+    for (size_t i = 0; i < first; ++i) std::fprintf(stderr, "serve: %s: skipped (beyond the cache budget)\n", shown(files[i].first).c_str());
     size_t n = 0;
     for (size_t i = first; i < files.size(); ++i) {
         const fs::path & path = files[i].first;
@@ -205,7 +209,7 @@ size_t load_prefix_cache(PrefixCache & cache, const std::string & dir, uint64_t 
         if (read_bounded(path, files[i].second, data, why).empty()) why = parse(data, fingerprint, n_vocab, tokens, snap);
         if (why.empty() && check) why = check(tokens, snap);
         if (!why.empty()) {
-            std::fprintf(stderr, "serve: %s: skipped (%s)\n", path.c_str(), why.c_str());
+            std::fprintf(stderr, "serve: %s: skipped (%s)\n", shown(path).c_str(), why.c_str());
             continue;
         }
         cache.insert(tokens, std::move(snap));

@@ -176,6 +176,31 @@ TEST_F(CliErrors, StateFiles) {
     }
 }
 
+// Cache types are named as the flags name them, not by ggml type number.
+TEST_F(CliErrors, StateOfAnotherCacheTypeNamesTheTypes) {
+    ASSERT_EQ(run("run -m " + model() + " -p hello -n 2 -ctk f32 --state-save " + q(dir_.file("f32.state"))).status, 0);
+    expect_one_line_error(run("run -m " + model() + " -p x --state-load " + q(dir_.file("f32.state"))),
+                          "type_k: the state was made with f32, this memory has f16");
+    expect_one_line_error(run("run -m " + model() + " -p x -ctk f32 -ctv f32 --state-load " + q(dir_.file("f32.state"))),
+                          "type_v: the state was made with f16, this memory has f32");
+}
+
+// Bytes of an input file or an argument never reach the terminal raw: control bytes are shown as \xNN.
+TEST_F(CliErrors, ControlBytesInMessagesAreEscaped) {
+    std::ofstream(dir_.file("ids.txt"), std::ios::binary) << "1 2 \x1b]0;title\x07 5";
+    const CmdResult ids = run("perplexity --ids -m " + model() + " -f " + q(dir_.file("ids.txt")));
+    expect_one_line_error(ids, "token 2: expected a token id, got '\\x1b]0;title\\x07'");
+    const CmdResult flag = run("run -n $(printf '1\\033[2J')");
+    expect_one_line_error(flag, "expected an integer, got '1\\x1b[2J'");
+    for (const CmdResult * r : {&ids, &flag}) {
+        for (const char c : r->err) {
+            if (c != '\n') {
+                EXPECT_GE(static_cast<unsigned char>(c), 0x20u) << r->err;
+            }
+        }
+    }
+}
+
 TEST_F(CliErrors, BadTokenIdFiles) {
     std::ofstream(dir_.file("ids.txt"), std::ios::binary) << "1 2 3 x 5";
     expect_one_line_error(run("perplexity --ids -m " + model() + " -f " + q(dir_.file("ids.txt"))), "token 3");
