@@ -3,6 +3,7 @@
 # Usage: scripts/check_input_size.sh [BUILD_DIR]   (default build). The figures go to docs/cli.md; the test suite
 # (tests/cli/input_size_test.cpp) checks the behaviour and the memory, never the time.
 set -eu
+[ -x /usr/bin/time ] || { echo "needs /usr/bin/time (Debian package time)"; exit 1; }
 B=${1:-build}/offgrid
 T=$(mktemp -d)
 trap 'rm -rf "$T"' EXIT

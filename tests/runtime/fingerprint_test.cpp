@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
 #include <unistd.h>
@@ -23,6 +24,10 @@ const fs::path & dir() {
         fs::path p = fs::temp_directory_path() / ("offgrid_fingerprint_" + std::to_string(::getpid()));
         fs::remove_all(p);
         fs::create_directories(p);
+        std::atexit([] {
+            std::error_code ec;
+            fs::remove_all(fs::temp_directory_path() / ("offgrid_fingerprint_" + std::to_string(::getpid())), ec);
+        });
         return p;
     }();
     return d;

@@ -3,6 +3,7 @@
 // fails to restore is dropped.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -21,8 +22,20 @@ namespace fs = std::filesystem;
 constexpr size_t kVocab = 8;
 constexpr uint64_t kModelA = 0x1111222233334444ull, kModelB = 0x5555666677778888ull;
 
+const fs::path & test_root() {
+    static const fs::path root = [] {
+        fs::path r = fs::temp_directory_path() / ("offgrid_cache_files_" + std::to_string(::getpid()));
+        std::atexit([] {
+            std::error_code ec;
+            fs::remove_all(fs::temp_directory_path() / ("offgrid_cache_files_" + std::to_string(::getpid())), ec);
+        });
+        return r;
+    }();
+    return root;
+}
+
 fs::path fresh_dir(const std::string & name) {
-    const fs::path d = fs::temp_directory_path() / ("offgrid_cache_files_" + std::to_string(::getpid())) / name;
+    const fs::path d = test_root() / name;
     fs::remove_all(d);
     fs::create_directories(d);
     return d;
