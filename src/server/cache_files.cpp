@@ -63,14 +63,12 @@ bool is_cache_name(const std::string & name) {
            name.compare(name.size() - std::strlen(kSuffix), std::string::npos, kSuffix) == 0;
 }
 
-// Reads exactly `size` bytes of a regular file, never following a link and never blocking on a FIFO. Empty
-// `why` on success.
-std::string read_bounded(const fs::path & path, uint64_t size, std::string & out, std::string & why) {
+// Reads exactly `size` bytes of a regular file, never following a link and never blocking on a FIFO (the file
+// may have been swapped since it was listed). Returns why not, or empty on success.
+std::string read_bounded(const fs::path & path, uint64_t size, std::string & out) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-        why = errno == ELOOP ? "a symbolic link" : std::string("cannot open: ") + std::strerror(errno);
-        return why;
-    }
+    if (fd < 0) return errno == ELOOP ? "a symbolic link" : std::string("cannot open: ") + std::strerror(errno);
+    std::string why;
     struct stat st {};
     if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) why = "not a regular file";
     else if (static_cast<uint64_t>(st.st_size) != size) why = "changed while loading";
@@ -155,6 +153,11 @@ size_t save_prefix_cache(const PrefixCache & cache, const std::string & dir, uin
         put(out, crc32c(out.data(), out.size()));
         char name[32];
         std::snprintf(name, sizeof(name), "%s%06zu%s", kPrefix, n, kSuffix);  // in LRU order: loading keeps the order
+        // A FIFO, link or device under one of our names (skipped at load) would refuse the write: it goes first.
+        struct stat st {};
+        if (::lstat((folder / name).c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+            ::unlink((folder / name).c_str());
+        }
         try {
             write_file_atomic((folder / name).string(), out, "serve --slot-save-path");
         } catch (const Error & e) {
@@ -206,7 +209,8 @@ size_t load_prefix_cache(PrefixCache & cache, const std::string & dir, uint64_t 
         std::string data, why;
         std::vector<int32_t> tokens;
         Snapshot snap;
-        if (read_bounded(path, files[i].second, data, why).empty()) why = parse(data, fingerprint, n_vocab, tokens, snap);
+        why = read_bounded(path, files[i].second, data);
+        if (why.empty()) why = parse(data, fingerprint, n_vocab, tokens, snap);
         if (why.empty() && check) why = check(tokens, snap);
         if (!why.empty()) {
             std::fprintf(stderr, "serve: %s: skipped (%s)\n", shown(path).c_str(), why.c_str());

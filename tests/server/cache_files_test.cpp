@@ -133,6 +133,21 @@ TEST(CacheFiles, NonRegularFilesAreSkippedUnread) {
     EXPECT_EQ(load_prefix_cache(c, dir.string(), kModelA, kVocab), 2u);
 }
 
+// A FIFO or link under a name the save writes does not stop the save (write_file_atomic refuses such targets).
+TEST(CacheFiles, ASaveGetsPastAFifoUnderItsOwnName) {
+    const fs::path dir = fresh_dir("fifo_name");
+    ASSERT_EQ(save_two(dir, kModelA), 2u);
+    const fs::path folder = prefix_cache_folder(dir.string(), kModelA);
+    fs::remove(folder / "prefix-000000.ogpc");
+    ASSERT_EQ(::mkfifo((folder / "prefix-000000.ogpc").c_str(), 0600), 0);
+    fs::remove(folder / "prefix-000001.ogpc");
+    fs::create_symlink("/dev/zero", folder / "prefix-000001.ogpc");
+    EXPECT_EQ(save_two(dir, kModelA), 2u);
+    for (const auto & f : cache_files(folder)) EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(f))) << f;
+    PrefixCache c(1 << 20);
+    EXPECT_EQ(load_prefix_cache(c, dir.string(), kModelA, kVocab), 2u);
+}
+
 TEST(CacheFiles, FilesBeyondTheBudgetAreSkippedNewestKept) {
     const fs::path dir = fresh_dir("budget");
     ASSERT_EQ(save_two(dir, kModelA), 2u);  // A (older, with logits) then B (newer)
