@@ -17,6 +17,7 @@
 #include "offgrid/context.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
+#include "runtime/prompt_file.h"
 #include "runtime/tokenizer.h"
 
 namespace offgrid::cli {
@@ -24,7 +25,7 @@ namespace offgrid::cli {
 namespace {
 
 constexpr const char * kUsage =
-    "usage: offgrid perplexity [-m MODEL] -f FILE [-c N] [-b N] [--ids] [--half] [options]\n"
+    "usage: offgrid perplexity [-m MODEL] -f FILE [-c N] [--chunks N] [-b N] [--ids] [--half] [options]\n"
     "\n"
     "Splits the tokens of FILE into chunks of N tokens (the last, shorter chunk is scored too when it has at\n"
     "least 2 tokens), evaluates each chunk in a fresh context and prints each chunk's perplexity and the final\n"
@@ -35,6 +36,7 @@ constexpr const char * kUsage =
     "  -f, --file FILE         the text (or, with --ids, the token ids)\n"
     "  --ids                   FILE holds token ids separated by white space, used as they are (no BOS)\n"
     "  -c, --ctx-size N        chunk length in tokens (default 512, or the model's context length if shorter)\n"
+    "  --chunks N              score at most the first N chunks; FILE is read only that far (default: all)\n"
     "  -b, --batch-size N      most tokens per decode call (default: the chunk length)\n"
     "  -ub, --ubatch-size N    most tokens per micro-batch (default 512)\n"
     "  -t, --threads N         threads (default: the hardware's)\n"
@@ -43,22 +45,6 @@ constexpr const char * kUsage =
     "  --qsa-dense             force dense attention on QSA layers\n"
     "  --mmap, --no-mmap       map the model file, or read it into memory (default: read when it takes at most\n"
     "                          half the available memory)\n";
-
-std::string read_file(const std::string & path) { return read_file_text(path, "-f"); }
-
-std::vector<int32_t> parse_ids(const std::string & path, const std::string & text, int32_t n_vocab) {
-    std::vector<int32_t> ids;
-    std::istringstream in(text);
-    for (std::string word; in >> word;) {
-        const std::string what = path + ": token " + std::to_string(ids.size());
-        try {
-            ids.push_back(static_cast<int32_t>(runtime::parse_integer(what, word, 0, n_vocab - 1)));
-        } catch (const runtime::UsageError & e) {
-            throw Error(e.what());  // a bad input file, not a bad command line
-        }
-    }
-    return ids;
-}
 
 // -log softmax(row)[target], in double.
 double token_nll(const float * row, int32_t n_vocab, int32_t target) {
@@ -72,7 +58,7 @@ double token_nll(const float * row, int32_t n_vocab, int32_t target) {
 int perplexity_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("perplexity", [&]() -> int {
         std::string model_path, file, ctk = "f16", ctv = "f16";
-        int64_t chunk = 512, n_batch = 0, n_ubatch = 512;
+        int64_t chunk = 512, n_batch = 0, n_ubatch = 512, max_chunks = -1;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
         bool ids_mode = false, half = false, qsa_dense = false;
         WeightLoad weights = WeightLoad::Auto;
@@ -84,6 +70,7 @@ int perplexity_main(const std::vector<std::string> & args) {
         p.flag({"--half"}, &half);
         p.flag({"--qsa-dense"}, &qsa_dense);
         p.integer({"-c", "--ctx-size"}, &chunk, 2, 1 << 24);
+        p.integer({"--chunks"}, &max_chunks, 1, int64_t(1) << 32);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 24);
         p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 24);
         p.integer({"-t", "--threads"}, &threads, 1, ops::ThreadPool::kMaxThreads);
@@ -100,18 +87,28 @@ int perplexity_main(const std::vector<std::string> & args) {
                 throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
             }
         }
-        const std::string text = read_file(file);
+        runtime::check_input_file(file, "-f");  // read after the model loads, in pieces
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
         const int32_t n_vocab = model->n_vocab();
+        if (!p.given("-c")) chunk = std::min<int64_t>(chunk, std::max<uint32_t>(2, model->n_ctx_train()));
+        if (static_cast<uint64_t>(chunk) > model->n_ctx_train()) {
+            throw Error("-c " + std::to_string(chunk) + " exceeds the model's context length " +
+                        std::to_string(model->n_ctx_train()));
+        }
 
-        std::vector<int32_t> tokens;
+        // With --chunks N only the first N chunks' tokens are read (like llama.cpp's --chunks); the file is
+        // tokenised in pieces either way, never held whole.
+        const size_t limit = p.given("--chunks") ? static_cast<size_t>(max_chunks) * static_cast<size_t>(chunk) : SIZE_MAX;
+        runtime::BoundedTokens input;
         if (ids_mode) {
-            tokens = parse_ids(file, text, n_vocab);
+            input = runtime::read_token_ids(file, n_vocab, limit, "-f");
         } else {
             const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
-            tokens = tok.tokenize(text, false);
+            input = runtime::tokenize_file(tok, file, limit, "-f");
         }
+        std::vector<int32_t> & tokens = input.tokens;
+        if (tokens.size() > limit) tokens.resize(limit);
         if (tokens.size() < 2) {
             throw Error(file + ": " + std::to_string(tokens.size()) + " tokens; perplexity needs at least 2");
         }
@@ -124,11 +121,6 @@ int perplexity_main(const std::vector<std::string> & args) {
         cp.type_k = ctk;
         cp.type_v = ctv;
         cp.qsa_dense = qsa_dense;
-        if (!p.given("-c")) chunk = std::min<int64_t>(chunk, std::max<uint32_t>(2, model->n_ctx_train()));
-        if (static_cast<uint64_t>(chunk) > model->n_ctx_train()) {
-            throw Error("-c " + std::to_string(chunk) + " exceeds the model's context length " +
-                        std::to_string(model->n_ctx_train()));
-        }
         Context ctx(model, cp);
         const size_t batch = ctx.params().n_batch;
 
@@ -137,8 +129,8 @@ int perplexity_main(const std::vector<std::string> & args) {
             const size_t e = std::min(tokens.size(), b + static_cast<size_t>(chunk));
             if (e - b >= 2) chunks.emplace_back(b, e);
         }
-        std::printf("perplexity: %zu tokens, %zu chunk(s) of up to %lld tokens, scoring %s\n", tokens.size(),
-                    chunks.size(), static_cast<long long>(chunk),
+        std::printf("perplexity: %zu tokens, %zu chunk(s) of up to %lld tokens%s, scoring %s\n", tokens.size(),
+                    chunks.size(), static_cast<long long>(chunk), input.over ? " (--chunks: the file has more)" : "",
                     half ? "the second half of each chunk" : "every token after the first of each chunk");
 
         const auto t0 = std::chrono::steady_clock::now();
