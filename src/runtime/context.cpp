@@ -23,6 +23,8 @@
 
 namespace offgrid {
 
+static_assert(kMaxThreads == ops::ThreadPool::kMaxThreads, "the public thread limit is the pool's");
+
 // ---------------------------------------------------------------- Model
 
 Model::Model(std::shared_ptr<const model::Architecture> impl, std::string path)
