@@ -7,11 +7,10 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "model/architecture.h"
 #include "offgrid/context.h"
+#include "offgrid/tokenizer.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
-#include "runtime/tokenizer.h"
 
 namespace offgrid::cli {
 
@@ -68,7 +67,7 @@ int embed_main(const std::vector<std::string> & args) {
         }
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path);
-        const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
+        const Tokenizer tok = Tokenizer::from_model(*model);
         std::vector<int32_t> tokens;
         tok.tokenize(prompt, false, tokens);
         if (tokens.empty()) throw runtime::UsageError("the text has no tokens");
