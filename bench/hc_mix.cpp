@@ -4,7 +4,7 @@
 // combine before leaves it). The variants take turns on every mixer in one process, so their ratios hold on a
 // busy machine; they are built from the library's parts and give the same bits (checked):
 //   "k-major, caller": `up` transposed to lr x dim, the gates as mul_n + add_mul_n over blocks of
-//                                  256 outputs, on the caller alone for one token;
+//                      256 outputs, on the caller alone for one token;
 //   "grouped": `up` in groups of 16 outputs (ops::lowrank_interleaved_n); "pool": one token's gates over the
 //   pool in blocks of 128; "norms spread": the 4 stream norms over the pool; "early prefetch": all of `up`
 //   prefetched before the norms; "block prefetch": each gate block prefetches its weights first;

@@ -2,7 +2,7 @@
 #include <string>
 
 #include "capi/handles.h"
-#include "common/version.h"
+#include "offgrid/version.h"
 
 namespace offgrid::capi {
 
