@@ -36,6 +36,9 @@ struct SamplingParams {
     uint64_t seed = 0;
 };
 
+// Throws Error naming the first invalid field (what the Sampler constructor checks).
+void validate(const SamplingParams & params);
+
 struct TokenProb {
     int32_t id;
     float p;

@@ -16,8 +16,8 @@ namespace offgrid::runtime {
 
 using SamplingParams = offgrid::SamplingParams;  // the public struct
 
-// Throws offgrid::Error naming the first invalid field.
-void validate(const SamplingParams & params);
+// Throws offgrid::Error naming the first invalid field (the public function, offgrid/sampler.h).
+using offgrid::validate;
 
 using TokenProb = offgrid::TokenProb;
 
