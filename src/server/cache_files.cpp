@@ -1,7 +1,7 @@
 #include "server/cache_files.h"
 
-#include "common/error.h"
 #include "common/files.h"
+#include "offgrid/error.h"
 
 #include <algorithm>
 #include <cstdio>
