@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "common/error.h"
 #include "common/files.h"
 #include "gguf/reader.h"
+#include "offgrid/error.h"
 #include "runtime/byte_vocab.h"
 #include "runtime/tokenizer.h"
 
