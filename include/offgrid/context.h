@@ -60,6 +60,9 @@ public:
     uint32_t n_embd() const;        // width of an embedding (Context::embeddings)
     const std::string & path() const;
     uint64_t fingerprint() const;   // identifies the weights and shapes (state files refuse another model)
+    // Weight bytes one decoded token reads (the expert stacks for the experts a token uses; not the embedding
+    // tables, of which a token reads a few rows).
+    uint64_t weight_bytes_per_token() const;
     // A string metadata value of the GGUF file (e.g. "tokenizer.chat_template"); empty when absent or not a string.
     std::string metadata_string(const std::string & key) const;
 

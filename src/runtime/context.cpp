@@ -53,6 +53,7 @@ const std::string & Model::path() const { return path_; }
 const std::string & Model::architecture() const { return impl_->name(); }
 uint32_t Model::n_embd() const { return impl_->hidden_width(); }
 std::string Model::describe() const { return impl_->describe(); }
+uint64_t Model::weight_bytes_per_token() const { return impl_->weight_bytes_per_token(); }
 
 uint64_t Model::fingerprint() const {
     // FNV-1a over the tensor table and a sample of each tensor's bytes: cheap for large files, and any other
