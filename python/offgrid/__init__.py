@@ -205,6 +205,7 @@ class Context:
         self.model = model
         self.tokenizer = model.tokenizer
         self.tokens = []
+        self._logits_follow_tokens = False  # the last decode's last row belongs to tokens[-1]
 
     def close(self):
         if getattr(self, "_h", None):
@@ -229,8 +230,18 @@ class Context:
         return lib.offgrid_context_params_of(self._h).n_batch
 
     def decode(self, tokens, seq=0):
-        """Appends tokens to sequence seq (in n_batch chunks); the logits of the last one are kept."""
+        """Appends tokens to sequence seq (in n_batch chunks); the logits of the last one are kept. Tokens of
+        sequence 0 join `tokens`."""
         tokens = list(tokens)
+        if seq == 0 and len(self.tokens) != self.seq_pos_max(0) + 1:
+            raise OffgridError(1, "a generated token is pending: continue with generate()")
+        self._decode(tokens, seq)
+        if seq == 0:
+            self.tokens.extend(tokens)
+        self._logits_follow_tokens = seq == 0 and bool(tokens)
+
+    def _decode(self, tokens, seq):
+        self._logits_follow_tokens = False
         step = self.n_batch
         for i in range(0, len(tokens), step):
             arr, count = int32_array(tokens[i:i + step])
@@ -239,6 +250,7 @@ class Context:
     def decode_batch(self, batch):
         """One decode call of (token, pos, seq, output) tuples; pos < 0 is the sequence's next position."""
         arr = (BatchToken * len(batch))(*[BatchToken(t, p, s, int(o)) for t, p, s, o in batch])
+        self._logits_follow_tokens = False
         check(lib.offgrid_decode(self._h, arr, len(batch)))
 
     def logits(self, i=-1):
@@ -251,6 +263,7 @@ class Context:
         return lib.offgrid_seq_pos_max(self._h, seq)
 
     def seq_rm(self, seq, p0=-1, p1=-1):
+        self._logits_follow_tokens = False
         check(lib.offgrid_seq_rm(self._h, seq, p0, p1))
         if seq in (0, -1):
             self.tokens = self.tokens[: self.seq_pos_max(0) + 1]
@@ -258,6 +271,7 @@ class Context:
     def clear(self):
         lib.offgrid_clear(self._h)
         self.tokens = []
+        self._logits_follow_tokens = False
 
     def embed(self, text, normalize=True, seq=0):
         """The embedding of a text (str, bytes or token ids) on an embeddings=True context: mean-pooled (or the
@@ -265,14 +279,16 @@ class Context:
         ids = list(text) if isinstance(text, (list, tuple)) else self.tokenizer.tokenize(text)
         arr, count = int32_array(ids)
         out = (ctypes.c_float * self.model.n_embd)()
+        self._logits_follow_tokens = False
         check(lib.offgrid_embed(self._h, arr, count, seq, int(normalize), out, len(out)))
         return list(out)
 
     def generate(self, prompt="", max_tokens=128, sampler=None, errors="replace", **sampling):
         """Streams the generated text piece by piece (an iterator of str) on sequence 0.
 
-        Continues from `tokens` (a previous generation or a loaded state): a fresh context starts the prompt with
-        BOS when the model asks for it. Stops after max_tokens (< 0: no limit), at an end-of-generation token or
+        Continues from `tokens` (a previous generation, a loaded state or tokens given to decode(); with an empty
+        prompt after decode() it samples from the last decoded token's logits): a fresh context starts the prompt
+        with BOS when the model asks for it. Stops after max_tokens (< 0: no limit), at an end-of-generation token or
         when the context is full. Pieces never split a UTF-8 character; bytes that are not UTF-8 are decoded
         with `errors` (errors="surrogateescape" gives back the exact bytes). Sampling: a Sampler, or Sampler's
         keyword arguments (temperature=0 is greedy).
@@ -288,12 +304,18 @@ class Context:
                                (len(self.tokens), in_memory))
         fresh = not self.tokens
         to_decode = pending + self.tokenizer.tokenize(prompt, add_bos=fresh)
+        if not to_decode and self._logits_follow_tokens:
+            # Tokens decoded by decode(): sample from their last row.
+            self._logits_follow_tokens = False
+            for t in self.tokens:
+                sampler.accept(t)
+            return self._stream(sampler, max_tokens, errors)
         if not to_decode:
             raise ValueError("the prompt is empty and nothing is pending")
         if len(self.tokens) - len(pending) + len(to_decode) > self.n_ctx:
             raise OffgridError(1, "the prompt does not fit the context of %d cells" % self.n_ctx)
         history = self.tokens[:in_memory]
-        self.decode(to_decode)
+        self._decode(to_decode, 0)
         self.tokens = history + to_decode
         for t in self.tokens:
             sampler.accept(t)
@@ -316,7 +338,7 @@ class Context:
                 pending = pending[ready:]
             if (max_tokens >= 0 and n >= max_tokens) or len(self.tokens) > self.n_ctx:
                 break
-            self.decode([token])
+            self._decode([token], 0)
         if pending:
             yield pending.decode("utf-8", errors)
 
@@ -329,6 +351,7 @@ class Context:
         """Restores a state file of the same model; returns its token list, which becomes `tokens`."""
         ptr = ctypes.POINTER(ctypes.c_int32)()
         n = ctypes.c_size_t(0)
+        self._logits_follow_tokens = False
         check(lib.offgrid_state_load_file(self._h, str(path).encode(), seq, ctypes.byref(ptr), ctypes.byref(n)))
         try:
             self.tokens = list(ptr[: n.value]) if n.value else []

@@ -80,6 +80,17 @@ class OffgridPython(unittest.TestCase):
         # The default chain (temperature 0.8, top-k 40, top-p 0.95, min-p 0.05) draws what `offgrid run` draws.
         self.assertEqual(a + b"\n", run("run", "-m", self.path, "-p", "Seeds", "-n", "16", "-s", "7", "-t", "1"))
 
+    def test_decoded_tokens_continue_into_generation(self):
+        # A prompt decoded by hand, then generate("") continues it exactly as generate(prompt) does.
+        prompt = "Hand decoded"
+        by_hand = offgrid.Context(self.model, n_ctx=256)
+        by_hand.decode(self.model.tokenize(prompt, add_bos=True))
+        self.assertEqual(by_hand.tokens, self.model.tokenize(prompt, add_bos=True))
+        direct = offgrid.Context(self.model, n_ctx=256)
+        self.assertEqual("".join(by_hand.generate("", max_tokens=8, temperature=0)),
+                         "".join(direct.generate(prompt, max_tokens=8, temperature=0)))
+        self.assertEqual(by_hand.tokens, direct.tokens)
+
     def test_tokenize_round_trip(self):
         tok = self.model.tokenizer
         text = "plain words, caf\u00e9, \u65e5\u672c\u8a9e and <|im_end|> as text"
@@ -144,6 +155,7 @@ class OffgridPython(unittest.TestCase):
             ctx.decode([self.model.n_vocab])
         self.assertEqual(e.exception.status_name, "invalid batch")
         self.assertEqual(ctx.seq_pos_max(0), -1)
+        self.assertEqual(ctx.tokens, [])
         with self.assertRaises(offgrid.OffgridError):
             ctx.embed("needs an embeddings context")
 
