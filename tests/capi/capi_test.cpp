@@ -4,8 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli/cli_helpers.h"
@@ -247,6 +249,56 @@ TEST_F(CApi, ChatRenderingNeverTurnsContentIntoControlTokens) {
     EXPECT_NE(std::search(ids.begin(), ids.end(), content.begin(), content.end()), ids.end());
     const offgrid_chat_message broken[] = {{"user", nullptr}};
     EXPECT_EQ(offgrid_chat_render(tok_, broken, 1, ids.data(), ids.size(), &n), OFFGRID_ERROR_INVALID_ARGUMENT);
+}
+
+// The header's promise: a model is shared by contexts on several threads, and the last error is per thread.
+TEST_F(CApi, ContextsOverOneModelRunInParallelAndErrorsStayOnTheirThread) {
+    const auto greedy = [&](const std::string & prompt, std::vector<int32_t> & out, std::string & err) {
+        offgrid_context_params cp = offgrid_context_default_params();
+        cp.n_ctx = 256;
+        offgrid_context * ctx = nullptr;
+        offgrid_sampler * s = nullptr;
+        offgrid_sampler_params sp = offgrid_sampler_default_params();
+        sp.temperature = 0;
+        if (offgrid_context_new(model_, &cp, &ctx) != OFFGRID_OK || offgrid_sampler_new(&sp, &s) != OFFGRID_OK) {
+            err = offgrid_last_error();
+            return;
+        }
+        std::vector<int32_t> ids(64);
+        size_t n = 0;
+        offgrid_tokenize(tok_, prompt.data(), prompt.size(), 1, 0, ids.data(), ids.size(), &n);
+        offgrid_status st = offgrid_decode_tokens(ctx, ids.data(), n, 0);
+        for (int i = 0; i < 16 && st == OFFGRID_OK; ++i) {
+            int32_t next = -1;
+            st = offgrid_sampler_sample(s, ctx, -1, &next);
+            out.push_back(next);
+            if (st == OFFGRID_OK) st = offgrid_decode_tokens(ctx, &next, 1, 0);
+        }
+        if (st != OFFGRID_OK) err = offgrid_last_error();
+        offgrid_sampler_free(s);
+        offgrid_context_free(ctx);
+    };
+    const std::vector<std::string> prompts = {"first thread's prompt", "the second one, longer than the first"};
+    std::vector<std::vector<int32_t>> alone(2), together(2);
+    std::vector<std::string> errors(2);
+    for (size_t i = 0; i < 2; ++i) greedy(prompts[i], alone[i], errors[i]);
+    ASSERT_EQ(errors, std::vector<std::string>(2)) << errors[0] << errors[1];
+    std::vector<std::thread> threads;
+    for (size_t i = 0; i < 2; ++i) threads.emplace_back([&, i] { greedy(prompts[i], together[i], errors[i]); });
+    for (auto & t : threads) t.join();
+    EXPECT_EQ(errors, std::vector<std::string>(2)) << errors[0] << errors[1];
+    EXPECT_EQ(together, alone);
+
+    offgrid_clear_error();
+    std::string other;
+    std::thread failing([&] {
+        offgrid_model * m = nullptr;
+        offgrid_model_load("/nonexistent/model.gguf", 0, &m);
+        other = offgrid_last_error();
+    });
+    failing.join();
+    EXPECT_NE(other.find("nonexistent"), std::string::npos) << other;
+    EXPECT_STREQ(offgrid_last_error(), "");  // this thread's message is untouched
 }
 
 }  // namespace
