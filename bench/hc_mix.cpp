@@ -3,8 +3,8 @@
 // call (a decode step's weight stream evicts the mixers' weights between two mixers; the residual is hot, as the
 // combine before leaves it). The variants take turns on every mixer in one process, so their ratios hold on a
 // busy machine; they are built from the library's parts and give the same bits (checked):
-//   "k-major, caller (session 6)": `up` transposed to lr x dim, the gates as mul_n + add_mul_n over blocks of
-//                                  256 outputs, on the caller alone for one token;
+//   "k-major, caller": `up` transposed to lr x dim, the gates as mul_n + add_mul_n over blocks of
+//                      256 outputs, on the caller alone for one token;
 //   "grouped": `up` in groups of 16 outputs (ops::lowrank_interleaved_n); "pool": one token's gates over the
 //   pool in blocks of 128; "norms spread": the 4 stream norms over the pool; "early prefetch": all of `up`
 //   prefetched before the norms; "block prefetch": each gate block prefetches its weights first;
@@ -162,7 +162,7 @@ int main(int argc, char ** argv) {
     };
     const Variant variants[] = {
         // name                               grouped pool   norms  block  early  library
-        {"k-major, caller (session 6)",       false,  false, false, false, false, false},
+        {"k-major, caller",                   false,  false, false, false, false, false},
         {"grouped, caller",                   true,   false, false, false, false, false},
         {"grouped, pool",                     true,   true,  false, false, false, false},
         {"grouped, pool, norms spread",       true,   true,  true,  false, false, false},

@@ -1,4 +1,4 @@
-// Few-token products on quantised weights (issue 10: decode steps of 2-8 sequences): ops::matmul on the bench
+// Few-token products on quantised weights (as in decode steps of 2-8 sequences): ops::matmul on the bench
 // model's shapes, with matrices rotated over 96 MiB of weights so every call streams its weights from DRAM as
 // in the model, at 1..8 tokens, one process. Per shape and token count: microseconds per call, GB/s of weights,
 // GFLOP/s, and the cost ratio to one token (1.00 would be "n tokens for the price of the bytes").

@@ -1,8 +1,8 @@
 // The QSA part of one decode step, alone, at several depths: score the pooled keys, select the best pools, gather
 // and attend, for one query token on the `bench` shape (8 query heads of 128 over 2 KV heads, 4 indexer heads of
 // 128, r 4, top_k 2048, f16 rows), on synthetic cache rows. Two variants in one process, so their ratio holds on a
-// busy machine: "pointers" (per-token pointer lists, ops::score_pools, top_k + sort, attend_heads: the path before
-// issue 9), "rows" (cells addressed through the row tables, ops::score_pool_rows over the rep rows, the O(n)
+// busy machine: "pointers" (per-token pointer lists, ops::score_pools, top_k + sort, attend_heads),
+// "rows" (cells addressed through the row tables, ops::score_pool_rows over the rep rows, the O(n)
 // best_pools, ops::attend_rows) and "in order" (as "rows", the pooled keys read from one array in pool order, as
 // memory::Storage::pool_keys hands them out). One thread. Prints microseconds per QSA layer and per 1k tokens.
 //   bench_sparse_step [-d 4096,16384,65536] [-n REPS] [--warm]

@@ -1,5 +1,20 @@
-// The public API: load a model, create a context over the hybrid memory, decode batches, read logits, edit
-// sequences, save and restore state. Everything a command of `offgrid` does goes through this.
+// The public API's core: load a model, create a context over the hybrid memory, decode batches, read logits and
+// embeddings, edit sequences, save and restore state. The rest of the contract: offgrid/tokenizer.h,
+// offgrid/sampler.h, offgrid/chat.h, offgrid/error.h; for C, offgrid.h.
+//
+// Thread safety:
+//  - A Model is immutable after load(): any number of threads and contexts may share it.
+//  - A Context is not thread-safe: one thread at a time may call it (guard it when several threads do). Its
+//    decode runs on its own pool of params().n_threads threads. Different contexts, even over one Model, run
+//    in parallel without locks.
+//  - Pointers from logits() and embeddings() stay valid until the next call that changes the context.
+//
+// Invariants:
+//  1. A failed call (a decode status other than Ok, or an Error thrown by an edit or a state load) leaves the
+//     memory as it was, or, for a failed state load, consistent with the target sequence dropped.
+//  2. The three caches (attention, recurrent, indexer) hold the same cells after every call.
+//  3. A token's logits do not depend on n_threads, n_ubatch or the other tokens of its micro-batch (at one ISA
+//     level; docs/kernels.md, "Batch invariance").
 #pragma once
 
 #include <atomic>
@@ -9,7 +24,12 @@
 #include <string>
 #include <vector>
 
+#include "offgrid/error.h"
+
 namespace offgrid {
+
+// Most threads a Context takes (ContextParams::n_threads).
+inline constexpr int kMaxThreads = 256;
 
 namespace model { class Architecture; }
 namespace runtime { class ContextImpl; }
@@ -78,7 +98,7 @@ struct ContextParams {
     // K cache keeps its indexer rows in f16.
     std::string type_k = "f16";
     std::string type_v = "f16";  // "f32", "f16" or "q8_0"
-    int n_threads = 1;         // 1..256 (ops::ThreadPool::kMaxThreads); more is refused
+    int n_threads = 1;         // 1..kMaxThreads; more is refused
     bool qsa_dense = false;    // force dense attention on sparse-attention layers (for comparisons)
     // Embeddings output: the model's hidden state per token (qwen4exp: the mean of the hyper-connection streams
     // after the last layer, before the output mixer; glm5-next: RMSNorm(mean of the streams) * output_norm, the

@@ -2,7 +2,7 @@
 #include <cstdio>
 
 #include "cli/command.h"
-#include "common/error.h"
+#include "offgrid/error.h"
 #include "runtime/cli_args.h"
 #include "server/load_gen.h"
 

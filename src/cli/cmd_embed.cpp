@@ -7,12 +7,11 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "model/architecture.h"
 #include "offgrid/context.h"
+#include "offgrid/tokenizer.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
 #include "runtime/prompt_file.h"
-#include "runtime/tokenizer.h"
 
 namespace offgrid::cli {
 
@@ -65,7 +64,7 @@ int embed_main(const std::vector<std::string> & args) {
         if (!prompt_file.empty()) runtime::check_input_file(prompt_file, "-f");  // read later, in pieces
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path);
-        const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
+        const Tokenizer tok = Tokenizer::from_model(*model);
 
         ContextParams cp;
         cp.n_ctx = static_cast<uint32_t>(n_ctx);
@@ -75,8 +74,8 @@ int embed_main(const std::vector<std::string> & args) {
         Context ctx(model, cp);
         const size_t room = ctx.params().n_batch;
         runtime::BoundedTokens text;
-        if (!prompt_file.empty()) text = runtime::tokenize_file(tok, prompt_file, room, "-f");
-        else text = runtime::tokenize_text(tok, prompt, room);
+        if (!prompt_file.empty()) text = runtime::tokenize_file(tok.impl(), prompt_file, room, "-f");
+        else text = runtime::tokenize_text(tok.impl(), prompt, room);
         const std::vector<int32_t> & tokens = text.tokens;
         if (text.over) {
             throw Error("the text has more than " + std::to_string(room) + " tokens, more than the context's " +

@@ -12,13 +12,11 @@
 
 #include "cli/command.h"
 #include "common/files.h"
-#include "model/architecture.h"
-#include "ops/thread_pool.h"
 #include "offgrid/context.h"
+#include "offgrid/tokenizer.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
 #include "runtime/prompt_file.h"
-#include "runtime/tokenizer.h"
 
 namespace offgrid::cli {
 
@@ -59,7 +57,7 @@ int perplexity_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("perplexity", [&]() -> int {
         std::string model_path, file, ctk = "f16", ctv = "f16";
         int64_t chunk = 512, n_batch = 0, n_ubatch = 512, max_chunks = -1;
-        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
+        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
         bool ids_mode = false, half = false, qsa_dense = false;
         WeightLoad weights = WeightLoad::Auto;
         runtime::ArgParser p;
@@ -73,7 +71,7 @@ int perplexity_main(const std::vector<std::string> & args) {
         p.integer({"--chunks"}, &max_chunks, 1, int64_t(1) << 32);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 24);
         p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 24);
-        p.integer({"-t", "--threads"}, &threads, 1, ops::ThreadPool::kMaxThreads);
+        p.integer({"-t", "--threads"}, &threads, 1, kMaxThreads);
         p.text({"-ctk", "--cache-type-k"}, &ctk);
         p.text({"-ctv", "--cache-type-v"}, &ctv);
         if (!p.parse(args)) {
@@ -104,8 +102,8 @@ int perplexity_main(const std::vector<std::string> & args) {
         if (ids_mode) {
             input = runtime::read_token_ids(file, n_vocab, limit, "-f");
         } else {
-            const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
-            input = runtime::tokenize_file(tok, file, limit, "-f");
+            const Tokenizer tok = Tokenizer::from_model(*model);
+            input = runtime::tokenize_file(tok.impl(), file, limit, "-f");
         }
         std::vector<int32_t> & tokens = input.tokens;
         if (tokens.size() > limit) tokens.resize(limit);

@@ -2,8 +2,8 @@
 #include <cstdio>
 
 #include "cli/command.h"
-#include "common/error.h"
-#include "ops/thread_pool.h"
+#include "offgrid/context.h"
+#include "offgrid/error.h"
 #include "runtime/cli_args.h"
 #include "runtime/replay.h"
 
@@ -18,7 +18,7 @@ int replay_main(const std::vector<std::string> & args) {
         offgrid::runtime::ArgParser p;
         p.text({"-b"}, &opt.bin_path);
         p.text({"-o"}, &opt.text_path);
-        p.integer({"-t"}, &threads, 1, offgrid::ops::ThreadPool::kMaxThreads);
+        p.integer({"-t"}, &threads, 1, offgrid::kMaxThreads);
         p.allow_positional(&pos);
         help = !p.parse(args);
         if (help) {

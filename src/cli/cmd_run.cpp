@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -13,15 +14,12 @@
 
 #include "cli/command.h"
 #include "common/files.h"
-#include "model/architecture.h"
-#include "ops/thread_pool.h"
 #include "offgrid/context.h"
+#include "offgrid/sampler.h"
+#include "offgrid/tokenizer.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
-#include "runtime/sampling.h"
 #include "runtime/prompt_file.h"
-#include "runtime/tokenizer.h"
-#include "runtime/unicode.h"
 
 namespace offgrid::cli {
 
@@ -89,7 +87,7 @@ int run_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("run", [&]() -> int {
         std::string model_path, prompt, prompt_file, state_save, state_load, ctk = "f16", ctv = "f16";
         int64_t n_predict = 128, n_ctx = 0, n_batch = 2048, n_ubatch = 512, seed = 0, top_k = 40, last_n = 64;
-        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
+        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
         float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
         bool qsa_dense = false;
         WeightLoad weights = WeightLoad::Auto;
@@ -102,7 +100,7 @@ int run_main(const std::vector<std::string> & args) {
         p.integer({"-c", "--ctx-size"}, &n_ctx, 0, 1 << 24);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 24);
         p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 24);
-        p.integer({"-t", "--threads"}, &threads, 1, ops::ThreadPool::kMaxThreads);
+        p.integer({"-t", "--threads"}, &threads, 1, kMaxThreads);
         p.integer({"-s", "--seed"}, &seed, 0, INT64_MAX);
         p.real({"--temp"}, &temp, -1e9f, 1e9f);
         p.integer({"--top-k"}, &top_k, 0, INT32_MAX);
@@ -127,7 +125,7 @@ int run_main(const std::vector<std::string> & args) {
                 throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
             }
         }
-        runtime::SamplingParams sp;
+        SamplingParams sp;
         sp.temperature = temp;
         sp.top_k = static_cast<int32_t>(top_k);
         sp.top_p = top_p;
@@ -135,8 +133,9 @@ int run_main(const std::vector<std::string> & args) {
         sp.repeat_penalty = repeat_penalty;
         sp.repeat_last_n = static_cast<int32_t>(last_n);
         sp.seed = static_cast<uint64_t>(seed);
+        std::optional<Sampler> checked;  // validates the flags before any work
         try {
-            runtime::validate(sp);
+            checked.emplace(sp);
         } catch (const Error & e) {
             throw runtime::UsageError(e.what());
         }
@@ -154,7 +153,7 @@ int run_main(const std::vector<std::string> & args) {
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
         if (!state_save.empty()) check_output_path(state_save, "--state-save");  // now also refuses the model's file
-        const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
+        const Tokenizer tok = Tokenizer::from_model(*model);
 
         ContextParams cp;
         cp.n_ctx = static_cast<uint32_t>(n_ctx);
@@ -199,7 +198,7 @@ int run_main(const std::vector<std::string> & args) {
             // about a context's worth of reading, not its own size in memory.
             const size_t used = history.size() + to_decode.size() + prompt_tokens.size();
             const size_t room = ctx_size > used ? ctx_size - used : 0;
-            runtime::BoundedTokens file_tokens = runtime::tokenize_file(tok, prompt_file, room, "-f");
+            runtime::BoundedTokens file_tokens = runtime::tokenize_file(tok.impl(), prompt_file, room, "-f");
             if (file_tokens.over) {
                 throw Error("the prompt is more than " + std::to_string(used + room) +
                             " tokens, longer than the context of " + std::to_string(ctx_size) + " cells (-c)");
@@ -218,7 +217,7 @@ int run_main(const std::vector<std::string> & args) {
                         " tokens, longer than the context of " + std::to_string(ctx_size) + " cells (-c)");
         }
 
-        runtime::Sampler sampler(sp);
+        Sampler sampler = std::move(*checked);
         for (const int32_t t : history) sampler.accept(t);
 
         // Prompt, in n_batch chunks; the progress bar advances per micro-batch.
@@ -271,7 +270,7 @@ int run_main(const std::vector<std::string> & args) {
                 break;
             }
             pending_text += tok.token_to_piece(next, false);
-            const size_t ready = runtime::unicode::complete_utf8_prefix(pending_text);
+            const size_t ready = utf8_complete_prefix(pending_text);
             if (ready > 0) {
                 std::fwrite(pending_text.data(), 1, ready, stdout);
                 std::fflush(stdout);

@@ -8,11 +8,10 @@
 #include <pthread.h>
 
 #include "cli/command.h"
-#include "ops/thread_pool.h"
 #include "offgrid/context.h"
+#include "offgrid/tokenizer.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
-#include "runtime/tokenizer.h"
 #include "server/chat_template.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
@@ -58,7 +57,7 @@ int serve_main(const std::vector<std::string> & args) {
         std::string model_path, alias, host = "127.0.0.1", api_key, chat_template = "auto", slot_save_path;
         int64_t port = 8080, slots = 4, n_ctx = 0, n_batch = 512, n_ubatch = 512, cache_mib = 256, queue = 64;
         int64_t max_body = 4 << 20, timeout = 30, grace = 10;
-        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
+        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
         bool quiet = false;
         runtime::ArgParser p;
         p.text({"-m", "--model"}, &model_path);
@@ -69,7 +68,7 @@ int serve_main(const std::vector<std::string> & args) {
         p.integer({"-c", "--ctx-size"}, &n_ctx, 0, 1 << 24);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 20);
         p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 20);
-        p.integer({"-t", "--threads"}, &threads, 1, ops::ThreadPool::kMaxThreads);
+        p.integer({"-t", "--threads"}, &threads, 1, kMaxThreads);
         p.text({"--api-key"}, &api_key);
         p.text({"--chat-template"}, &chat_template);
         p.integer({"--cache-ram"}, &cache_mib, 0, 1 << 20);
@@ -100,7 +99,7 @@ int serve_main(const std::vector<std::string> & args) {
         }
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
-        runtime::Tokenizer tok = runtime::Tokenizer::from_model(*model);
+        Tokenizer tok = Tokenizer::from_model(*model);
         server::ChatTemplate tmpl;
         try {
             tmpl = server::choose_chat_template(chat_template, model->metadata_string("tokenizer.chat_template"));

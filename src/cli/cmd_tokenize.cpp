@@ -3,16 +3,16 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/command.h"
-#include "common/error.h"
 #include "common/files.h"
-#include "gguf/reader.h"
+#include "offgrid/error.h"
+#include "offgrid/tokenizer.h"
 #include "runtime/byte_vocab.h"
-#include "runtime/tokenizer.h"
 
 namespace offgrid::cli {
 
@@ -93,9 +93,11 @@ int run_tokenize(const std::vector<std::string> & args) {
     if (text.has_value() == file.has_value()) return usage_error("give exactly one of -p TEXT and -f FILE");
     if (file) text = read_text_file(*file);
 
-    const runtime::Tokenizer tokenizer = model ? runtime::Tokenizer::from_gguf(gguf::Reader::open(*model))
-                                               : runtime::byte_vocab_tokenizer();
-    const std::vector<runtime::TokenId> ids = tokenizer.tokenize(*text, parse_special);
+    // Without -m: the byte vocabulary of the built-in model (a tool of the CLI, not part of the public API).
+    const Tokenizer tokenizer =
+        model ? Tokenizer::from_file(*model)
+              : Tokenizer(std::make_shared<const runtime::Tokenizer>(runtime::byte_vocab_tokenizer()));
+    const std::vector<int32_t> ids = tokenizer.tokenize(*text, parse_special);
     if (ids_only) {
         std::string line;
         for (size_t i = 0; i < ids.size(); ++i) {
@@ -104,7 +106,7 @@ int run_tokenize(const std::vector<std::string> & args) {
         }
         std::printf("%s\n", line.c_str());
     } else {
-        for (const runtime::TokenId id : ids) {
+        for (const int32_t id : ids) {
             std::printf("%6d -> '%s'\n", id, escape_piece(tokenizer.token_to_piece(id)).c_str());
         }
     }

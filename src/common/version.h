@@ -1,5 +1,4 @@
+// The version is part of the public API (offgrid/version.h).
 #pragma once
 
-namespace offgrid {
-const char * version_string();
-}
+#include "offgrid/version.h"

@@ -140,7 +140,7 @@ ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const
     {
         std::map<SeqId, size_t> first_tok;
         for (size_t i = 0; i < n; ++i) {
-            for (size_t s = out.seqs[i]._Find_first(); s < out.seqs[i].size(); s = out.seqs[i]._Find_next(s)) {
+            for (size_t s = seq_begin(out.seqs[i]); s < out.seqs[i].size(); s = seq_next(out.seqs[i], s)) {
                 auto [it, fresh] = first_tok.try_emplace((SeqId)s, i);
                 if (!fresh && out.seqs[it->second] != out.seqs[i])
                     fail_at(i, "V8 a sequence keeps one sequence set within a batch",

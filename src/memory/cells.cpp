@@ -6,12 +6,12 @@ CellStream::CellStream(uint32_t size) : pos_(size, -1), seq_(size), shift_(size,
 
 void CellStream::index_remove(uint32_t i) {
     const SeqSet & set = seq_[i];
-    for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) seq_pos_[s].erase({pos_[i], i});
+    for (size_t s = seq_begin(set); s < set.size(); s = seq_next(set, s)) seq_pos_[s].erase({pos_[i], i});
 }
 
 void CellStream::index_add(uint32_t i) {
     const SeqSet & set = seq_[i];
-    for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) seq_pos_[s].insert({pos_[i], i});
+    for (size_t s = seq_begin(set); s < set.size(); s = seq_next(set, s)) seq_pos_[s].insert({pos_[i], i});
 }
 
 void CellStream::place(uint32_t i, Pos p, const SeqSet & seqs, const CellExt & ext) {

@@ -166,7 +166,7 @@ const Plan & HybridMemory::apply() {
     std::map<SeqId, std::vector<PosCell>> fresh;
     for (size_t j = 0; j < ub.size(); ++j) {
         const SeqSet & set = b.seqs[ub.idx[j]];
-        for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s))
+        for (size_t s = seq_begin(set); s < set.size(); s = seq_next(set, s))
             fresh[(SeqId)s].push_back(PosCell{b.pos[ub.idx[j]], cells[j]});
     }
     // New entries sort after the old ones (batch rule V5 / V4). Should they not, the sequence is rebuilt and its
@@ -221,7 +221,7 @@ const Plan & HybridMemory::apply() {
         for (auto & [s, from] : regrouped) mark_from(s, from);
         for (size_t j = 0; j < ub.size(); ++j) {
             const SeqSet & set = b.seqs[ub.idx[j]];
-            for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) {
+            for (size_t s = seq_begin(set); s < set.size(); s = seq_next(set, s)) {
                 const size_t r = layout_.rank((SeqId)s, b.pos[ub.idx[j]], cells[j]);
                 const int64_t k = layout_.pool_of((SeqId)s, r);
                 if (k >= 0) mark((SeqId)s, (size_t)k);
@@ -341,10 +341,10 @@ std::string HybridMemory::coupling_conflict(const ValidBatch & b) const {
         const SeqSet & set = b.seqs[i];
         const SeqId s0 = b.first[i];
         const uint32_t j = seen[s0];
-        for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) ++seen[s];
+        for (size_t s = seq_begin(set); s < set.size(); s = seq_next(set, s)) ++seen[s];
         if (kpool <= 1 || set.count() < 2) continue;
         const auto & c0 = layout_.seq(s0).cells;
-        for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) {
+        for (size_t s = seq_begin(set); s < set.size(); s = seq_next(set, s)) {
             const auto & c1 = layout_.seq((SeqId)s).cells;
             if ((SeqId)s == s0 || c0 == c1) continue;
             bool clash = !params_.by_order;
@@ -369,7 +369,7 @@ bool HybridMemory::shares_cells_unevenly(SeqId s, Pos p0, Pos p1, bool any_share
     for (auto it = sc.lower_bound({p0, 0}); it != sc.end() && it->first < p1; ++it) others |= cs.seqs(it->second);
     others.reset(s);
     if (any_sharer) return others.any();
-    for (size_t q = others._Find_first(); q < others.size(); q = others._Find_next(q))
+    for (size_t q = seq_begin(others); q < others.size(); q = seq_next(others, q))
         if (layout_.seq((SeqId)q).cells != layout_.seq(s).cells) return true;
     return false;
 }

@@ -27,7 +27,7 @@ std::string HybridMemory::invariant_violation() const {
             // (3) positions
             if (cs.pos(i) > kPosInf - 2) return "(3) cell " + std::to_string(i) + ": position " + std::to_string(cs.pos(i));
             const SeqSet & seqs = cs.seqs(i);
-            for (SeqId s = (SeqId)seqs._Find_first(); s < kMaxSeq; s = (SeqId)seqs._Find_next(s)) {
+            for (SeqId s = (SeqId)seq_begin(seqs); s < kMaxSeq; s = (SeqId)seq_next(seqs, s)) {
                 if ((uint32_t)s >= n_seq) return "(2) cell " + std::to_string(i) + " holds sequence " + std::to_string(s);
                 if (kv_.n_stream() > 1 && (uint32_t)s != st) return "(1) " + seq_name(s) + "a cell in stream " + std::to_string(st);
                 if (!cs.seq_cells(s).count({cs.pos(i), i})) return "(2) " + seq_name(s) + "cell " + std::to_string(i) + " not indexed";

@@ -63,7 +63,7 @@ bool KvCache::usable(uint32_t st, uint32_t local) const {
     const CellStream & cs = streams_[st];
     if (cs.is_empty(local)) return true;
     if (!window_.active() || cs.seqs(local).count() != 1) return false;
-    const SeqId owner = (SeqId)cs.seqs(local)._Find_first();
+    const SeqId owner = (SeqId)seq_begin(cs.seqs(local));
     const Pos last = cs.seq_pos_max(owner);
     return cs.pos(local) < last && window_.masked(cs.pos(local), last + 1);
 }
@@ -130,7 +130,7 @@ void KvCache::record(uint32_t cell, bool save_rows) {
 
 void KvCache::take_from_owner(uint32_t st, uint32_t local, Taken & taken) {
     CellStream & cs = streams_[st];
-    const SeqId owner = (SeqId)cs.seqs(local)._Find_first();
+    const SeqId owner = (SeqId)seq_begin(cs.seqs(local));
     auto [it, fresh] = taken.try_emplace({st, owner}, cs.pos(local));
     if (!fresh) it->second = std::max(it->second, cs.pos(local));
     cs.free(local);
@@ -161,7 +161,7 @@ SeqSet KvCache::place(const ValidBatch & batch, const Ubatch & ub, const std::ve
         CellStream & cs = streams_[st];
         record(cells[j], save_rows);
         if (!cs.is_empty(local)) {  // window reuse (usable() admitted it)
-            lost.set(cs.seqs(local)._Find_first());
+            lost.set(seq_begin(cs.seqs(local)));
             take_from_owner(st, local, taken);
         }
         cs.place(local, batch.pos[i], batch.seqs[i], CellExt{batch.pos_x[i], batch.pos_y[i], batch.tokens[i]});
@@ -182,7 +182,7 @@ bool KvCache::take_cells(uint32_t st, size_t count, std::vector<uint32_t> & out,
     Taken taken;
     for (uint32_t i : out) {
         if (cs.is_empty(i)) continue;
-        lost.set(cs.seqs(i)._Find_first());
+        lost.set(seq_begin(cs.seqs(i)));
         take_from_owner(st, i, taken);
     }
     purge(taken, false, false);

@@ -34,7 +34,7 @@ void KvCache::write_attention(const std::vector<StateStream> & streams, StateWri
             w.i32(c.ext.y);
             w.i32(c.ext.tok);
             w.u32((uint32_t)c.seqs.count());
-            for (size_t s = c.seqs._Find_first(); s < c.seqs.size(); s = c.seqs._Find_next(s)) w.i32((int32_t)s);
+            for (size_t s = seq_begin(c.seqs); s < c.seqs.size(); s = seq_next(c.seqs, s)) w.i32((int32_t)s);
         }
         for (uint32_t l = 0; l < n_layers(); ++l) {
             for (const StateCell & c : sd.cells) w.raw(k_[l].data() + (size_t)c.cell * k_row_bytes_, k_row_bytes_);

@@ -25,7 +25,7 @@ void HybridMemory::forget_repooled_keys(uint32_t rep) {
     const uint32_t st = rep / kv_.kv_size(), local = rep % kv_.kv_size();
     const CellStream & cs = kv_.stream(st);
     const SeqSet & set = cs.seqs(local);
-    for (size_t q = set._Find_first(); q < set.size(); q = set._Find_next(q)) {
+    for (size_t q = seq_begin(set); q < set.size(); q = seq_next(set, q)) {
         const int64_t k = layout_.pool_of((SeqId)q, layout_.rank((SeqId)q, cs.pos(local), rep));
         forget_pool_keys((SeqId)q, k < 0 ? 0 : (size_t)k);
     }

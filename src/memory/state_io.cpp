@@ -204,7 +204,7 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
             if (!partial) {
                 for (auto & sd : streams)
                     for (auto & c : sd.cells)
-                        for (size_t s = c.seqs._Find_first(); s < c.seqs.size(); s = c.seqs._Find_next(s)) {
+                        for (size_t s = seq_begin(c.seqs); s < c.seqs.size(); s = seq_next(c.seqs, s)) {
                             const SeqId key = seq >= 0 ? seq : (SeqId)s;
                             auto [it, fresh] = last.try_emplace(key, c.pos);
                             if (!fresh) it->second = std::max(it->second, c.pos);

@@ -27,6 +27,8 @@
 
 namespace offgrid {
 
+static_assert(kMaxThreads == ops::ThreadPool::kMaxThreads, "the public thread limit is the pool's");
+
 // ---------------------------------------------------------------- Model
 
 Model::Model(std::shared_ptr<const model::Architecture> impl, std::string path)
@@ -364,7 +366,7 @@ public:
         }
         std::map<int32_t, std::pair<std::vector<double>, size_t>> acc;
         for (size_t i = 0; i < vb.size(); ++i) {
-            for (size_t s = vb.seqs[i]._Find_first(); s < vb.seqs[i].size(); s = vb.seqs[i]._Find_next(s)) {
+            for (size_t s = memory::seq_begin(vb.seqs[i]); s < vb.seqs[i].size(); s = memory::seq_next(vb.seqs[i], s)) {
                 auto & [sum, n] = acc[static_cast<int32_t>(s)];
                 sum.resize(n_embd, 0.0);
                 const float * h = &hidden[i * n_embd];

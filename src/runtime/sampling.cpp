@@ -40,7 +40,12 @@ std::string number(double v) { return std::to_string(v); }
 
 }  // namespace
 
+}  // namespace offgrid::runtime
+
+namespace offgrid {
+
 void validate(const SamplingParams & p) {
+    using runtime::number;
     if (std::isnan(p.temperature)) throw Error("sampling: temperature is NaN");
     if (p.top_k < 0) throw Error("sampling: top_k must be >= 0 (0 disables it), got " + std::to_string(p.top_k));
     if (!(p.top_p > 0 && p.top_p <= 1)) {
@@ -60,6 +65,10 @@ void validate(const SamplingParams & p) {
                     std::to_string(p.repeat_last_n));
     }
 }
+
+}  // namespace offgrid
+
+namespace offgrid::runtime {
 
 Sampler::Sampler(const SamplingParams & params) : params_(params) {
     validate(params_);

@@ -10,27 +10,16 @@
 #include <span>
 #include <vector>
 
+#include "offgrid/sampler.h"
+
 namespace offgrid::runtime {
 
-struct SamplingParams {
-    float temperature = 0.8f;     // <= 0: greedy
-    int32_t top_k = 40;           // 0: off; must be >= 0
-    float top_p = 0.95f;          // 1: off; must be in (0, 1]
-    float min_p = 0.05f;          // 0: off; must be in [0, 1]
-    float repeat_penalty = 1.0f;  // 1: off; must be > 0. Positive logits are divided by it, negative multiplied
-    float frequency_penalty = 0;  // subtracted once per occurrence in the window
-    float presence_penalty = 0;   // subtracted once if the token occurs in the window
-    int32_t repeat_last_n = 64;   // penalty window: 0 off, -1 the whole history; must be >= -1
-    uint64_t seed = 0;
-};
+using SamplingParams = offgrid::SamplingParams;  // the public struct
 
-// Throws offgrid::Error naming the first invalid field.
-void validate(const SamplingParams & params);
+// Throws offgrid::Error naming the first invalid field (the public function, offgrid/sampler.h).
+using offgrid::validate;
 
-struct TokenProb {
-    int32_t id;
-    float p;
-};
+using TokenProb = offgrid::TokenProb;
 
 class Sampler {
 public:

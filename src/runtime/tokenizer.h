@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "gguf/value.h"
+#include "offgrid/tokenizer.h"
 #include "runtime/unicode_split.h"
 
 namespace offgrid::gguf {
@@ -30,15 +31,8 @@ namespace offgrid::runtime {
 
 using TokenId = int32_t;
 
-// tokenizer.ggml.token_type values.
-enum class TokenType : int32_t {
-    Normal = 1,
-    Unknown = 2,
-    Control = 3,
-    UserDefined = 4,
-    Unused = 5,
-    Byte = 6,
-};
+// tokenizer.ggml.token_type values (the public enum).
+using TokenType = offgrid::TokenType;
 
 // The tokenizer metadata as a GGUF file stores it (the tokenizer.ggml.* keys).
 struct TokenizerSpec {

@@ -1,8 +1,8 @@
 #include "server/cache_files.h"
 
 #include "common/crc32c.h"
-#include "common/error.h"
 #include "common/files.h"
+#include "offgrid/error.h"
 #include "runtime/prompt_file.h"
 
 #include <algorithm>

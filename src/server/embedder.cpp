@@ -26,7 +26,7 @@ std::vector<int32_t> ids_of(const json & arr, int32_t n_vocab) {
 
 }  // namespace
 
-EmbeddingRequest parse_embedding_request(const json & body, const runtime::Tokenizer & tok, const std::string & model_id,
+EmbeddingRequest parse_embedding_request(const json & body, const Tokenizer & tok, const std::string & model_id,
                                          int32_t n_vocab, uint32_t n_embd, uint32_t capacity) {
     check_model(body, model_id);
     EmbeddingRequest r;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "offgrid/context.h"
+#include "offgrid/tokenizer.h"
 #include "server/protocol.h"
 
 namespace offgrid::server {
@@ -27,7 +28,7 @@ struct EmbeddingRequest {
 
 // Parses a body ("input", "model", "encoding_format", "dimensions"). Throws ApiError (400/404) for bad input,
 // including an input longer than `capacity` tokens.
-EmbeddingRequest parse_embedding_request(const json & body, const runtime::Tokenizer & tok, const std::string & model_id,
+EmbeddingRequest parse_embedding_request(const json & body, const Tokenizer & tok, const std::string & model_id,
                                          int32_t n_vocab, uint32_t n_embd, uint32_t capacity);
 
 // Little-endian f32 bytes, base64-encoded (OpenAI's encoding_format "base64").

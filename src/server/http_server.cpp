@@ -11,7 +11,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "common/error.h"
+#include "offgrid/error.h"
 #include "server/connection_pool.h"
 #include "server/peer_probe.h"
 #include "server/protocol.h"
@@ -57,7 +57,7 @@ json bytes_of(const std::string & s) {
 // The logprobs object of a choice, in the completions or the chat shape.
 class LogprobsBuilder {
 public:
-    LogprobsBuilder(const runtime::Tokenizer & tok, bool chat) : tok_(tok), chat_(chat) {}
+    LogprobsBuilder(const Tokenizer & tok, bool chat) : tok_(tok), chat_(chat) {}
     void add(const std::vector<TokenLogprob> & lps) {
         for (const auto & lp : lps) {
             const std::string piece = tok_.token_to_piece(lp.id, false);
@@ -85,7 +85,7 @@ public:
     }
 
 private:
-    const runtime::Tokenizer & tok_;
+    const Tokenizer & tok_;
     bool chat_;
     json content_ = json::array(), tokens_ = json::array(), token_logprobs_ = json::array(),
          top_logprobs_ = json::array(), text_offset_ = json::array();

@@ -11,7 +11,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
-#include "common/error.h"
+#include "offgrid/error.h"
 
 namespace offgrid::server {
 

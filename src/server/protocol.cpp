@@ -82,7 +82,7 @@ std::vector<int32_t> token_ids(const json & arr, const char * name, int32_t n_vo
     return out;
 }
 
-std::vector<std::vector<int32_t>> completion_prompts(const json & body, const runtime::Tokenizer & tok, int32_t n_vocab) {
+std::vector<std::vector<int32_t>> completion_prompts(const json & body, const Tokenizer & tok, int32_t n_vocab) {
     const json * p = field(body, "prompt");
     if (!p) bad("prompt", "you must provide a 'prompt'", "missing_required_parameter");
     auto text = [&](const std::string & s) {
@@ -131,7 +131,7 @@ std::string message_content(const json & m, size_t i) {
     bad(param, "'" + param + "' must be a string or an array of text parts", "invalid_type");
 }
 
-std::vector<int32_t> chat_prompt(const json & body, const runtime::Tokenizer & tok) {
+std::vector<int32_t> chat_prompt(const json & body, const Tokenizer & tok) {
     const json * msgs = field(body, "messages");
     if (!msgs) bad("messages", "you must provide 'messages'", "missing_required_parameter");
     if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array", "invalid_type");
@@ -193,7 +193,7 @@ void check_model(const json & body, const std::string & model_id) {
     }
 }
 
-ParsedRequest parse_generation(const json & body, bool chat, const runtime::Tokenizer & tok, const ParseLimits & lim) {
+ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & tok, const ParseLimits & lim) {
     check_model(body, lim.model_id);
     ParsedRequest pr;
     pr.chat = chat;
@@ -208,7 +208,7 @@ ParsedRequest parse_generation(const json & body, bool chat, const runtime::Toke
     }
     pr.n = static_cast<int32_t>(integer(body, "n", 1, 1, kMaxChoices));
 
-    runtime::SamplingParams sp;
+    SamplingParams sp;
     sp.temperature = static_cast<float>(number(body, "temperature", 0.8, 0, 2));
     sp.top_p = static_cast<float>(number(body, "top_p", 0.95, 0, 1, true));
     sp.top_k = static_cast<int32_t>(integer(body, "top_k", 40, 0, INT32_MAX));
@@ -267,7 +267,7 @@ ParsedRequest parse_generation(const json & body, bool chat, const runtime::Toke
         }
     }
     try {
-        runtime::validate(sp);
+        validate(sp);
     } catch (const std::exception & e) {
         bad("", e.what());
     }

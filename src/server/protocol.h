@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "runtime/tokenizer.h"
+#include "offgrid/tokenizer.h"
 #include "server/chat_template.h"
 #include "server/scheduler.h"
 
@@ -53,7 +53,7 @@ struct ParsedRequest {
 
 // Parses a body. Throws ApiError.
 json parse_body(const std::string & body);
-ParsedRequest parse_generation(const json & body, bool chat, const runtime::Tokenizer & tok, const ParseLimits & lim);
+ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & tok, const ParseLimits & lim);
 // Checks the "model" field of a request (missing: 400; another model: 404).
 void check_model(const json & body, const std::string & model_id);
 

@@ -6,7 +6,7 @@
 #include <numeric>
 #include <set>
 
-#include "common/error.h"
+#include "offgrid/error.h"
 #include "server/cache_files.h"
 #include "server/stop_text.h"
 
@@ -90,12 +90,12 @@ struct Scheduler::Slot {
     bool logits_ready = false;  // the cache gave the prompt's last logits: sample without a decode
     int32_t pending = -1;       // sampled, not yet decoded
     std::vector<int32_t> generated;
-    std::unique_ptr<runtime::Sampler> sampler;
+    std::unique_ptr<Sampler> sampler;
     std::unique_ptr<StopText> stop;
     std::vector<float> cached_logits;
 };
 
-Scheduler::Scheduler(std::shared_ptr<const Model> model, runtime::Tokenizer tok, const SchedulerConfig & cfg)
+Scheduler::Scheduler(std::shared_ptr<const Model> model, Tokenizer tok, const SchedulerConfig & cfg)
     : model_(std::move(model)),
       tok_(std::move(tok)),
       cfg_(cfg),
@@ -297,7 +297,7 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
     s.cached_logits.clear();
     s.logits_ready = false;
     s.prefilling = true;
-    s.sampler = std::make_unique<runtime::Sampler>(j.req.sampling);
+    s.sampler = std::make_unique<Sampler>(j.req.sampling);
     for (const int32_t t : prompt) s.sampler->accept(t);
     s.stop = std::make_unique<StopText>(j.req.stop);
     ++stats_.slots_busy;

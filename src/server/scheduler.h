@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "offgrid/context.h"
-#include "runtime/sampling.h"
-#include "runtime/tokenizer.h"
+#include "offgrid/sampler.h"
+#include "offgrid/tokenizer.h"
 #include "server/prefix_cache.h"
 
 namespace offgrid::server {
@@ -38,7 +38,7 @@ struct TokenLogprob {
 struct GenRequest {
     std::vector<int32_t> prompt;  // not empty
     int32_t max_tokens = 16;      // >= 1
-    runtime::SamplingParams sampling;
+    SamplingParams sampling;
     std::vector<std::string> stop;
     bool ignore_eos = false;
     int32_t top_logprobs = -1;    // -1: no logprobs; else the sampled token's plus this many alternatives
@@ -99,7 +99,7 @@ enum class SubmitStatus { Ok, QueueFull, ShuttingDown };
 
 class Scheduler {
 public:
-    Scheduler(std::shared_ptr<const Model> model, runtime::Tokenizer tok, const SchedulerConfig & cfg);
+    Scheduler(std::shared_ptr<const Model> model, Tokenizer tok, const SchedulerConfig & cfg);
     ~Scheduler();
 
     // Queues a request's choices, all or none.
@@ -112,7 +112,7 @@ public:
     uint32_t seq_capacity() const { return capacity_; }
     uint32_t n_slots() const { return cfg_.n_slots; }
     const SchedulerStats & stats() const { return stats_; }
-    const runtime::Tokenizer & tokenizer() const { return tok_; }
+    const Tokenizer & tokenizer() const { return tok_; }
     const ContextParams & context_params() const { return ctx_.params(); }
     const std::shared_ptr<const Model> & model() const { return model_; }
 
@@ -131,7 +131,7 @@ private:
     void snapshot(Slot & s, size_t n_tokens, const float * logits);
 
     std::shared_ptr<const Model> model_;
-    runtime::Tokenizer tok_;
+    Tokenizer tok_;
     SchedulerConfig cfg_;
     Context ctx_;
     uint32_t capacity_ = 0;

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "runtime/unicode.h"
+#include "offgrid/tokenizer.h"
 
 namespace offgrid::server {
 
@@ -36,7 +36,7 @@ std::string StopText::push(const std::string & piece) {
         }
     }
     size_t ready = pending_.size() - hold;
-    ready = runtime::unicode::complete_utf8_prefix(std::string_view(pending_).substr(0, ready));
+    ready = utf8_complete_prefix(std::string_view(pending_).substr(0, ready));
     std::string out = pending_.substr(0, ready);
     pending_.erase(0, ready);
     return out;

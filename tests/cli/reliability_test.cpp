@@ -1,5 +1,6 @@
-// Issue 12's defects, each reproduced through the command line (under a `ulimit` where the defect is about
-// resources), plus the weak spots the audit listed. Every test here failed before its fix.
+// Reliability through the command line: a model file is never written over and a failed command leaves no partial
+// output; threads, memory and context lengths beyond what the machine gives (under a `ulimit` where the case is
+// about resources) and values that do not fit end in a one-line error naming the file or flag.
 #include <gtest/gtest.h>
 
 #include <cmath>

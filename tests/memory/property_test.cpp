@@ -191,7 +191,7 @@ public:
                 const SeqSet & set = mem.call_batch().seqs[t0.index];
                 std::vector<Token> toks;
                 for (uint32_t ti : g.tokens) toks.push_back(plan.tokens[ti].token);
-                for (size_t s = set._Find_first(); s < set.size(); s = set._Find_next(s)) {
+                for (size_t s = memory::seq_begin(set); s < set.size(); s = memory::seq_next(set, s)) {
                     after[s].absorbed.insert(after[s].absorbed.end(), toks.begin(), toks.end());
                     after[s].snaps = std::min<uint32_t>(cfg_.n_rs_seq, (uint32_t)toks.size());
                 }

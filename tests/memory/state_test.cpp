@@ -223,7 +223,7 @@ TEST(State, FixQ8_T46_WholeRestoreCutInMetaLeavesNoPartialCells) {
     EXPECT_FALSE(mem.recurrent().present(0));
 }
 
-// Issue 12: every byte of a small state, flipped in turn, is refused before anything changes, and the message
+// Every byte of a small state, flipped in turn, is refused before anything changes, and the message
 // gives the damaged part's offset.
 TEST(State, EveryFlippedByteRefusedBeforeAnythingChanges) {
     HybridMemory mem(small_params(64, 4, true, 2, 16, 2));
@@ -270,7 +270,7 @@ TEST(State, OlderVersionsRefused) {
     }
 }
 
-// Issue 12 defect 7: a cell at 2^31 - 1 made seq_pos_max + 1 overflow in the callers.
+// A cell at 2^31 - 1 would make seq_pos_max + 1 overflow in the callers: such positions are refused.
 TEST(State, PositionsTheMemoryCannotContinueRefused) {
     HybridMemory mem(small_params());
     dec(mem, 0, 0, 1);

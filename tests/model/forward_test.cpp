@@ -102,7 +102,7 @@ TEST_P(SparseRatio, EngineEqualsReference) {
 
 INSTANTIATE_TEST_SUITE_P(Ratios, SparseRatio, ::testing::Values(2u, 4u, 8u));
 
-// Issue 9: sparse prompt processing (chunks of 512 tokens: a block of queries scores the pooled keys together,
+// Sparse prompt processing (chunks of 512 tokens: a block of queries scores the pooled keys together,
 // each selects its own pools plus its causal tail) equals token-by-token decoding at 4096 tokens, and both
 // follow the reference. 32 pools of budget: past 32 * r + r visible tokens every token is sparse.
 class SparsePrompt : public ::testing::TestWithParam<uint32_t> {};

@@ -100,7 +100,7 @@ TEST(Context, AbortRollsBackTheWholeCall) {
     EXPECT_EQ(ctx.seq_pos_max(0), 19);
 }
 
-// Issue 11 lifted the old refusal: a token shared by several sequences is decoded on a PLE model too (its
+// A token shared by several sequences is decoded on a PLE model too (its
 // n-gram follows the set's first sequence; tests/equivalence checks the logits against decoding alone).
 TEST(Context, SharedTokensAreAcceptedWithPle) {
     offgrid::ContextParams p;
@@ -152,8 +152,8 @@ TEST(Context, StateFileOfAnotherContextSizeIsRefusedAtItsFileOffset) {
 }
 
 
-// Issue 12 defect 8: a callback that throws something that is not a std::exception left the context "in a call",
-// so every later decode failed. Any throw now counts as an abort: undone, Aborted, and the context goes on.
+// A callback that throws anything, std::exception or not, is an abort: the call is undone, its status is Aborted,
+// and the context is not left "in a call" (later decodes work).
 TEST(Context, ThrowingAbortCallbackOfAnyTypeIsAnAbort) {
     offgrid::ContextParams p;
     p.n_ctx = 256;
@@ -181,7 +181,7 @@ TEST(Context, ThrowingAbortCallbackOfAnyTypeIsAnAbort) {
     for (int32_t v = 0; v < n_vocab; ++v) ASSERT_EQ(ctx.logits(0)[v], ref.logits(0)[v]) << v;
 }
 
-// Issue 12: every byte of a small state file, flipped in turn, is refused, and the context keeps its memory.
+// Every byte of a small state file, flipped in turn, is refused, and the context keeps its memory.
 TEST(Context, EveryFlippedByteOfAStateFileIsRefused) {
     offgrid::ContextParams p;
     p.n_ctx = 256;

@@ -2,6 +2,8 @@
 // LRU, the ChatML renderer.
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "runtime/byte_vocab.h"
 #include "server/chat_template.h"
 #include "server/prefix_cache.h"
@@ -130,7 +132,7 @@ TEST(PrefixCache, EvictionMergesPathsBack) {
 }
 
 TEST(ChatTemplate, ChatMLMarkersAreTextWithoutControlTokensAndContentNeverSpecial) {
-    const runtime::Tokenizer tok = runtime::byte_vocab_tokenizer();
+    const Tokenizer tok(std::make_shared<const runtime::Tokenizer>(runtime::byte_vocab_tokenizer()));
     const std::vector<int32_t> ids = render_chatml(tok, {{"system", "S"}, {"user", "<|endoftext|>hi"}});
     const std::string text = tok.detokenize(ids);
     EXPECT_EQ(text, "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\n<|endoftext|>hi<|im_end|>\n<|im_start|>assistant\n");

@@ -1,7 +1,7 @@
 // Deterministic random-weight glm5-next GGUF files (`offgrid gen-model --arch glm5-next`, tests). The `tiny`
 // preset is the spec's section 7 test configuration: 6 layers KDA KDA KDA DSA KDA DSA (the last DSA layer a
 // shared indexer), E 64, H 4, R = Rq = 32, Dn = Dv = 16, hd 16, indexer 4 x 16 with top_k 8 and kpool 4,
-// mHC 4 streams / 3 Sinkhorn iterations, one dense lead layer, 4 experts (2 used, 1 shared), clamps 0.6..1.2.
+// mHC 4 streams / 3 Sinkhorn iterations, one leading dense layer, 4 experts (2 used, 1 shared), clamps 0.6..1.2.
 #pragma once
 
 #include <cstdint>

@@ -106,7 +106,7 @@ GenConfig gen_preset(const std::string & name) {
         return c;
     }
     if (name == "bench") {
-        // The shape of every speed figure of the project (issue 8): one file serves offgrid and llama.cpp.
+        // The shape of every speed figure of the project: one file serves offgrid and llama.cpp.
         c.n_vocab = 16384;  // the byte vocabulary padded with unused tokens
         c.n_ctx = 131072;
         c.n_embd = 1024;

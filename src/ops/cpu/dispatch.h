@@ -6,8 +6,8 @@
 //  - dot_tile, when present, is bit-identical to vec_dot for every (row, token) pair it computes;
 //  - quantize_act works on one activation row at a time, so a token's bytes never depend on its neighbours;
 //  - the Scalar entry of a type is its plain twin: the tests compare every other level with it.
-// The interface is shared with the quantised kernels (see KERNEL_CONTRACT in the team notes and
-// docs/kernels.md); keep it backward compatible.
+// The quantised kernels (kernels_quant.h) fill the same tables under the same invariants (docs/kernels.md);
+// keep the interface backward compatible.
 #pragma once
 
 #include <cstddef>

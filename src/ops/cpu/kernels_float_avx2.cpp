@@ -4,9 +4,9 @@
 // Reduction order (the same in vec_dot and dot_tile, which makes the tile bit-identical):
 //  - F32 / F16 / BF16: the row in blocks of 128 elements; per block a fresh 8-lane accumulator, lane j summing the
 //    block's elements i = j (mod 8) in index order (the last partial vector zero-padded); the blocks' sums added
-//    in order into an 8-lane total; then a fixed horizontal sum. One running accumulator over a whole row was
-//    a rounding chain of n / 8 steps: the f16-weight GLM model came out 1.18e-4 from its double-precision
-//    reference (scalar 6.3e-5, avx512 4.9e-5), over its test's 1e-4; now 5.0e-5. With blocks a chain is at most
+//    in order into an 8-lane total; then a fixed horizontal sum. One running accumulator over a whole row is
+//    a rounding chain of n / 8 steps: with it the f16-weight GLM model came out 1.18e-4 from its double-precision
+//    reference (scalar 6.3e-5, avx512 4.9e-5), over its test's 1e-4; with blocks 5.0e-5. With blocks a chain is at most
 //    16 + n / 128 steps. Two interleaved accumulators would halve it too, but the 4-row x 2-token prompt tile
 //    then needs 16 accumulators (it ran 25-35 % slower in bench_kernels); block totals are touched once per
 //    block and may live in memory (blocks of 64 cost the tile 8-17 %, 128 nothing measurable).

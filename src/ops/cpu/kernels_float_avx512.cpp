@@ -375,9 +375,9 @@ void tile2x_pairs(const uint8_t * w, size_t w_stride, const uint8_t * act, size_
 // and the 32 sums reduced by two hsum16. Each accumulator sees its row's vectors in index order, then the masked
 // tail: vec_dot_float's order. Both groups prefetch the tile two ahead into L2 (the same lines twice: 16.2 GB/s
 // against 13.3 with the first group's prefetch alone). One thread, CPU time, weights from DRAM (128-256 MiB,
-// 2 MiB pages), 1024 columns, load ~3: 12.5-13.9 GB/s for the two whole-row 4 x 4 passes of before, 14.9 with
-// chunks of 256, 15.1-16.2 of 512; rows 0-1 then 2-3 by all eight tokens (2 + 8 loads per 16 FMAs) 13.2-13.8, one
-// row at a time by eight tokens 5.9-6.6. From L2 (the compute alone): 22.5 before, 20.0-21.9 now.
+// 2 MiB pages), 1024 columns, load ~3: 12.5-13.9 GB/s for two whole-row 4 x 4 passes, 14.9 with chunks of 256,
+// 15.1-16.2 of 512; rows 0-1 then 2-3 by all eight tokens (2 + 8 loads per 16 FMAs) 13.2-13.8, one row at a time
+// by eight tokens 5.9-6.6. From L2 (the compute alone): 22.5 for the whole-row passes, 20.0-21.9 for chunks of 512.
 constexpr int64_t kChunkCols8 = 512;
 
 // NT (5-8) tokens: the second group takes tokens 4 to NT - 1.
@@ -415,7 +415,7 @@ constexpr int kTileTokens = 8;
 
 static_assert(kTileTokens <= kTileTokensMax);
 
-// 5-7 tokens: the table's tile8_quads (Gen 1), or session 5's two pairs of rows (Gen 0, for bench_float_tiles).
+// 5-7 tokens: the table's tile8_quads (Gen 1), or two pairs of rows (Gen 0, for bench_float_tiles).
 template <typename L, int NT, int Gen>
 inline void five_to_seven(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n,
                           float * y, size_t y_stride) {
@@ -426,8 +426,8 @@ inline void five_to_seven(const uint8_t * w, size_t w_stride, const uint8_t * ac
     }
 }
 
-// Gen 0: the tiles of session 5 (3-4 tokens four rows at a time, 5-7 as two pairs of rows, 8 as two 4 x 4 passes
-// over whole rows; their 4 x 4 sums now through hsum16, the same bits), kept for bench_float_tiles; Gen 1: the
+// Gen 0: the alternative tiles (3-4 tokens four rows at a time, 5-7 as two pairs of rows, 8 as two 4 x 4 passes
+// over whole rows; their 4 x 4 sums through hsum16, the same bits), kept for bench_float_tiles; Gen 1: the
 // table's.
 template <typename L, int Gen = 1>
 void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
@@ -465,7 +465,7 @@ void dot_tile_tokens(const void * w, size_t w_stride, const void * act, size_t a
                 // come in groups of 8 tokens, several groups per tile in a row, and are compute-bound: the later
                 // groups find the tile in L1/L2 and the tile ahead fetched, and run two 4 x 4 passes over whole rows
                 // without prefetch (from L2: 21.5-22.9 GB/s against 21.2-21.7 for tile8_quads; prefetching in every
-                // group cost pp512 15-30 %). Session 5's first visit: the same two passes, each prefetching half
+                // group cost pp512 15-30 %). Gen 0's first visit: the same two passes, each prefetching half
                 // of the tile two ahead into L2.
                 thread_local const void * last_tile = nullptr;
                 const bool first_visit = w != last_tile;
@@ -693,7 +693,7 @@ void add_float_kernels_avx512(TypeKernels * table) {
 std::vector<FloatTileVariant> f32_tile_variants_avx512() {
     return {
         {"4x4, L1 prefetch", dot_tile_float<LoadF32>, 4},  // the table's tile before bench_float_tiles
-        {"session 5 tiles", dot_tile_tokens<LoadF32, 0>, kTileTokens},  // the table's tiles before this session
+        {"session 5 tiles", dot_tile_tokens<LoadF32, 0>, kTileTokens},  // Gen 0, the alternative tiles
         {"table", dot_tile_tokens<LoadF32, 1>, kTileTokens},  // the table's tiles
     };
 }

@@ -43,7 +43,7 @@ void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
         case QuantActMode::Int16: {
             add_exact_quant_kernels(isa, table);  // q4_1 / q5_1
             // Q8_0 keeps the float side's exact entry: measured in the model (kbench-q8_0.gguf, 2 threads, binaries
-            // alternated in one session) the int16 Q8_0 entry was no faster at decode or prompts (docs/kernels.md),
+            // alternated in one run) the int16 Q8_0 entry was no faster at decode or prompts (docs/kernels.md),
             // so the exact one stays. Its int16 kernels stay built and tested (add_int16_entries_*).
             const TypeKernels q8_0 = table[static_cast<uint32_t>(tensor::ElemType::Q8_0)];
             switch (isa) {

@@ -250,7 +250,7 @@ inline void dot_rows(const uint8_t * w, size_t ws, const uint8_t * act, size_t a
 // but cost ~1.5x in the model, where the rows stream from DRAM (4 strided streams prefetch worse than one).
 // More tokens: all rows of the tile together, each weight block decoded once for every token. (With a pointer
 // per token row instead of base + stride, GCC kept the activation vectors shared by the rows alive across them
-// and spilled them to the stack: the 4 x 8 tile from cache ran at ~100 GFLOP/s for q4_K, against ~135 now;
+// and spilled them to the stack: the 4 x 8 tile from cache ran at ~100 GFLOP/s for q4_K, against ~135 with base + stride;
 // bench/probes/int16_tile.cpp compares the row groupings.)
 template <class T, bool K, int NR>
 inline void dot_rows_nt(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, int nt, float * y,

@@ -1,8 +1,9 @@
-#include "server/chat_template.h"
+// ChatML rendering and the choice of template.
+#include "runtime/chat_template.h"
 
 #include "common/error.h"
 
-namespace offgrid::server {
+namespace offgrid {
 
 ChatTemplate choose_chat_template(const std::string & flag, const std::string & gguf_template) {
     if (flag == "chatml") return ChatTemplate::ChatML;
@@ -16,11 +17,23 @@ ChatTemplate choose_chat_template(const std::string & flag, const std::string & 
                 "start with --chat-template chatml to use ChatML anyway, or --chat-template none to disable chat");
 }
 
-bool has_control_token(const runtime::Tokenizer & tok, const std::string & text) {
+std::vector<int32_t> render_chatml(const Tokenizer & tok, const std::vector<ChatMessage> & messages) {
+    return runtime::render_chatml(tok.impl(), messages);
+}
+
+bool has_control_token(const Tokenizer & tok, const std::string & text) {
+    return runtime::has_control_token(tok.impl(), text);
+}
+
+}  // namespace offgrid
+
+namespace offgrid::runtime {
+
+bool has_control_token(const Tokenizer & tok, const std::string & text) {
     const auto id = tok.find_token(text);
     if (!id) return false;
     const auto type = tok.token_type(*id);
-    return type == runtime::TokenType::Control || type == runtime::TokenType::UserDefined;
+    return type == TokenType::Control || type == TokenType::UserDefined;
 }
 
 namespace {
@@ -29,7 +42,7 @@ namespace {
 // whole rendered text with special tokens parsed, except that nothing inside a message becomes a special token.
 class Builder {
 public:
-    explicit Builder(const runtime::Tokenizer & tok) : tok_(tok) {}
+    explicit Builder(const Tokenizer & tok) : tok_(tok) {}
 
     void marker(const std::string & text) {
         if (has_control_token(tok_, text)) {
@@ -50,14 +63,14 @@ private:
         if (!run_.empty()) tok_.tokenize(run_, false, out_);
         run_.clear();
     }
-    const runtime::Tokenizer & tok_;
+    const Tokenizer & tok_;
     std::vector<int32_t> out_;
     std::string run_;
 };
 
 }  // namespace
 
-std::vector<int32_t> render_chatml(const runtime::Tokenizer & tok, const std::vector<ChatMessage> & messages) {
+std::vector<int32_t> render_chatml(const Tokenizer & tok, const std::vector<ChatMessage> & messages) {
     Builder b(tok);
     if (tok.add_bos() && tok.bos()) {
         // ChatML models do not add BOS; one that asks for it gets it first.
@@ -75,4 +88,4 @@ std::vector<int32_t> render_chatml(const runtime::Tokenizer & tok, const std::ve
     return b.finish();
 }
 
-}  // namespace offgrid::server
+}  // namespace offgrid::runtime
