@@ -30,11 +30,15 @@ def tensor_type(name, arr, wanted):
     return wanted
 
 
-def export(state, tok, out, kind="f16"):
-    meta = config.metadata(tok.n_vocab, tok.eot) + tok.gguf_metadata()
+def export(state, tok, out, kind="f16", mtp=True):
+    """mtp=False leaves the NextN block out (llama.cpp v0.5.0 refuses files that carry it)."""
+    meta = config.metadata(tok.n_vocab, tok.eot, mtp=mtp) + tok.gguf_metadata()
+    mtp_prefix = f"blk.{config.SHAPE['n_layer']}."
     tensors = []
     for k, v in state.items():
         name = k.replace("~", ".")
+        if not mtp and name.startswith(mtp_prefix):
+            continue
         a = v.detach().float().numpy() if isinstance(v, torch.Tensor) else np.asarray(v, dtype=np.float32)
         if name.endswith(".ssm_alog"):
             name, a = name[:-len("alog")] + "a", -np.exp(a)
@@ -47,10 +51,11 @@ def main():
     ap.add_argument("--run", required=True)
     ap.add_argument("--out", required=True)
     ap.add_argument("--type", default="f16", choices=sorted(TYPES))
+    ap.add_argument("--no-mtp", action="store_true", help="leave the NextN block out")
     a = ap.parse_args()
     tok = bpe.Tokenizer.load(os.path.join(a.run, "vocab.json"))
     ck = torch.load(os.path.join(a.run, "ckpt.pt"))
-    export(ck["model"], tok, a.out, a.type)
+    export(ck["model"], tok, a.out, a.type, mtp=not a.no_mtp)
     print(f"{a.out}: step {ck['step']}, {os.path.getsize(a.out)} bytes")
 
 

@@ -26,6 +26,10 @@ SAMPLES = [
     "Unicode: café, naïve, Straße, \u00e9\u0301, 日本語, emoji \U0001F600, mixed123abc, ALLCAPS, CamelCase.",
     "",
     " leading space and trailing newline\n",
+    "aaaaaaa eeeeeeee ssssss lllll ===== ----- !!!!! ????? ........ ________ 0000000 1111 ~~~~",
+    "IT'S WE'LL THEY'RE I'M YOU'VE SHE'D -- It'S mIxEd 'quoted' \"double\" (paren) [brack] {brace}",
+    "thee thou thy thine hath doth saith unto shall shalt wilt begat Israel Jerusalem LORD lord Lord",
+    "    indented\n\tand tabbed\n\n\n  \n trailing \r\n crlf and lone \r cr",
 ]
 
 
