@@ -6,6 +6,10 @@
       counts come from the training tokens, add-one smoothed over the vocabulary)
   eval.py words --offgrid BIN [--model GGUF] [-n 64] [--dict /usr/share/dict/words]
       greedy continuations of fixed prompts; the share of their words found in the dictionary
+  eval.py mtp   --model GGUF --ids DIR/heldout.u16.npy [-c 1024] [--chunks 4]
+      (PyTorch) the NextN head on held-out text: its t+2 cross-entropy and top-1 accuracy, the trunk's, and
+      how often the head's greedy draft equals the trunk's greedy token one step later (the acceptance of a
+      one-token greedy draft, teacher-forced)
 """
 import argparse
 import math
@@ -66,6 +70,29 @@ def cmd_words(a):
     print(f"dictionary words: {found}/{total} = {100.0 * found / max(total, 1):.1f} %")
 
 
+def cmd_mtp(a):
+    import torch
+    import gguf_np
+    import qwen4exp_torch as qt
+    meta, ten = gguf_np.read(a.model)
+    m = qt.Qwen4Exp(meta, ten, ten["token_embd.weight"].shape[0])
+    ids = np.load(a.ids).astype(np.int64)
+    stats = np.zeros(5)
+    with torch.no_grad():
+        for c in range(a.chunks):
+            x = torch.from_numpy(ids[c * a.ctx:(c + 1) * a.ctx])[None]
+            logits, X = m(x)
+            d = m.mtp(X[:, :-1], x[:, 1:])                       # row t predicts token t+2
+            lp = torch.log_softmax(logits[0, :-1], -1)
+            lq = torch.log_softmax(d[0, :-1], -1)
+            stats += [-lp.gather(1, x[0, 1:, None]).mean().item(), -lq.gather(1, x[0, 2:, None]).mean().item(),
+                      (lp.argmax(-1) == x[0, 1:]).float().mean().item(), (lq.argmax(-1) == x[0, 2:]).float().mean().item(),
+                      (lq.argmax(-1) == logits[0, 1:-1].argmax(-1)).float().mean().item()]
+    s = stats / a.chunks
+    print(f"trunk ce {s[0]:.4f} top-1 {100 * s[2]:.1f} %; NextN (t+2) ce {s[1]:.4f} top-1 {100 * s[3]:.1f} %; "
+          f"draft = trunk greedy {100 * s[4]:.1f} % ({a.chunks} x {a.ctx} tokens)")
+
+
 def main():
     ap = argparse.ArgumentParser()
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -80,10 +107,15 @@ def main():
     w.add_argument("--model")
     w.add_argument("-n", type=int, default=64)
     w.add_argument("--dict", default="/usr/share/dict/words")
+    t = sub.add_parser("mtp")
+    t.add_argument("--model", required=True)
+    t.add_argument("--ids", required=True)
+    t.add_argument("-c", "--ctx", type=int, default=1024)
+    t.add_argument("--chunks", type=int, default=4)
     argv = sys.argv[1:]
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     a = ap.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
-    return cmd_ppl(a, extra) if a.cmd == "ppl" else cmd_words(a)
+    return cmd_ppl(a, extra) if a.cmd == "ppl" else cmd_words(a) if a.cmd == "words" else cmd_mtp(a)
 
 
 if __name__ == "__main__":
