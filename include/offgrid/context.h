@@ -2,6 +2,7 @@
 // sequences, save and restore state. Everything a command of `offgrid` does goes through this.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,7 +40,14 @@ public:
     const std::string & architecture() const;  // general.architecture
     uint32_t n_embd() const;        // width of an embedding (Context::embeddings)
     const std::string & path() const;
-    uint64_t fingerprint() const;   // identifies the weights and shapes (state files refuse another model)
+    // Identifies what the model computes: every metadata key but the descriptive general.* ones (so every
+    // hyperparameter and the tokenizer), the tensor table and every byte of tensor data (one changed weight byte
+    // changes it). State and prefix-cache files carry it and refuse another model. Hashed on first use, on all
+    // hardware threads (docs/cli.md gives the cost), then kept.
+    uint64_t fingerprint() const;
+    // Weight bytes one decoded token reads (the expert stacks for the experts a token uses; not the embedding
+    // tables, of which a token reads a few rows).
+    uint64_t weight_bytes_per_token() const;
     // A string metadata value of the GGUF file (e.g. "tokenizer.chat_template"); empty when absent or not a string.
     std::string metadata_string(const std::string & key) const;
 
@@ -50,6 +58,7 @@ public:
 private:
     std::shared_ptr<const model::Architecture> impl_;
     std::string path_;
+    mutable std::atomic<uint64_t> fingerprint_{0};  // 0: not computed yet
 };
 
 // How a decode call's hidden states become embeddings (ContextParams::embeddings). None: one row per output

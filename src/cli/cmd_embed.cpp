@@ -11,6 +11,7 @@
 #include "offgrid/context.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
+#include "runtime/prompt_file.h"
 #include "runtime/tokenizer.h"
 
 namespace offgrid::cli {
@@ -61,17 +62,10 @@ int embed_main(const std::vector<std::string> & args) {
         }
         if (p.given("-p") == p.given("-f")) throw runtime::UsageError("give one of -p TEXT and -f FILE");
         const Pooling pool = pooling_of(pooling);
-        if (!prompt_file.empty()) {
-            std::ifstream in(prompt_file, std::ios::binary);
-            if (!in) throw runtime::UsageError("-f: cannot read " + prompt_file);
-            prompt.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-        }
+        if (!prompt_file.empty()) runtime::check_input_file(prompt_file, "-f");  // read later, in pieces
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path);
         const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
-        std::vector<int32_t> tokens;
-        tok.tokenize(prompt, false, tokens);
-        if (tokens.empty()) throw runtime::UsageError("the text has no tokens");
 
         ContextParams cp;
         cp.n_ctx = static_cast<uint32_t>(n_ctx);
@@ -79,10 +73,16 @@ int embed_main(const std::vector<std::string> & args) {
         cp.embeddings = true;
         cp.pooling = pool;
         Context ctx(model, cp);
-        if (tokens.size() > ctx.params().n_batch) {
-            throw Error("the text has " + std::to_string(tokens.size()) + " tokens, more than the context's " +
-                        std::to_string(ctx.params().n_batch));
+        const size_t room = ctx.params().n_batch;
+        runtime::BoundedTokens text;
+        if (!prompt_file.empty()) text = runtime::tokenize_file(tok, prompt_file, room, "-f");
+        else text = runtime::tokenize_text(tok, prompt, room);
+        const std::vector<int32_t> & tokens = text.tokens;
+        if (text.over) {
+            throw Error("the text has more than " + std::to_string(room) + " tokens, more than the context's " +
+                        std::to_string(room));
         }
+        if (tokens.empty()) throw runtime::UsageError("the text has no tokens");
         const size_t n = model->n_embd();
         if (pool != Pooling::None) {
             const std::vector<float> e = ctx.embed(tokens);

@@ -19,6 +19,7 @@
 #include "offgrid/context.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
+#include "runtime/prompt_file.h"
 #include "runtime/tokenizer.h"
 
 namespace offgrid::cli {
@@ -26,7 +27,7 @@ namespace offgrid::cli {
 namespace {
 
 constexpr const char * kUsage =
-    "usage: offgrid perplexity [-m MODEL] -f FILE [-c N] [-b N] [--ids] [--half] [options]\n"
+    "usage: offgrid perplexity [-m MODEL] -f FILE [-c N] [--chunks N] [-b N] [--ids] [--half] [options]\n"
     "\n"
     "Splits the tokens of FILE into chunks of N tokens (the last, shorter chunk is scored too when it has at\n"
     "least 2 tokens), evaluates each chunk in a fresh context and prints each chunk's perplexity and the final\n"
@@ -37,6 +38,7 @@ constexpr const char * kUsage =
     "  -f, --file FILE         the text (or, with --ids, the token ids)\n"
     "  --ids                   FILE holds token ids separated by white space, used as they are (no BOS)\n"
     "  -c, --ctx-size N        chunk length in tokens (default 512, or the model's context length if shorter)\n"
+    "  --chunks N              score at most the first N chunks; FILE is read only that far (default: all)\n"
     "  -b, --batch-size N      most tokens per decode call (default: the chunk length)\n"
     "  -ub, --ubatch-size N    most tokens per micro-batch (default 512)\n"
     "  -t, --threads N         threads (default: the hardware's)\n"
@@ -50,22 +52,6 @@ constexpr const char * kUsage =
     "                          F (-f is not needed); prints mean KLD with percentiles, the same-top-1 share and\n"
     "                          both perplexities\n";
 
-std::string read_file(const std::string & path) { return read_file_text(path, "-f"); }
-
-std::vector<int32_t> parse_ids(const std::string & path, const std::string & text, int32_t n_vocab) {
-    std::vector<int32_t> ids;
-    std::istringstream in(text);
-    for (std::string word; in >> word;) {
-        const std::string what = path + ": token " + std::to_string(ids.size());
-        try {
-            ids.push_back(static_cast<int32_t>(runtime::parse_integer(what, word, 0, n_vocab - 1)));
-        } catch (const runtime::UsageError & e) {
-            throw Error(e.what());  // a bad input file, not a bad command line
-        }
-    }
-    return ids;
-}
-
 // -log softmax(row)[target], in double.
 double token_nll(const float * row, int32_t n_vocab, int32_t target) {
     double max = row[0];
@@ -78,7 +64,7 @@ double token_nll(const float * row, int32_t n_vocab, int32_t target) {
 int perplexity_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("perplexity", [&]() -> int {
         std::string model_path, file, ctk = "f16", ctv = "f16";
-        int64_t chunk = 512, n_batch = 0, n_ubatch = 512;
+        int64_t chunk = 512, n_batch = 0, n_ubatch = 512, max_chunks = -1;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
         bool ids_mode = false, half = false, qsa_dense = false, kld_mode = false;
         std::string kld_path;
@@ -93,6 +79,7 @@ int perplexity_main(const std::vector<std::string> & args) {
         p.text({"--kl-divergence-base"}, &kld_path);
         p.flag({"--kl-divergence"}, &kld_mode);
         p.integer({"-c", "--ctx-size"}, &chunk, 2, 1 << 24);
+        p.integer({"--chunks"}, &max_chunks, 1, int64_t(1) << 32);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 24);
         p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 24);
         p.integer({"-t", "--threads"}, &threads, 1, ops::ThreadPool::kMaxThreads);
@@ -115,25 +102,36 @@ int perplexity_main(const std::vector<std::string> & args) {
             kld_base = std::make_unique<KldBaseReader>(kld_path);
             chunk = kld_base->chunk();
             half = kld_base->half();
+        } else {
+            runtime::check_input_file(file, "-f");  // read after the model loads, in pieces
         }
-        const std::string text = kld_mode ? std::string() : read_file(file);
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
         const int32_t n_vocab = model->n_vocab();
+        if (!p.given("-c") && !kld_mode) chunk = std::min<int64_t>(chunk, std::max<uint32_t>(2, model->n_ctx_train()));
+        if (static_cast<uint64_t>(chunk) > model->n_ctx_train()) {
+            throw Error("-c " + std::to_string(chunk) + " exceeds the model's context length " +
+                        std::to_string(model->n_ctx_train()));
+        }
 
-        std::vector<int32_t> tokens;
+        // With --chunks N only the first N chunks' tokens are read (like llama.cpp's --chunks); the file is
+        // tokenised in pieces either way, never held whole.
+        const size_t limit = p.given("--chunks") ? static_cast<size_t>(max_chunks) * static_cast<size_t>(chunk) : SIZE_MAX;
+        runtime::BoundedTokens input;
         if (kld_mode) {
             if (kld_base->n_vocab() != static_cast<uint32_t>(n_vocab)) {
                 throw Error("--kl-divergence-base " + kld_path + ": saved with " + std::to_string(kld_base->n_vocab()) +
                             " logits per row, the model has " + std::to_string(n_vocab));
             }
-            tokens = kld_base->tokens();
+            input.tokens = kld_base->tokens();
         } else if (ids_mode) {
-            tokens = parse_ids(file, text, n_vocab);
+            input = runtime::read_token_ids(file, n_vocab, limit, "-f");
         } else {
             const runtime::Tokenizer tok = runtime::Tokenizer::from_gguf(model->impl().reader());
-            tokens = tok.tokenize(text, false);
+            input = runtime::tokenize_file(tok, file, limit, "-f");
         }
+        std::vector<int32_t> & tokens = input.tokens;
+        if (tokens.size() > limit) tokens.resize(limit);
         if (tokens.size() < 2) {
             throw Error(file + ": " + std::to_string(tokens.size()) + " tokens; perplexity needs at least 2");
         }
@@ -146,11 +144,6 @@ int perplexity_main(const std::vector<std::string> & args) {
         cp.type_k = ctk;
         cp.type_v = ctv;
         cp.qsa_dense = qsa_dense;
-        if (!p.given("-c") && !kld_mode) chunk = std::min<int64_t>(chunk, std::max<uint32_t>(2, model->n_ctx_train()));
-        if (static_cast<uint64_t>(chunk) > model->n_ctx_train()) {
-            throw Error("-c " + std::to_string(chunk) + " exceeds the model's context length " +
-                        std::to_string(model->n_ctx_train()));
-        }
         Context ctx(model, cp);
         std::unique_ptr<KldBaseWriter> kld_out;
         if (!kld_path.empty() && !kld_mode) {
@@ -165,8 +158,8 @@ int perplexity_main(const std::vector<std::string> & args) {
             const size_t e = std::min(tokens.size(), b + static_cast<size_t>(chunk));
             if (e - b >= 2) chunks.emplace_back(b, e);
         }
-        std::printf("perplexity: %zu tokens, %zu chunk(s) of up to %lld tokens, scoring %s\n", tokens.size(),
-                    chunks.size(), static_cast<long long>(chunk),
+        std::printf("perplexity: %zu tokens, %zu chunk(s) of up to %lld tokens%s, scoring %s\n", tokens.size(),
+                    chunks.size(), static_cast<long long>(chunk), input.over ? " (--chunks: the file has more)" : "",
                     half ? "the second half of each chunk" : "every token after the first of each chunk");
 
         const auto t0 = std::chrono::steady_clock::now();

@@ -19,6 +19,7 @@
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
 #include "runtime/sampling.h"
+#include "runtime/prompt_file.h"
 #include "runtime/tokenizer.h"
 #include "runtime/unicode.h"
 
@@ -58,7 +59,6 @@ constexpr const char * kUsage =
     "  --mmap, --no-mmap        map the model file, or read it into memory (huge pages: faster decode; costs the\n"
     "                           file's size in RAM). Default: read when it takes at most half the available memory\n";
 
-std::string read_file(const std::string & path) { return read_file_text(path, "-f"); }
 
 // A one-line bar on stderr, redrawn in place; only when stderr is a terminal.
 class Progress {
@@ -148,7 +148,7 @@ int run_main(const std::vector<std::string> & args) {
         }
         // Checked before any work, so a run never ends in a state that cannot be written.
         if (!state_save.empty()) check_output_path(state_save, "--state-save");
-        if (!prompt_file.empty()) prompt = read_file(prompt_file);
+        if (!prompt_file.empty()) runtime::check_input_file(prompt_file, "-f");  // read later, in pieces
         if (!prompt_given && state_load.empty()) prompt = kDefaultPrompt;
 
         if (model_path.empty()) model_path = runtime::default_model_path();
@@ -194,7 +194,20 @@ int run_main(const std::vector<std::string> & args) {
         }
         std::vector<int32_t> prompt_tokens;
         if (history.empty() && to_decode.empty() && tok.add_bos() && tok.bos()) prompt_tokens.push_back(*tok.bos());
-        tok.tokenize(prompt, false, prompt_tokens);
+        if (!prompt_file.empty()) {
+            // Read and tokenised in pieces, refused once it passes what the context can take: a huge file costs
+            // about a context's worth of reading, not its own size in memory.
+            const size_t used = history.size() + to_decode.size() + prompt_tokens.size();
+            const size_t room = ctx_size > used ? ctx_size - used : 0;
+            runtime::BoundedTokens file_tokens = runtime::tokenize_file(tok, prompt_file, room, "-f");
+            if (file_tokens.over) {
+                throw Error("the prompt is more than " + std::to_string(used + room) +
+                            " tokens, longer than the context of " + std::to_string(ctx_size) + " cells (-c)");
+            }
+            prompt_tokens.insert(prompt_tokens.end(), file_tokens.tokens.begin(), file_tokens.tokens.end());
+        } else {
+            tok.tokenize(prompt, false, prompt_tokens);
+        }
         to_decode.insert(to_decode.end(), prompt_tokens.begin(), prompt_tokens.end());
         if (to_decode.empty()) {
             throw runtime::UsageError(state_load.empty() ? "the prompt is empty"

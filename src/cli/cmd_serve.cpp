@@ -41,7 +41,8 @@ constexpr const char * kUsage =
     "  -t, --threads N          threads (default: the hardware's)\n"
     "  --mmap, --no-mmap        map the model file, or read it into memory (default: read when it takes at most\n"
     "                           half the available memory)\n"
-    "  --api-key KEY            require 'Authorization: Bearer KEY' (all endpoints but /health)\n"
+    "  --api-key KEY            require 'Authorization: Bearer KEY' (all endpoints but /health); not empty;\n"
+    "                           OFFGRID_API_KEY in the environment does the same without showing in ps\n"
     "  --chat-template T        auto (default: ChatML when the model's template is ChatML-shaped or absent),\n"
     "                           chatml, or none (chat endpoint disabled)\n"
     "  --cache-ram MIB          prefix cache RAM budget in MiB (default 256; 0 = no prefix cache)\n"
@@ -88,6 +89,15 @@ int serve_main(const std::vector<std::string> & args) {
             throw runtime::UsageError("--slot-save-path: " + slot_save_path + " is not a directory");
         }
         if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
+        // An empty key would mean "no authentication": refuse it, so `--api-key "$KEY"` with KEY unset cannot
+        // start an open server. OFFGRID_API_KEY keeps the key out of the process list.
+        if (p.given("--api-key") && api_key.empty()) throw runtime::UsageError("--api-key: empty key");
+        if (!p.given("--api-key")) {
+            if (const char * env = std::getenv("OFFGRID_API_KEY")) {
+                if (*env == '\0') throw runtime::UsageError("OFFGRID_API_KEY is set but empty");
+                api_key = env;
+            }
+        }
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
         runtime::Tokenizer tok = runtime::Tokenizer::from_model(*model);

@@ -9,6 +9,7 @@
 #include "common/crc32c.h"
 #include "common/error.h"
 #include "memory/state_bytes.h"
+#include "tensor/types.h"
 
 namespace offgrid::memory {
 
@@ -44,7 +45,15 @@ void read_header(StateReader & r, const HybridMemory & mem, SeqId seq, uint32_t 
     r.i32("source seq id");
     for (auto & [field, v] : fingerprint(mem)) {
         const uint32_t got = r.u32(field);
-        if (got != v) r.fail(field, "the state was made with " + std::to_string(got) + ", this memory has " + std::to_string(v));
+        if (got == v) continue;
+        // Element types by name (q8_0, f16), not by ggml type number.
+        const bool is_type = std::strcmp(field, "type_k") == 0 || std::strcmp(field, "type_v") == 0;
+        auto show = [&](uint32_t x) {
+            if (!is_type) return std::to_string(x);
+            const auto t = tensor::type_traits(x);
+            return t ? std::string(t->name) : "type " + std::to_string(x);
+        };
+        r.fail(field, "the state was made with " + show(got) + ", this memory has " + show(v));
     }
 }
 

@@ -1,5 +1,7 @@
 #include "runtime/cli_args.h"
 
+#include "runtime/prompt_file.h"
+
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -14,10 +16,10 @@ int64_t parse_integer(const std::string & what, const std::string & text, int64_
     const char * end = text.data() + text.size();
     const auto [ptr, ec] = std::from_chars(text.data(), end, v);
     if (text.empty() || ec == std::errc::invalid_argument || ptr != end) {
-        throw UsageError(what + ": expected an integer, got '" + text + "'");
+        throw UsageError(what + ": expected an integer, got '" + printable(text) + "'");
     }
     if (ec == std::errc::result_out_of_range || v < lo || v > hi) {
-        throw UsageError(what + ": " + text + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
+        throw UsageError(what + ": " + printable(text) + " is outside " + std::to_string(lo) + ".." + std::to_string(hi));
     }
     return v;
 }
@@ -27,12 +29,12 @@ float parse_real(const std::string & what, const std::string & text, float lo, f
     char * end = nullptr;
     const float v = text.empty() ? 0.0f : std::strtof(text.c_str(), &end);
     if (text.empty() || end != text.c_str() + text.size() || std::isspace(static_cast<unsigned char>(text[0]))) {
-        throw UsageError(what + ": expected a number, got '" + text + "'");
+        throw UsageError(what + ": expected a number, got '" + printable(text) + "'");
     }
     if (errno == ERANGE || !std::isfinite(v) || v < lo || v > hi) {
         char range[96];
         std::snprintf(range, sizeof(range), "%g..%g", static_cast<double>(lo), static_cast<double>(hi));
-        throw UsageError(what + ": " + text + " is outside " + range);
+        throw UsageError(what + ": " + printable(text) + " is outside " + range);
     }
     return v;
 }
@@ -96,9 +98,9 @@ bool ArgParser::parse(const std::vector<std::string> & args) {
         if (!match) {
             // "-" alone and non-dash words are positional; anything else dash-led is a flag we do not know.
             if (a.size() > 1 && a[0] == '-' && !(a.size() > 1 && (std::isdigit(static_cast<unsigned char>(a[1])) != 0))) {
-                throw UsageError("unknown flag '" + a + "'");
+                throw UsageError("unknown flag '" + printable(a) + "'");
             }
-            if (!positional_) throw UsageError("unexpected argument '" + a + "'");
+            if (!positional_) throw UsageError("unexpected argument '" + printable(a) + "'");
             positional_->push_back(a);
             continue;
         }

@@ -2,15 +2,19 @@
 // (memory.begin -> per ubatch apply + forward -> finish, or undo on failure).
 #include "offgrid/context.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <thread>
 
 
 #include "common/crc32c.h"
+#include "common/data_hash.h"
 #include "common/error.h"
 #include "common/files.h"
 #include "gguf/reader.h"
@@ -51,28 +55,112 @@ const std::string & Model::path() const { return path_; }
 const std::string & Model::architecture() const { return impl_->name(); }
 uint32_t Model::n_embd() const { return impl_->hidden_width(); }
 std::string Model::describe() const { return impl_->describe(); }
+uint64_t Model::weight_bytes_per_token() const { return impl_->weight_bytes_per_token(); }
 
-uint64_t Model::fingerprint() const {
-    // FNV-1a over the tensor table and a sample of each tensor's bytes: cheap for large files, and any other
-    // model (other shapes, types or weights) differs in it.
+namespace {
+
+// FNV-1a, 64 bits: folds the metadata, the tensor table and the per-piece data hashes into one value.
+struct Fnv {
     uint64_t h = 1469598103934665603ull;
-    auto mix = [&](const void * p, size_t n) {
+    void mix(const void * p, size_t n) {
         const auto * b = static_cast<const unsigned char *>(p);
         for (size_t i = 0; i < n; ++i) {
             h ^= b[i];
             h *= 1099511628211ull;
         }
-    };
-    for (const auto & t : impl_->reader().tensors()) {
-        mix(t.name.data(), t.name.size());
-        mix(t.ne.data(), t.ne.size() * sizeof(int64_t));
-        const auto type = static_cast<uint32_t>(t.type);
-        mix(&type, sizeof(type));
-        const size_t n = std::min<uint64_t>(t.n_bytes, 64);
-        mix(t.data, n);
-        mix(t.data + t.n_bytes - n, n);
     }
-    return h;
+    template <typename T>
+    void mix_value(const T & v) { mix(&v, sizeof(T)); }
+    void mix_string(const std::string & s) {
+        mix_value(static_cast<uint64_t>(s.size()));
+        mix(s.data(), s.size());
+    }
+};
+
+void mix_gguf_value(Fnv & f, const gguf::Value & v) {
+    f.mix_value(static_cast<uint32_t>(v.type));
+    switch (v.type) {
+        case gguf::ValueType::STRING: f.mix_string(v.s); break;
+        case gguf::ValueType::F32:
+        case gguf::ValueType::F64: f.mix_value(v.f); break;
+        case gguf::ValueType::I8:
+        case gguf::ValueType::I16:
+        case gguf::ValueType::I32:
+        case gguf::ValueType::I64: f.mix_value(v.i); break;
+        case gguf::ValueType::ARRAY:
+            f.mix_value(static_cast<uint32_t>(v.elem_type));
+            f.mix_value(static_cast<uint64_t>(v.array.size()));
+            if (v.array.is_packed()) {
+                const auto bytes = v.array.packed_bytes();
+                f.mix(bytes.data(), bytes.size());
+            } else {
+                for (size_t i = 0; i < v.array.size(); ++i) mix_gguf_value(f, v.array.at(i));
+            }
+            break;
+        default: f.mix_value(v.u); break;  // unsigned integers and bools
+    }
+}
+
+// Whether a metadata key takes part in the model's identity: everything but the descriptive `general.*` keys
+// (name, author, license, ...), of which only general.architecture changes what runs. Hyperparameters
+// (ARCH.*) and the tokenizer (tokenizer.*) count, and so does any key a later architecture adds.
+bool identity_key(const std::string & key) {
+    return key == "general.architecture" || key.rfind("general.", 0) != 0;
+}
+
+constexpr uint64_t kHashPiece = 32ull << 20;  // unit of work of the parallel data hash
+
+uint64_t compute_fingerprint(const gguf::Reader & reader) {
+    Fnv f;
+    for (const auto & kv : reader.metadata()) {
+        if (!identity_key(kv.key)) continue;
+        f.mix_string(kv.key);
+        mix_gguf_value(f, kv.value);
+    }
+    // Every byte of every tensor: pieces of at most kHashPiece bytes, hashed on all hardware threads, folded in
+    // tensor order so the value does not depend on the number of threads.
+    struct Piece {
+        const uint8_t * data;
+        uint64_t n;
+        LaneCrc crc;
+    };
+    std::vector<Piece> pieces;
+    for (const auto & t : reader.tensors()) {
+        for (uint64_t at = 0; at < t.n_bytes; at += kHashPiece) pieces.push_back({t.data + at, std::min(kHashPiece, t.n_bytes - at), {}});
+    }
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < pieces.size();) pieces[i].crc = data_hash(pieces[i].data, pieces[i].n);
+    };
+    const unsigned n_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < n_threads && i < pieces.size(); ++i) threads.emplace_back(work);
+    work();
+    for (auto & t : threads) t.join();
+    size_t p = 0;
+    for (const auto & t : reader.tensors()) {
+        f.mix_string(t.name);
+        f.mix_value(static_cast<uint64_t>(t.ne.size()));
+        f.mix(t.ne.data(), t.ne.size() * sizeof(int64_t));
+        f.mix_value(static_cast<uint32_t>(t.type));
+        f.mix_value(t.n_bytes);
+        for (uint64_t at = 0; at < t.n_bytes; at += kHashPiece) f.mix_value(pieces[p++].crc);
+    }
+    return f.h;
+}
+
+}  // namespace
+
+uint64_t Model::fingerprint() const {
+    // Computed on first use (state files, cache files), not at load: a run that never needs it pays nothing.
+    // Two threads racing here compute the same value.
+    uint64_t fp = fingerprint_.load(std::memory_order_acquire);
+    if (fp == 0) {
+        fp = compute_fingerprint(impl_->reader());
+        if (fp == 0) fp = 1;  // 0 means "not computed yet"
+        fingerprint_.store(fp, std::memory_order_release);
+    }
+    return fp;
 }
 
 std::string Model::metadata_string(const std::string & key) const {

@@ -1,14 +1,20 @@
 #include "server/cache_files.h"
 
+#include "common/crc32c.h"
 #include "common/error.h"
 #include "common/files.h"
+#include "runtime/prompt_file.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <iterator>
+#include <set>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace offgrid::server {
 
@@ -17,8 +23,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'O', 'G', 'P', 'C', 'A', 'C', 'H', 'E'};
-constexpr uint32_t kVersion = 1;
+constexpr uint32_t kVersion = 2;  // 2: whole-file CRC-32C, one folder per model
 constexpr const char * kSuffix = ".ogpc";
+constexpr const char * kPrefix = "prefix-";
+// magic, version, fingerprint, n_tokens, n_state, n_logits, crc
+constexpr size_t kFixedBytes = 8 + 4 + 8 + 4 + 8 + 4 + 4;
 
 template <typename T>
 void put(std::string & out, const T & v) {
@@ -27,34 +36,111 @@ void put(std::string & out, const T & v) {
 
 class Reader {
 public:
-    explicit Reader(const std::string & data) : d_(data) {}
+    explicit Reader(const std::string & data, size_t end) : d_(data), end_(end) {}
     template <typename T>
     bool get(T & v) {
         return bytes(&v, sizeof(T));
     }
     bool bytes(void * p, size_t n) {
-        if (d_.size() - off_ < n) return false;
+        if (end_ - off_ < n) return false;
         if (n > 0) std::memcpy(p, d_.data() + off_, n);
         off_ += n;
         return true;
     }
-    size_t left() const { return d_.size() - off_; }
+    size_t left() const { return end_ - off_; }
 
 private:
     const std::string & d_;
+    size_t end_;
     size_t off_ = 0;
 };
 
+// File names come from the folder: control bytes in them must not reach the terminal.
+std::string shown(const fs::path & p) { return runtime::printable(p.string(), 4096); }
+
+bool is_cache_name(const std::string & name) {
+    return name.size() > std::strlen(kPrefix) + std::strlen(kSuffix) && name.rfind(kPrefix, 0) == 0 &&
+           name.compare(name.size() - std::strlen(kSuffix), std::string::npos, kSuffix) == 0;
+}
+
+// Reads exactly `size` bytes of a regular file, never following a link and never blocking on a FIFO (the file
+// may have been swapped since it was listed). Returns why not, or empty on success.
+std::string read_bounded(const fs::path & path, uint64_t size, std::string & out) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return errno == ELOOP ? "a symbolic link" : std::string("cannot open: ") + std::strerror(errno);
+    std::string why;
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) why = "not a regular file";
+    else if (static_cast<uint64_t>(st.st_size) != size) why = "changed while loading";
+    if (why.empty()) {
+        out.resize(size);
+        size_t got = 0;
+        while (got < size) {
+            const ssize_t r = ::read(fd, out.data() + got, size - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) break;
+            got += static_cast<size_t>(r);
+        }
+        if (got != size) why = "shorter than its size";
+    }
+    ::close(fd);
+    return why;
+}
+
+// Parses a whole file; empty on success.
+std::string parse(const std::string & data, uint64_t fingerprint, size_t n_vocab, std::vector<int32_t> & tokens,
+                  Snapshot & snap) {
+    if (data.size() < kFixedBytes) return "too short";
+    uint32_t stored = 0;
+    std::memcpy(&stored, data.data() + data.size() - 4, 4);
+    char magic[8];
+    uint32_t version = 0, n_tokens = 0, n_logits = 0;
+    uint64_t fp = 0, n_state = 0;
+    Reader r(data, data.size() - 4);
+    if (!r.bytes(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return "not a prefix cache file";
+    if (!r.get(version) || version != kVersion) return "version " + std::to_string(version) + ", this build reads 2";
+    if (crc32c(data.data(), data.size() - 4) != stored) return "checksum mismatch: the file is damaged";
+    if (!r.get(fp) || fp != fingerprint) return "written with another model";
+    if (!r.get(n_tokens) || n_tokens == 0 || static_cast<uint64_t>(n_tokens) * 4 > r.left()) return "bad token count";
+    tokens.resize(n_tokens);
+    r.bytes(tokens.data(), tokens.size() * 4);
+    for (const int32_t t : tokens) {
+        if (t < 0 || static_cast<size_t>(t) >= n_vocab) return "token id " + std::to_string(t) + " out of the vocabulary";
+    }
+    if (!r.get(n_state) || n_state > r.left()) return "bad state size";
+    snap.state.resize(n_state);
+    r.bytes(snap.state.data(), n_state);
+    if (!r.get(n_logits) || (n_logits != 0 && n_logits != n_vocab) || static_cast<uint64_t>(n_logits) * 4 != r.left()) {
+        return "bad logits";
+    }
+    snap.logits.resize(n_logits);
+    r.bytes(snap.logits.data(), snap.logits.size() * 4);
+    return {};
+}
+
 }  // namespace
 
+std::string prefix_cache_folder(const std::string & dir, uint64_t fingerprint) {
+    char hex[17];
+    std::snprintf(hex, sizeof(hex), "%016llx", static_cast<unsigned long long>(fingerprint));
+    return (fs::path(dir) / hex).string();
+}
+
 size_t save_prefix_cache(const PrefixCache & cache, const std::string & dir, uint64_t fingerprint) {
+    const fs::path folder = prefix_cache_folder(dir, fingerprint);
     std::error_code ec;
-    for (const auto & e : fs::directory_iterator(dir, ec)) {
-        if (e.path().extension() == kSuffix) fs::remove(e.path(), ec);
+    fs::create_directories(folder, ec);
+    if (ec) {
+        std::fprintf(stderr, "serve: %s: cannot create the prefix cache folder (%s)\n", folder.c_str(), ec.message().c_str());
+        return 0;
     }
     size_t n = 0;
+    bool failed = false;
+    std::set<std::string> written;
     cache.for_each([&](const std::vector<int32_t> & tokens, const Snapshot & snap) {
+        if (failed) return;
         std::string out;
+        out.reserve(kFixedBytes + tokens.size() * 4 + snap.bytes());
         out.append(kMagic, 8);
         put(out, kVersion);
         put(out, fingerprint);
@@ -64,59 +150,70 @@ size_t save_prefix_cache(const PrefixCache & cache, const std::string & dir, uin
         out.append(reinterpret_cast<const char *>(snap.state.data()), snap.state.size());
         put(out, static_cast<uint32_t>(snap.logits.size()));
         out.append(reinterpret_cast<const char *>(snap.logits.data()), snap.logits.size() * sizeof(float));
+        put(out, crc32c(out.data(), out.size()));
         char name[32];
-        std::snprintf(name, sizeof(name), "prefix-%06zu", n);  // in LRU order: loading keeps the order
-        const fs::path path = fs::path(dir) / (std::string(name) + kSuffix);
+        std::snprintf(name, sizeof(name), "%s%06zu%s", kPrefix, n, kSuffix);  // in LRU order: loading keeps the order
+        // A FIFO, link or device under one of our names (skipped at load) would refuse the write: it goes first.
+        struct stat st {};
+        if (::lstat((folder / name).c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+            ::unlink((folder / name).c_str());
+        }
         try {
-            write_file_atomic(path.string(), out, "serve --slot-save-path");  // temporary file, fsync, rename
+            write_file_atomic((folder / name).string(), out, "serve --slot-save-path");
         } catch (const Error & e) {
-            std::fprintf(stderr, "serve: %s\n", e.what());
+            std::fprintf(stderr, "serve: %s; the older cache files stay\n", e.what());
+            failed = true;
             return;
         }
+        written.insert(name);
         ++n;
     });
+    if (failed) return n;
+    for (const auto & e : fs::directory_iterator(folder, ec)) {
+        const std::string name = e.path().filename().string();
+        if (is_cache_name(name) && !written.count(name)) fs::remove(e.path(), ec);
+    }
     return n;
 }
 
-size_t load_prefix_cache(PrefixCache & cache, const std::string & dir, uint64_t fingerprint, size_t n_vocab) {
-    std::vector<fs::path> files;
+size_t load_prefix_cache(PrefixCache & cache, const std::string & dir, uint64_t fingerprint, size_t n_vocab,
+                         const SnapshotCheck & check) {
+    const fs::path folder = prefix_cache_folder(dir, fingerprint);
+    std::vector<std::pair<fs::path, uint64_t>> files;
     std::error_code ec;
-    for (const auto & e : fs::directory_iterator(dir, ec)) {
-        if (e.path().extension() == kSuffix) files.push_back(e.path());
-    }
-    std::sort(files.begin(), files.end());
-    size_t n = 0;
-    for (const auto & path : files) {
-        std::ifstream f(path, std::ios::binary);
-        const std::string data((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-        Reader r(data);
-        char magic[8];
-        uint32_t version = 0, n_tokens = 0, n_logits = 0;
-        uint64_t fp = 0, n_state = 0;
-        const char * why = nullptr;
-        Snapshot snap;
-        std::vector<int32_t> tokens;
-        if (!r.bytes(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) why = "not a prefix cache file";
-        else if (!r.get(version) || version != kVersion) why = "another version";
-        else if (!r.get(fp) || fp != fingerprint) why = "written with another model";
-        else if (!r.get(n_tokens) || n_tokens == 0 || static_cast<uint64_t>(n_tokens) * 4 > r.left()) why = "bad token count";
-        else {
-            tokens.resize(n_tokens);
-            r.bytes(tokens.data(), tokens.size() * 4);
-            if (!r.get(n_state) || n_state > r.left()) why = "bad state size";
-            else {
-                snap.state.resize(n_state);
-                r.bytes(snap.state.data(), n_state);
-                if (!r.get(n_logits) || (n_logits != 0 && n_logits != n_vocab) || static_cast<uint64_t>(n_logits) * 4 != r.left()) {
-                    why = "bad logits";
-                } else {
-                    snap.logits.resize(n_logits);
-                    r.bytes(snap.logits.data(), snap.logits.size() * 4);
-                }
-            }
+    for (const auto & e : fs::directory_iterator(folder, ec)) {
+        if (!is_cache_name(e.path().filename().string())) continue;
+        struct stat st {};
+        if (::lstat(e.path().c_str(), &st) != 0) continue;
+        if (!S_ISREG(st.st_mode)) {
+            std::fprintf(stderr, "serve: %s: skipped (%s)\n", shown(e.path()).c_str(),
+                         S_ISLNK(st.st_mode) ? "a symbolic link" : "not a regular file");
+            continue;
         }
-        if (why) {
-            std::fprintf(stderr, "serve: %s: skipped (%s)\n", path.c_str(), why);
+        if (static_cast<uint64_t>(st.st_size) > cache.budget()) {
+            std::fprintf(stderr, "serve: %s: skipped (%lld bytes, more than the cache budget of %zu)\n", shown(e.path()).c_str(),
+                         static_cast<long long>(st.st_size), cache.budget());
+            continue;
+        }
+        files.emplace_back(e.path(), static_cast<uint64_t>(st.st_size));
+    }
+    // Saved least recently used first: keep the newest files that fit the budget, then insert in saved order.
+    std::sort(files.begin(), files.end());
+    uint64_t total = 0;
+    size_t first = files.size();
+    while (first > 0 && total + files[first - 1].second <= cache.budget()) total += files[--first].second;
+    for (size_t i = 0; i < first; ++i) std::fprintf(stderr, "serve: %s: skipped (beyond the cache budget)\n", shown(files[i].first).c_str());
+    size_t n = 0;
+    for (size_t i = first; i < files.size(); ++i) {
+        const fs::path & path = files[i].first;
+        std::string data, why;
+        std::vector<int32_t> tokens;
+        Snapshot snap;
+        why = read_bounded(path, files[i].second, data);
+        if (why.empty()) why = parse(data, fingerprint, n_vocab, tokens, snap);
+        if (why.empty() && check) why = check(tokens, snap);
+        if (!why.empty()) {
+            std::fprintf(stderr, "serve: %s: skipped (%s)\n", shown(path).c_str(), why.c_str());
             continue;
         }
         cache.insert(tokens, std::move(snap));

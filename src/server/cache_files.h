@@ -1,21 +1,39 @@
-// The prefix cache on disk (`offgrid serve --slot-save-path DIR`): at shutdown every snapshot is written to DIR, one
-// file each, and at start the files of the same model are loaded back, so a restarted server keeps its prefixes.
-// File: magic "OGPCACHE", u32 version 1, u64 model fingerprint, u32 n_tokens, i32 tokens[n], u64 n_state,
-// state[n_state] (Context::state_get of one sequence), u32 n_logits, f32 logits[n_logits]. Written through a
-// temporary name and renamed. Files of another model, another version or a broken layout are skipped with a
-// message; a snapshot that the memory refuses at restore time is prefilled instead (the scheduler's rule).
+// The prefix cache on disk (`offgrid serve --slot-save-path DIR`): at shutdown every snapshot is written to
+// DIR/<fingerprint>/ (the model's fingerprint in 16 hex digits), one file each, and at start the files of that
+// folder are loaded back, so a restarted server keeps its prefixes and servers of other models never touch them.
+//
+// File (version 2): magic "OGPCACHE", u32 version, u64 model fingerprint, u32 n_tokens, i32 tokens[n],
+// u64 n_state, state[n_state] (Context::state_get of one sequence), u32 n_logits, f32 logits[n_logits], then a
+// u32 CRC-32C of every byte before it. A file is served only when every byte of it is as written.
+//
+// Loading refuses, with a message naming the file: anything that is not a regular file (FIFO, device, symlink:
+// opened without following links and without blocking), a file larger than the cache budget, a failed checksum,
+// another model or version, a broken layout, and a snapshot `check` rejects (the scheduler restores each one
+// once, so another slot layout or cache type is found at start, not per request). Files are read up to their
+// stat size and no further, newest first until the budget is full.
+//
+// Saving writes each file atomically (temporary name, fsync, rename over the old one) and only after all of them
+// were written removes the folder's other `prefix-*.ogpc` files; nothing outside the folder is touched.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "server/prefix_cache.h"
 
 namespace offgrid::server {
 
-// Returns the number of files written; removes the DIR's older cache files first.
+// The folder of one model's files inside DIR.
+std::string prefix_cache_folder(const std::string & dir, uint64_t fingerprint);
+
+// Returns the number of files written (all snapshots, or fewer when a write failed: then no old file is removed).
 size_t save_prefix_cache(const PrefixCache & cache, const std::string & dir, uint64_t fingerprint);
+
+// Whether a snapshot read from a file can be restored; empty when it can, else why not.
+using SnapshotCheck = std::function<std::string(const std::vector<int32_t> & tokens, const Snapshot & snap)>;
 // Returns the number of snapshots loaded (the cache's budget and LRU apply as for any insert).
-size_t load_prefix_cache(PrefixCache & cache, const std::string & dir, uint64_t fingerprint, size_t n_vocab);
+size_t load_prefix_cache(PrefixCache & cache, const std::string & dir, uint64_t fingerprint, size_t n_vocab,
+                         const SnapshotCheck & check = {});
 
 }  // namespace offgrid::server

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 
 #include "common/error.h"
+#include "server/connection_pool.h"
 #include "server/peer_probe.h"
 #include "server/protocol.h"
 
@@ -121,6 +122,38 @@ void widen_backlog(int port) {
     }
 }
 
+constexpr size_t kMaxConnectionThreads = 1024;
+
+struct FramingError {
+    int status = 0;  // 0: fine
+    std::string message;
+};
+
+bool all_digits(const std::string & v) {
+    return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// RFC 9112 section 6: Content-Length must be one decimal number (repeated headers only with the same value);
+// Transfer-Encoding may only be `chunked` (the one coding httplib decodes) and never together with a length.
+FramingError check_framing(const httplib::Request & req) {
+    const size_t n_len = req.get_header_value_count("Content-Length");
+    const size_t n_te = req.get_header_value_count("Transfer-Encoding");
+    std::string length;
+    for (size_t i = 0; i < n_len; ++i) {
+        const std::string v = req.get_header_value("Content-Length", i);
+        if (!all_digits(v) || v.size() > 18) return {400, "invalid Content-Length: not a decimal number of at most 18 digits"};
+        if (i == 0) length = v;
+        else if (v != length) return {400, "conflicting Content-Length headers"};
+    }
+    if (n_te > 0) {
+        std::string te = req.get_header_value("Transfer-Encoding");
+        std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+        if (n_te > 1 || te != "chunked") return {501, "unsupported Transfer-Encoding (only chunked)"};
+        if (n_len > 0) return {400, "both Transfer-Encoding and Content-Length"};
+    }
+    return {};
+}
+
 std::string metrics_text(const SchedulerStats & st, uint32_t n_slots, uint64_t http_requests) {
     std::string out;
     auto metric = [&](const char * name, const char * type, const char * help, double value) {
@@ -162,7 +195,8 @@ std::string metrics_text(const SchedulerStats & st, uint32_t n_slots, uint64_t h
 }  // namespace
 
 HttpServer::HttpServer(Scheduler & sched, const HttpConfig & cfg)
-    : sched_(sched), cfg_(cfg), svr_(std::make_unique<httplib::Server>()),
+    : sched_(sched), cfg_(cfg), api_key_(cfg.api_key.empty() ? ApiKey() : ApiKey(cfg.api_key)),
+      svr_(std::make_unique<httplib::Server>()),
       embedder_(sched.model(), sched.seq_capacity(), sched.context_params().n_threads) {
     routes();
 }
@@ -186,20 +220,34 @@ void HttpServer::stop() { svr_->stop(); }
 
 void HttpServer::routes() {
     auto & svr = *svr_;
-    const int n_threads = cfg_.n_http_threads > 0 ? cfg_.n_http_threads
-                                                  : static_cast<int>(sched_.n_slots()) + 72;  // slots, queue, idle keep-alives
-    svr.new_task_queue = [n_threads] { return new httplib::ThreadPool(static_cast<size_t>(n_threads)); };
+    // A thread per open connection, started when none is free (connection_pool.h): a request never waits behind
+    // idle or slow connections unless kMaxConnectionThreads of them are open at once.
+    const size_t n_threads = cfg_.n_http_threads > 0 ? static_cast<size_t>(cfg_.n_http_threads) : sched_.n_slots() + 8;
+    svr.new_task_queue = [n_threads] { return new ConnectionPool(n_threads, std::max(n_threads, kMaxConnectionThreads)); };
     svr.set_payload_max_length(cfg_.max_body);
     svr.set_read_timeout(cfg_.timeout_s, 0);
     svr.set_write_timeout(cfg_.timeout_s, 0);
     svr.set_keep_alive_timeout(std::min(cfg_.timeout_s, 2));  // idle keep-alive connections also delay shutdown
 
+    // One request per connection: the answer carries `Connection: close` and the socket closes after it. httplib
+    // 0.11 holds a worker thread for as long as a kept-alive connection idles (so 76 idle clients starved /health
+    // for seconds), and it reads pipelined requests into a buffer its keep-alive poll does not see (they were
+    // never answered). Closing after each answer fixes both: an HTTP/1.1 client sends its next request on a new
+    // connection, and a pipelining client learns from `Connection: close` that the rest were not processed.
+    svr.set_keep_alive_max_count(1);
+
     static std::atomic<uint64_t> http_requests{0};
     svr.set_pre_routing_handler([this](const httplib::Request & req, httplib::Response & res) {
         ++http_requests;
-        if (cfg_.api_key.empty() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
+        // Framing first (before the body is read, before the API key): a request whose length is ambiguous is
+        // refused, never guessed at (the request-smuggling shape behind a proxy).
+        if (const FramingError bad = check_framing(req); bad.status != 0) {
+            send_json(res, bad.status, error_body(bad.message, "invalid_request_error", {}, "bad_framing"));
+            return httplib::Server::HandlerResponse::Handled;
+        }
+        if (!api_key_.enabled() || req.path == "/health") return httplib::Server::HandlerResponse::Unhandled;
         const std::string auth = req.get_header_value("Authorization");
-        if (auth != "Bearer " + cfg_.api_key) {
+        if (!api_key_.accepts(auth)) {
             send_json(res, 401, error_body(auth.empty() ? "missing API key: send 'Authorization: Bearer KEY'"
                                                         : "incorrect API key provided",
                                            "invalid_request_error", {}, "invalid_api_key"));

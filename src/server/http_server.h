@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "server/api_key.h"
 #include "server/chat_template.h"
 #include "server/embedder.h"
 #include "server/scheduler.h"
@@ -20,7 +21,7 @@ namespace offgrid::server {
 struct HttpConfig {
     std::string host = "127.0.0.1";
     int port = 8080;                 // 0: any free port (bind() tells which)
-    std::string api_key;             // empty: no check
+    std::string api_key;             // empty: no check (the command line refuses an empty key)
     size_t max_body = 4u << 20;      // bytes
     int timeout_s = 30;              // socket read (headers and body) and write timeouts
     int n_http_threads = 0;          // 0: enough for every slot and queued request, plus some
@@ -41,6 +42,7 @@ private:
     void routes();
     Scheduler & sched_;
     HttpConfig cfg_;
+    ApiKey api_key_;
     std::unique_ptr<httplib::Server> svr_;
     Embedder embedder_;  // /v1/embeddings, on a context of its own
 };

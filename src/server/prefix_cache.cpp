@@ -130,6 +130,26 @@ void PrefixCache::insert(std::span<const int32_t> tokens, Snapshot snap) {
     evict();
 }
 
+bool PrefixCache::erase(std::span<const int32_t> tokens) {
+    Node * n = &root_;
+    size_t depth = 0;
+    while (depth < tokens.size()) {
+        auto it = n->children.find(tokens[depth]);
+        if (it == n->children.end()) return false;
+        Node * c = it->second.get();
+        const size_t k = common(c->edge, tokens.subspan(depth));
+        if (k < c->edge.size()) return false;
+        depth += k;
+        n = c;
+    }
+    if (n == &root_ || !n->snap) return false;
+    bytes_ -= n->snap->bytes();
+    --entries_;
+    n->snap.reset();
+    prune(n);
+    return true;
+}
+
 void PrefixCache::collect(Node * n, std::vector<Node *> & out) {
     if (n->snap) out.push_back(n);
     for (auto & [t, c] : n->children) collect(c.get(), out);

@@ -45,6 +45,8 @@ public:
     // Stores a snapshot at the path `tokens` (replacing one there), then evicts down to the budget. A snapshot
     // larger than the whole budget is not kept.
     void insert(std::span<const int32_t> tokens, Snapshot snap);
+    // Drops the snapshot at exactly this path (one that failed to restore); false when there is none.
+    bool erase(std::span<const int32_t> tokens);
     void clear();
     // Every snapshot with its token path, least recently used first (for saving the cache to files).
     void for_each(const std::function<void(const std::vector<int32_t> &, const Snapshot &)> & fn) const;

@@ -106,7 +106,22 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, runtime::Tokenizer tok,
     slots_.resize(cfg_.n_slots);
     for (uint32_t i = 0; i < cfg_.n_slots; ++i) slots_[i].seq = static_cast<int32_t>(i);
     if (!cfg_.cache_dir.empty() && cache_.enabled()) {
-        const size_t n = load_prefix_cache(cache_, cfg_.cache_dir, model_->fingerprint(), static_cast<size_t>(n_vocab_));
+        // Each snapshot is restored once here, into slot 0, so one of another slot layout or cache type (or one
+        // the memory refuses for any reason) is dropped now rather than found at every request.
+        const size_t capacity = capacity_;
+        auto check = [this, capacity](const std::vector<int32_t> & tokens, const Snapshot & snap) -> std::string {
+            if (tokens.size() > capacity) return "longer than a slot";
+            try {
+                ctx_.state_set(snap.state, 0);
+                ctx_.seq_rm(0, -1, -1);
+                return {};
+            } catch (const std::exception & e) {
+                ctx_.seq_rm(0, -1, -1);
+                return std::string("cannot be restored: ") + e.what();
+            }
+        };
+        const size_t n =
+            load_prefix_cache(cache_, cfg_.cache_dir, model_->fingerprint(), static_cast<size_t>(n_vocab_), check);
         stats_.cache_bytes = cache_.bytes();
         stats_.cache_entries = cache_.entries();
         if (cfg_.log) std::fprintf(stderr, "serve: prefix cache: %zu snapshots loaded from %s\n", n, cfg_.cache_dir.c_str());
@@ -308,6 +323,10 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
                 std::fprintf(stderr, "serve: prefix cache restore failed (%s); prefilling from scratch\n", e.what());
                 ctx_.seq_rm(s.seq, -1, -1);
                 s.n_past = 0;
+                // A snapshot that failed once fails every time: drop it, so this prompt is cached afresh.
+                cache_.erase(std::span<const int32_t>(prompt.data(), hit.length));
+                stats_.cache_bytes = cache_.bytes();
+                stats_.cache_entries = cache_.entries();
             }
         }
         const size_t m = cache_.match_length(prompt);

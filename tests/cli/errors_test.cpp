@@ -142,6 +142,22 @@ TEST_F(CliErrors, StateFileOfAnotherModel) {
     EXPECT_EQ(run("run -m " + model() + " -p x -n 1 --state-load " + q(dir_.file("s.state"))).status, 0);
 }
 
+// Models that differ in one hyperparameter only (the weights are the same bytes) or in one weight byte in the
+// middle of a tensor are other models: their logits differ, so a state of one is refused by the other.
+TEST_F(CliErrors, StateFileOfAModelWithOneHyperparameterOrWeightByteChanged) {
+    ASSERT_EQ(run("run -m " + model() + " -p hello -n 2 --state-save " + q(dir_.file("s.state"))).status, 0);
+    for (const char * flags : {"--rms-eps 0.0001", "--rope-base 20000", "--n-expert-used 1"}) {
+        ASSERT_EQ(run_offgrid(std::string("gen-model ") + flags + " -o " + q(dir_.file("hp.gguf"))).status, 0);
+        const CmdResult r = run("run -m " + q(dir_.file("hp.gguf")) + " -p x --state-load " + q(dir_.file("s.state")));
+        expect_one_line_error(r, "model fingerprint: the state was saved with another model");
+    }
+    std::string file = slurp(dir_.file("m.gguf"));
+    file[file.size() / 2] = static_cast<char>(file[file.size() / 2] ^ 0x01);  // inside the tensor data
+    std::ofstream(dir_.file("w.gguf"), std::ios::binary) << file;
+    expect_one_line_error(run("run -m " + q(dir_.file("w.gguf")) + " -p x --state-load " + q(dir_.file("s.state"))),
+                          "model fingerprint: the state was saved with another model");
+}
+
 TEST_F(CliErrors, StateFiles) {
     // Files that are no state at all, or cut short.
     std::ofstream(dir_.file("junk.state"), std::ios::binary) << "definitely not a state";
@@ -157,6 +173,31 @@ TEST_F(CliErrors, StateFiles) {
     // No temporaries were left next to the states.
     for (const auto & e : fs::directory_iterator(dir_.path())) {
         EXPECT_EQ(e.path().string().find(".tmp"), std::string::npos) << e.path();
+    }
+}
+
+// Cache types are named as the flags name them, not by ggml type number.
+TEST_F(CliErrors, StateOfAnotherCacheTypeNamesTheTypes) {
+    ASSERT_EQ(run("run -m " + model() + " -p hello -n 2 -ctk f32 --state-save " + q(dir_.file("f32.state"))).status, 0);
+    expect_one_line_error(run("run -m " + model() + " -p x --state-load " + q(dir_.file("f32.state"))),
+                          "type_k: the state was made with f32, this memory has f16");
+    expect_one_line_error(run("run -m " + model() + " -p x -ctk f32 -ctv f32 --state-load " + q(dir_.file("f32.state"))),
+                          "type_v: the state was made with f16, this memory has f32");
+}
+
+// Bytes of an input file or an argument never reach the terminal raw: control bytes are shown as \xNN.
+TEST_F(CliErrors, ControlBytesInMessagesAreEscaped) {
+    std::ofstream(dir_.file("ids.txt"), std::ios::binary) << "1 2 \x1b]0;title\x07 5";
+    const CmdResult ids = run("perplexity --ids -m " + model() + " -f " + q(dir_.file("ids.txt")));
+    expect_one_line_error(ids, "token 2: expected a token id, got '\\x1b]0;title\\x07'");
+    const CmdResult flag = run("run -n $(printf '1\\033[2J')");
+    expect_one_line_error(flag, "expected an integer, got '1\\x1b[2J'");
+    for (const CmdResult * r : {&ids, &flag}) {
+        for (const char c : r->err) {
+            if (c != '\n') {
+                EXPECT_GE(static_cast<unsigned char>(c), 0x20u) << r->err;
+            }
+        }
     }
 }
 

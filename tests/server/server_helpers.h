@@ -51,10 +51,13 @@ inline const fs::path & work_dir() {
 class ServerProcess {
 public:
     // Starts `offgrid serve -m tiny.gguf --port 0 ARGS` and waits (bounded) until it listens.
-    explicit ServerProcess(const std::vector<std::string> & args, const std::string & tag = "main") {
+    // `model`: another model file instead of the tiny one.
+    explicit ServerProcess(const std::vector<std::string> & args, const std::string & tag = "main",
+                           const fs::path & model = {}) {
         static int counter = 0;  // a fresh log per server: an old one would give an old port
         log_ = work_dir() / ("server_" + tag + "_" + std::to_string(++counter) + ".log");
-        std::vector<std::string> argv = {OFFGRID_BINARY, "serve", "-m", (work_dir() / "tiny.gguf").string(), "--port", "0"};
+        std::vector<std::string> argv = {OFFGRID_BINARY, "serve", "-m", (model.empty() ? work_dir() / "tiny.gguf" : model).string(),
+                                         "--port", "0"};
         argv.insert(argv.end(), args.begin(), args.end());
         pid_ = ::fork();
         if (pid_ == 0) {
