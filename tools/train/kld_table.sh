@@ -32,7 +32,7 @@ for t in "${types[@]}"; do
     l=$(grep -E "Mean +KLD" "$out/llama-$t.txt" | awk '{print $3}')
     os=$(grep "Same top p" "$out/offgrid-$t.txt" | awk '{print $4}')
     ls=$(grep -E "^Same top p" "$out/llama-$t.txt" | awk '{print $4}')
-    od=$(grep "Mean PPL(Q)-PPL(base)" "$out/offgrid-$t.txt" | awk '{print $3}')
-    ld=$(grep "Mean PPL(Q)-PPL(base)" "$out/llama-$t.txt" | awk '{print $3}')
+    od=$(grep "Mean PPL(Q)-PPL(base)" "$out/offgrid-$t.txt" | awk '{print $4}')
+    ld=$(grep "Mean PPL(Q)-PPL(base)" "$out/llama-$t.txt" | awk '{print $4}')
     echo "$t offgrid_kld=$o llama_kld=$l offgrid_same_top=$os llama_same_top=$ls offgrid_dppl=$od llama_dppl=$ld size=$(stat -c %s "$q")"
 done
