@@ -11,9 +11,10 @@ build_dir=${OFFGRID_BUILD_DIR:-build}
 jobs=${OFFGRID_JOBS:-2}
 
 # Debian packages the build and the tests need; clang and libclang-rt only for the fuzz targets; cpp-httplib and
-# nlohmann-json for `offgrid serve` (node and npm, when present, run the OpenAI-client test; it skips otherwise).
+# nlohmann-json for `offgrid serve` (node and npm, when present, run the OpenAI-client test; it skips otherwise);
+# wamerican's word list for the built-in model's dictionary-word test. tools/train/ has its own setup.sh.
 packages=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-          libcpp-httplib-dev nlohmann-json3-dev)
+          libcpp-httplib-dev nlohmann-json3-dev wamerican)
 
 missing=()
 for p in "${packages[@]}"; do
