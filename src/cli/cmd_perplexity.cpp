@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/kl_divergence.h"
 #include "common/files.h"
 #include "offgrid/context.h"
 #include "offgrid/tokenizer.h"
@@ -42,7 +44,11 @@ constexpr const char * kUsage =
     "  -ctk, -ctv T            K / V cache type: f16 (default), f32 or q8_0\n"
     "  --qsa-dense             force dense attention on QSA layers\n"
     "  --mmap, --no-mmap       map the model file, or read it into memory (default: read when it takes at most\n"
-    "                          half the available memory)\n";
+    "                          half the available memory)\n"
+    "  --kl-divergence-base F  also save the log-probabilities of every scored token to F (the reference run)\n"
+    "  --kl-divergence         score against F instead of a text: the tokens, chunk length and --half come from\n"
+    "                          F (-f is not needed); prints mean KLD with percentiles, the same-top-1 share and\n"
+    "                          both perplexities\n";
 
 // -log softmax(row)[target], in double.
 double token_nll(const float * row, int32_t n_vocab, int32_t target) {
@@ -58,7 +64,8 @@ int perplexity_main(const std::vector<std::string> & args) {
         std::string model_path, file, ctk = "f16", ctv = "f16";
         int64_t chunk = 512, n_batch = 0, n_ubatch = 512, max_chunks = -1;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
-        bool ids_mode = false, half = false, qsa_dense = false;
+        bool ids_mode = false, half = false, qsa_dense = false, kld_mode = false;
+        std::string kld_path;
         WeightLoad weights = WeightLoad::Auto;
         runtime::ArgParser p;
         p.weight_load(&weights);
@@ -67,6 +74,8 @@ int perplexity_main(const std::vector<std::string> & args) {
         p.flag({"--ids"}, &ids_mode);
         p.flag({"--half"}, &half);
         p.flag({"--qsa-dense"}, &qsa_dense);
+        p.text({"--kl-divergence-base"}, &kld_path);
+        p.flag({"--kl-divergence"}, &kld_mode);
         p.integer({"-c", "--ctx-size"}, &chunk, 2, 1 << 24);
         p.integer({"--chunks"}, &max_chunks, 1, int64_t(1) << 32);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 24);
@@ -78,18 +87,26 @@ int perplexity_main(const std::vector<std::string> & args) {
             std::fputs(kUsage, stdout);
             return 0;
         }
-        if (file.empty()) throw runtime::UsageError("-f FILE is required");
+        if (kld_mode && kld_path.empty()) throw runtime::UsageError("--kl-divergence needs --kl-divergence-base FILE");
+        if (file.empty() && !kld_mode) throw runtime::UsageError("-f FILE is required");
         if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
         for (const std::string * t : {&ctk, &ctv}) {
             if (*t != "f16" && *t != "f32" && *t != "q8_0") {
                 throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
             }
         }
-        runtime::check_input_file(file, "-f");  // read after the model loads, in pieces
+        std::unique_ptr<KldBaseReader> kld_base;
+        if (kld_mode) {
+            kld_base = std::make_unique<KldBaseReader>(kld_path);
+            chunk = kld_base->chunk();
+            half = kld_base->half();
+        } else {
+            runtime::check_input_file(file, "-f");  // read after the model loads, in pieces
+        }
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
         const int32_t n_vocab = model->n_vocab();
-        if (!p.given("-c")) chunk = std::min<int64_t>(chunk, std::max<uint32_t>(2, model->n_ctx_train()));
+        if (!p.given("-c") && !kld_mode) chunk = std::min<int64_t>(chunk, std::max<uint32_t>(2, model->n_ctx_train()));
         if (static_cast<uint64_t>(chunk) > model->n_ctx_train()) {
             throw Error("-c " + std::to_string(chunk) + " exceeds the model's context length " +
                         std::to_string(model->n_ctx_train()));
@@ -99,7 +116,13 @@ int perplexity_main(const std::vector<std::string> & args) {
         // tokenised in pieces either way, never held whole.
         const size_t limit = p.given("--chunks") ? static_cast<size_t>(max_chunks) * static_cast<size_t>(chunk) : SIZE_MAX;
         runtime::BoundedTokens input;
-        if (ids_mode) {
+        if (kld_mode) {
+            if (kld_base->n_vocab() != static_cast<uint32_t>(n_vocab)) {
+                throw Error("--kl-divergence-base " + kld_path + ": saved with " + std::to_string(kld_base->n_vocab()) +
+                            " logits per row, the model has " + std::to_string(n_vocab));
+            }
+            input.tokens = kld_base->tokens();
+        } else if (ids_mode) {
             input = runtime::read_token_ids(file, n_vocab, limit, "-f");
         } else {
             const Tokenizer tok = Tokenizer::from_model(*model);
@@ -120,6 +143,12 @@ int perplexity_main(const std::vector<std::string> & args) {
         cp.type_v = ctv;
         cp.qsa_dense = qsa_dense;
         Context ctx(model, cp);
+        std::unique_ptr<KldBaseWriter> kld_out;
+        if (!kld_path.empty() && !kld_mode) {
+            kld_out = std::make_unique<KldBaseWriter>(kld_path, static_cast<uint32_t>(n_vocab),
+                                                      static_cast<uint32_t>(chunk), half, tokens);
+        }
+        KldStats kld_stats;
         const size_t batch = ctx.params().n_batch;
 
         std::vector<std::pair<size_t, size_t>> chunks;  // [begin, end)
@@ -154,7 +183,11 @@ int perplexity_main(const std::vector<std::string> & args) {
                 int32_t row = 0;
                 for (size_t j = 0; j < m; ++j) {
                     if (!b[j].output) continue;
-                    const double nll = token_nll(ctx.logits(row++), n_vocab, tokens[begin + i + j + 1]);
+                    const float * logits = ctx.logits(row++);
+                    const int32_t target = tokens[begin + i + j + 1];
+                    const double nll = token_nll(logits, n_vocab, target);
+                    if (kld_out) kld_out->add_row(logits);
+                    if (kld_base) kld_stats.add(kld_base->next_row(), logits, target);
                     if (!std::isfinite(nll)) {
                         // NaN or infinite logits (damaged weights): a perplexity of nan is no result.
                         throw Error("chunk " + std::to_string(c + 1) + ": token " + std::to_string(begin + i + j + 1) +
@@ -178,6 +211,11 @@ int perplexity_main(const std::vector<std::string> & args) {
         const double ppl = std::exp(mean);
         std::printf("Final estimate: PPL = %.8f +/- %.8f (%zu scored tokens, mean NLL %.8f)\n", ppl, ppl * err, count,
                     mean);
+        if (kld_out) kld_out->finish();
+        if (kld_base) {
+            std::printf("\n");
+            kld_stats.print(stdout);
+        }
         const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         std::fprintf(stderr, "perplexity: %.3f s, %.1f tokens/s\n", secs, secs > 0 ? tokens.size() / secs : 0.0);
         return 0;

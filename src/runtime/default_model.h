@@ -1,5 +1,7 @@
-// The embedded default model: `offgrid run` without -m uses the `tiny` preset with the byte-level vocabulary,
-// generated deterministically on first use into a cache directory and reused afterwards.
+// The built-in model that commands use without -m. By default it is the trained model shipped in the repository
+// (models/offgrid-speaks.gguf, read in place). OFFGRID_BUILTIN=tiny selects instead the random `tiny` preset with
+// the byte-level vocabulary, generated deterministically on first use into a cache directory and reused
+// afterwards (the test suite runs with it, so its figures do not depend on the trained weights).
 #pragma once
 
 #include <string>
@@ -25,7 +27,12 @@ void write_model_file(model::glm5next::GenConfig config, const std::string & pat
 
 // $OFFGRID_CACHE, else $XDG_CACHE_HOME/offgrid, else $HOME/.cache/offgrid. Throws when none can be formed.
 std::string cache_dir();
-// The default model's file in cache_dir(), created (with its directory) when missing. Throws offgrid::Error.
+// The built-in model's file: the shipped trained model (OFFGRID_BUILTIN unset, empty or "speaks"), or the tiny
+// preset's file in cache_dir(), created (with its directory) when missing (OFFGRID_BUILTIN=tiny). Throws
+// offgrid::Error for another value or when the shipped file cannot be found.
 std::string default_model_path();
+// Where the shipped model is looked for, in order: $OFFGRID_MODELS_DIR, the source tree's models/ (fixed at
+// build time), then models/ next to and one level above the executable's folder.
+std::string shipped_model_path();
 
 }  // namespace offgrid::runtime
