@@ -45,6 +45,9 @@ public:
     // changes it). State and prefix-cache files carry it and refuse another model. Hashed on first use, on all
     // hardware threads (docs/cli.md gives the cost), then kept.
     uint64_t fingerprint() const;
+    // Weight bytes one decoded token reads (the expert stacks for the experts a token uses; not the embedding
+    // tables, of which a token reads a few rows).
+    uint64_t weight_bytes_per_token() const;
     // A string metadata value of the GGUF file (e.g. "tokenizer.chat_template"); empty when absent or not a string.
     std::string metadata_string(const std::string & key) const;
 

@@ -17,6 +17,7 @@
 
 #include "cli/command.h"
 #include "common/files.h"
+#include "ops/bandwidth.h"
 #include "ops/thread_pool.h"
 #include "offgrid/context.h"
 #include "ops/cpu/dispatch.h"
@@ -57,7 +58,10 @@ constexpr const char * kUsage =
     "  --parallel LIST         instead: N parallel sequences decoding one token each per step (one call of N\n"
     "                          tokens, as the server batches them), for each N of the comma-separated list\n"
     "                          (1 is always measured too): total tokens/s and the ratio to one sequence\n"
-    "  -r, --repetitions N     with --parallel: measure each count N times, in turns, keep the best (default 1)\n";
+    "  -r, --repetitions N     with --parallel: measure each count N times, in turns, keep the best (default 1)\n"
+    "\n"
+    "Before measuring, the same threads read a 1 GiB buffer (the bus, best of 5 rounds); each decode figure is\n"
+    "also given as the weight bytes a token reads over its time, as a fraction of that bus figure.\n";
 
 // One point of llama.cpp's decode curve: depth and ms per decoded token.
 struct ComparePoint {
@@ -362,33 +366,48 @@ int bench_main(const std::vector<std::string> & args) {
             print_parallel(pr, model_path, *model, bp.n_threads, static_cast<int>(repetitions), json);
             return 0;
         }
+        double bus = 0;
+        {
+            ops::ThreadPool probe_pool(bp.n_threads);
+            bus = ops::measure_read_bandwidth(&probe_pool).bytes_per_second;
+        }
+        const double weight_bytes = static_cast<double>(model->weight_bytes_per_token());
+        // Weight bytes per token over the time per token, as a fraction of the bus.
+        auto bus_fraction = [&](const runtime::DepthBenchResult & r) {
+            return r.gen_seconds > 0 && bus > 0 ? weight_bytes * r.n_gen / r.gen_seconds / bus : 0.0;
+        };
         const auto results = runtime::run_depth_bench(model, bp);
         if (tty) std::fprintf(stderr, "\r%-60s\r", "");
 
         if (json) {
             std::printf("{\n  \"model\": \"%s\",\n  \"description\": \"%s\",\n  \"threads\": %d,\n"
-                        "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"results\": [\n",
+                        "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"bus_bytes_per_second\": %.0f,\n"
+                        "  \"weight_bytes_per_token\": %.0f,\n  \"results\": [\n",
                         json_escape(model_path).c_str(), json_escape(model->describe()).c_str(), bp.n_threads,
-                        ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()));
+                        ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()), bus,
+                        weight_bytes);
             for (size_t i = 0; i < results.size(); ++i) {
                 const auto & r = results[i];
                 std::printf("    {\"mode\": \"%s\", \"depth\": %u, \"n_prompt\": %u, \"prompt_seconds\": %.6f, "
                             "\"prompt_tokens_per_second\": %.3f, \"n_gen\": %u, \"gen_seconds\": %.6f, "
-                            "\"gen_tokens_per_second\": %.3f, \"ms_per_token\": %.4f}%s\n",
+                            "\"gen_tokens_per_second\": %.3f, \"ms_per_token\": %.4f, \"bus_fraction\": %.4f}%s\n",
                             r.mode.c_str(), r.depth, r.n_prompt, r.prompt_seconds, r.prompt_tokens_per_second(), r.n_gen,
-                            r.gen_seconds, r.gen_tokens_per_second(), r.ms_per_decoded_token(),
+                            r.gen_seconds, r.gen_tokens_per_second(), r.ms_per_decoded_token(), bus_fraction(r),
                             i + 1 < results.size() ? "," : "");
             }
             std::printf("  ]\n}\n");
         } else {
             std::printf("model: %s\nthreads: %d\nisa: %s (detected %s)\n", model->describe().c_str(), bp.n_threads,
                         ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()));
-            std::printf("| %-6s | %8s | %14s | %14s | %10s |\n", "mode", "depth", ("pp" + std::to_string(n_prompt) + " t/s").c_str(),
-                        ("tg" + std::to_string(n_gen) + " t/s").c_str(), "ms/token");
-            std::printf("|--------|----------|----------------|----------------|------------|\n");
+            std::printf("bus: %.1f GB/s (%d threads reading 1 GiB); weights read per token: %.1f MB\n", bus / 1e9,
+                        bp.n_threads, weight_bytes / 1e6);
+            std::printf("| %-6s | %8s | %14s | %14s | %10s | %8s |\n", "mode", "depth", ("pp" + std::to_string(n_prompt) + " t/s").c_str(),
+                        ("tg" + std::to_string(n_gen) + " t/s").c_str(), "ms/token", "% of bus");
+            std::printf("|--------|----------|----------------|----------------|------------|----------|\n");
             for (const auto & r : results) {
-                std::printf("| %-6s | %8u | %14.1f | %14.1f | %10.3f |\n", r.mode.c_str(), r.depth,
-                            r.prompt_tokens_per_second(), r.gen_tokens_per_second(), r.ms_per_decoded_token());
+                std::printf("| %-6s | %8u | %14.1f | %14.1f | %10.3f | %8.1f |\n", r.mode.c_str(), r.depth,
+                            r.prompt_tokens_per_second(), r.gen_tokens_per_second(), r.ms_per_decoded_token(),
+                            100.0 * bus_fraction(r));
             }
         }
         if (!plot.empty()) write_file_atomic(plot, svg_plot(results, peer, model->describe()));

@@ -22,12 +22,14 @@ constexpr const char * kUsage =
     "The same arguments always give the same bytes.\n"
     "\n"
     "  -o, --output FILE     file to write (through a temporary file renamed into place)\n"
-    "  --preset NAME         tiny (default; the built-in model of `offgrid run`), small, bench (the speed-figure\n"
-    "                        shape, 128k context), bench-small (the former bench, 64k context)\n"
+    "  --preset NAME         tiny (default; the built-in model of `offgrid run`), small, bench (a quick speed\n"
+    "                        check, 128k context), scale (the speed figures' file: the real model's per-layer\n"
+    "                        widths, 24 layers, 32 experts; 13 GB in bf16), bench-small (64k context)\n"
     "  --seed N              weight seed (default 1)\n"
     "  --type T              type of the large matrices: f32 (default), f16, bf16, q8_0; norms, small vectors,\n"
     "                        the router and conv kernels stay f32\n"
     "overrides (default: the preset's value):\n"
+    "  --n-vocab N (rows of the embedding and the head; ids past the byte vocabulary are unused tokens)\n"
     "  --n-ctx N  --n-embd N  --n-layer N  --attn-interval N (every N-th layer is full attention)\n"
     "  --n-head N  --n-head-kv N  --head-dim N  --n-rot N  --rope-base X  --rms-eps X\n"
     "  --n-expert N  --n-expert-used N  --n-ff-exp N  --n-ff-shexp N\n"
@@ -172,6 +174,7 @@ int gen_model_main(const std::vector<std::string> & args) {
         auto f32 = [&](const char * name, float * field, float lo, float hi) {
             p.custom({name}, [=](const std::string & v) { *field = runtime::parse_real(name, v, lo, hi); });
         };
+        u32("--n-vocab", &c.n_vocab, 2, 1 << 20);
         u32("--n-ctx", &c.n_ctx, 1, 1 << 22);
         u32("--n-embd", &c.n_embd, 1, 65536);
         u32("--n-layer", &c.n_layer, 1, 512);

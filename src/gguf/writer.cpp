@@ -249,7 +249,7 @@ void Writer::add_tensor(std::string name, std::vector<int64_t> ne, tensor::ElemT
         throw Error("gguf writer: tensor '" + name + "': " + std::to_string(data.size()) + " bytes given, " +
                     std::to_string(n_bytes) + " expected");
     }
-    PendingTensor t{std::move(name), std::move(ne), type, std::move(data), {}};
+    PendingTensor t{std::move(name), std::move(ne), type, std::move(data), {}, n_bytes, {}};
     tensors_.push_back(std::move(t));
     tensors_.back().data = tensors_.back().owned;
 }
@@ -261,7 +261,16 @@ void Writer::add_tensor_view(std::string name, std::vector<int64_t> ne, tensor::
         throw Error("gguf writer: tensor '" + name + "': " + std::to_string(data.size()) + " bytes given, " +
                     std::to_string(n_bytes) + " expected");
     }
-    tensors_.push_back(PendingTensor{std::move(name), std::move(ne), type, {}, data});
+    tensors_.push_back(PendingTensor{std::move(name), std::move(ne), type, {}, data, n_bytes, {}});
+}
+
+void Writer::add_tensor_f32_lazy(std::string name, std::vector<int64_t> ne, tensor::ElemType type,
+                                 std::function<std::vector<float>()> make) {
+    const uint64_t n_bytes = check_shape(name, ne, type);
+    if (!tensor::can_quantize(type)) {
+        throw Error("gguf writer: tensor '" + name + "': no encoder for " + std::string(tensor::traits(type).name));
+    }
+    tensors_.push_back(PendingTensor{std::move(name), std::move(ne), type, {}, {}, n_bytes, std::move(make)});
 }
 
 void Writer::add_tensor_f32(std::string name, std::vector<int64_t> ne, tensor::ElemType type,
@@ -291,7 +300,7 @@ uint64_t Writer::header_size() const {
 uint64_t Writer::file_size() const {
     if (tensors_.empty()) return header_size();
     uint64_t n = align_up(header_size(), alignment_);
-    for (const PendingTensor & t : tensors_) n += align_up(t.data.size(), alignment_);
+    for (const PendingTensor & t : tensors_) n += align_up(t.n_bytes, alignment_);
     return n;
 }
 
@@ -313,14 +322,24 @@ void Writer::serialize(Sink & out) const {
         for (int64_t d : t.ne) e.put<uint64_t>(static_cast<uint64_t>(d));
         e.put<uint32_t>(static_cast<uint32_t>(t.type));
         e.put<uint64_t>(offset);
-        offset += align_up(t.data.size(), alignment_);
+        offset += align_up(t.n_bytes, alignment_);
     }
     if (tensors_.empty()) return;
     const uint64_t header = header_size();
     e.zeros(align_up(header, alignment_) - header);
     for (const PendingTensor & t : tensors_) {
-        out.write(t.data.data(), t.data.size());
-        e.zeros(align_up(t.data.size(), alignment_) - t.data.size());
+        if (t.make) {
+            const std::vector<float> values = t.make();
+            if (values.size() != t.n_bytes / tensor::traits(t.type).block_bytes * tensor::traits(t.type).block_size) {
+                throw Error("gguf writer: tensor '" + t.name + "': the lazy tensor gave " +
+                            std::to_string(values.size()) + " values");
+            }
+            const std::vector<uint8_t> bytes = tensor::quantize(t.type, values);
+            out.write(bytes.data(), bytes.size());
+        } else {
+            out.write(t.data.data(), t.data.size());
+        }
+        e.zeros(align_up(t.n_bytes, alignment_) - t.n_bytes);
     }
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <span>
 #include <string>
@@ -56,6 +57,10 @@ public:
     // Encodes floats (n_elements of them) to F32, F16, BF16 or Q8_0.
     void add_tensor_f32(std::string name, std::vector<int64_t> ne, tensor::ElemType type,
                         std::span<const float> values);
+    // A tensor whose floats `make` produces while the file is written (once per write), so a writer of a
+    // file larger than memory holds one tensor at a time. `make` must return the same values every call.
+    void add_tensor_f32_lazy(std::string name, std::vector<int64_t> ne, tensor::ElemType type,
+                             std::function<std::vector<float>()> make);
     size_t tensor_count() const { return tensors_.size(); }
 
     // The whole file.
@@ -78,6 +83,8 @@ private:
         tensor::ElemType type;
         std::vector<uint8_t> owned;
         std::span<const uint8_t> data;  // into `owned` or the caller's buffer
+        uint64_t n_bytes = 0;
+        std::function<std::vector<float>()> make;  // a lazy tensor's floats (data is then empty)
     };
 
     uint64_t check_shape(const std::string & name, const std::vector<int64_t> & ne, tensor::ElemType type) const;

@@ -80,6 +80,12 @@ public:
     // One line: the architecture, its main sizes and its sparse-attention settings.
     virtual std::string describe() const = 0;
 
+    // Weight bytes one decoded token reads from the file: every tensor except the gathered embedding tables
+    // (`*token_embd.weight`, a few rows a token), each expert stack (`*_exps.*`) counted for the experts a
+    // token uses (`ARCH.expert_used_count` of `ARCH.expert_count`). The bus figure of `offgrid bench` divides
+    // it by the time per token. A model that reads its weights otherwise overrides it.
+    virtual uint64_t weight_bytes_per_token() const;
+
 protected:
     Architecture() = default;
     Architecture(const Architecture &) = default;

@@ -55,6 +55,7 @@ const std::string & Model::path() const { return path_; }
 const std::string & Model::architecture() const { return impl_->name(); }
 uint32_t Model::n_embd() const { return impl_->hidden_width(); }
 std::string Model::describe() const { return impl_->describe(); }
+uint64_t Model::weight_bytes_per_token() const { return impl_->weight_bytes_per_token(); }
 
 namespace {
 

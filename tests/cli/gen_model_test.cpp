@@ -6,6 +6,7 @@
 
 #include "cli_helpers.h"
 #include "gguf/reader.h"
+#include "model/qwen4exp/gen_model.h"
 #include "model/qwen4exp/model.h"
 #include "offgrid/context.h"
 #include "runtime/byte_vocab.h"
@@ -228,6 +229,39 @@ TEST(GenModel, FiniteLogitsOverThousandsOfTokens) {
         }
         EXPECT_EQ(checked, tokens.size());
     }
+}
+
+// --n-vocab widens the embedding and the head past the byte vocabulary (the extra ids are unused tokens), and the
+// scale preset is the real model's per-layer shape (only its settings are checked: the file is 13 GB).
+TEST(GenModel, VocabularyOverrideAndScalePreset) {
+    TempDir dir;
+    const std::string path = dir.file("v.gguf");
+    ASSERT_EQ(run_offgrid("gen-model --n-vocab 1000 -o " + q(path)).status, 0);
+    const gguf::Reader r = gguf::Reader::open(path);
+    EXPECT_EQ(r.find_tensor("token_embd.weight")->ne[1], 1000);
+    EXPECT_EQ(r.find_tensor("output.weight")->ne[1], 1000);
+    EXPECT_EQ(r.find("tokenizer.ggml.tokens")->array.size(), 1000u);
+    const auto model = Model::load(path);
+    // The figure `offgrid bench` divides by the time per token: every tensor but the gathered embedding tables,
+    // the expert stacks for the experts a token uses.
+    uint64_t expected = 0;
+    const uint32_t n_expert = r.get_u32("qwen4exp.expert_count"), n_used = r.get_u32("qwen4exp.expert_used_count");
+    for (const auto & t : r.tensors()) {
+        if (t.name == "token_embd.weight" || t.name == "per_layer_token_embd.weight") continue;
+        expected += t.name.find("_exps.") != std::string::npos ? t.n_bytes / n_expert * n_used : t.n_bytes;
+    }
+    EXPECT_EQ(model->weight_bytes_per_token(), expected);
+    EXPECT_LT(expected, r.bytes().size());
+
+    const auto c = offgrid::model::qwen4exp::gen_preset("scale");
+    EXPECT_EQ(c.n_vocab, 248320u);
+    EXPECT_EQ(c.n_embd, 2560u);
+    EXPECT_EQ(c.hc_lr, 320u);
+    EXPECT_EQ(c.n_layer, 24u);
+    EXPECT_EQ(c.n_head * c.head_dim, 24u * 256u);
+    EXPECT_EQ(c.n_expert, 32u);
+    EXPECT_EQ(c.n_expert_used, 10u);
+    EXPECT_NO_THROW(offgrid::model::qwen4exp::validate(c));
 }
 
 }  // namespace

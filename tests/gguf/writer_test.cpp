@@ -218,3 +218,24 @@ TEST(Writer, GoldenFilesRewriteToTheSameBytes) {
         }
     }
 }
+
+// A lazy tensor's floats are drawn while the file is written: the bytes equal those of the same floats given up
+// front, in every encoding, and a producer that gives the wrong count fails the write.
+TEST(Writer, LazyTensorsWriteTheSameBytes) {
+    std::vector<float> x(64 * 3);
+    for (size_t j = 0; j < x.size(); ++j) x[j] = std::sin(0.3f * static_cast<float>(j)) * 2.0f;
+    Writer eager, lazy;
+    int calls = 0;
+    for (const ElemType type : {ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::Q8_0}) {
+        const std::string name(offgrid::tensor::traits(type).name);
+        eager.add_tensor_f32(name, {64, 3}, type, x);
+        lazy.add_tensor_f32_lazy(name, {64, 3}, type, [&] { ++calls; return x; });
+    }
+    EXPECT_EQ(calls, 0);
+    EXPECT_EQ(lazy.file_size(), eager.file_size());
+    EXPECT_EQ(lazy.to_bytes(), eager.to_bytes());
+    EXPECT_EQ(calls, 4);
+    Writer bad;
+    bad.add_tensor_f32_lazy("short", {64, 3}, ElemType::F32, [&] { return std::vector<float>(64); });
+    EXPECT_THROW(bad.to_bytes(), offgrid::Error);
+}

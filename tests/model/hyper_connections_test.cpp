@@ -77,8 +77,14 @@ void reference_mix(const Mixer & m, const float * R, size_t n, float * mixed, fl
             lo[k] = d / (1.0f + std::exp(-d));
         }
         for (size_t o = 0; o < dim; ++o) {
-            float s = product(m.up_w[o * lr], lo[0]);
-            for (size_t k = 1; k < lr; ++k) s += product(m.up_w[o * lr + k], lo[k]);
+            // Narrow ranks: lr products summed in k order (the grouped layout); wide ones: the matrix product.
+            float s;
+            if (lr <= kGroupedUpMaxRank) {
+                s = product(m.up_w[o * lr], lo[0]);
+                for (size_t k = 1; k < lr; ++k) s += product(m.up_w[o * lr + k], lo[k]);
+            } else {
+                s = ops::dot_row(m.w.up, static_cast<int64_t>(o), lo.data());
+            }
             gate[o] = 1.0f / (1.0f + std::exp(-s));
         }
         for (size_t i = 0; i < E; ++i) {
@@ -108,7 +114,9 @@ TEST(GatedHcMix, EqualsThePlainFormulaBitForBit) {
     };
     // The bench shape (E 1024, hc 4, lr 8); E not a multiple of the weight group nor of a block; no inject (the
     // output mixer); ranks 1 and 3.
-    for (const Case c : {Case{1024, 4, 8, true}, Case{300, 4, 8, true}, Case{100, 3, 3, false}, Case{37, 2, 1, true}}) {
+    // The real model's rank 320 (and 48) multiply `up` as a matrix.
+    for (const Case c : {Case{1024, 4, 8, true}, Case{300, 4, 8, true}, Case{100, 3, 3, false}, Case{37, 2, 1, true},
+                         Case{160, 4, 320, true}, Case{96, 2, 48, false}}) {
         const auto m = make_mixer(c.E, c.hc, c.lr, c.inject, static_cast<uint32_t>(c.E + c.lr));
         const size_t dim = c.hc * c.E;
         for (size_t n : {1u, 2u, 5u}) {
@@ -135,6 +143,11 @@ TEST(GatedHcMix, EqualsThePlainFormulaBitForBit) {
             }
         }
     }
+}
+
+TEST(GatedHcMix, WideRanksKeepNoCopyOfUp) {
+    EXPECT_TRUE(make_mixer(64, 4, kGroupedUpMaxRank + 1, true, 3)->w.up_grouped.empty());
+    EXPECT_FALSE(make_mixer(64, 4, kGroupedUpMaxRank, true, 3)->w.up_grouped.empty());
 }
 
 TEST(GatedHcMix, GroupedUpHoldsEveryWeightAndZeroPadding) {

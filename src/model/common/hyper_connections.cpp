@@ -43,6 +43,10 @@ void prefetch_floats(const float * p, size_t count) {
 void prepare_gated_hc(GatedHcWeights & w) {
     constexpr size_t G = ops::kLowrankGroup;
     const size_t dim = static_cast<size_t>(w.up.rows), lr = static_cast<size_t>(w.up.cols);
+    if (lr > kGroupedUpMaxRank) {
+        w.up_grouped.clear();
+        return;
+    }
     std::vector<float> row(lr);
     w.up_grouped.assign(grouped_size(dim, lr), 0.0f);
     for (size_t o = 0; o < dim; ++o) {

@@ -36,7 +36,12 @@ struct GatedHcWeights {
     std::vector<float> up_grouped;
 };
 
-// Fills w.up_grouped from w.up (once, at load).
+// Ranks up to this multiply `up` grouped: their rows are too short for a matrix product to pay its horizontal sum
+// per output. Wider ranks (the real model's 320) multiply `up` as it is in the file, over the pool: a grouped
+// f32 copy of a quantised `up` would read 4-6 times its bytes at every mixer.
+inline constexpr size_t kGroupedUpMaxRank = 32;
+
+// Fills w.up_grouped from w.up (once, at load) when the rank is at most kGroupedUpMaxRank; else leaves it empty.
 void prepare_gated_hc(GatedHcWeights & w);
 
 struct GatedHcShape {

@@ -24,11 +24,19 @@ class TensorMaker {
 public:
     TensorMaker(gguf::Writer & w, const GenConfig & c) : w_(w), c_(c) {}
 
-    std::vector<float> draw(const std::string & name, size_t n, float sd, float mean = 0.0f) const {
-        GenRng rng(c_.seed * 0x100000001B3ull ^ gen_name_hash(name));
+    static std::vector<float> draw(uint64_t seed, const std::string & name, size_t n, float sd, float mean = 0.0f) {
+        GenRng rng(seed * 0x100000001B3ull ^ gen_name_hash(name));
         std::vector<float> v(n);
         for (float & x : v) x = mean + sd * rng.normal();
         return v;
+    }
+
+    // The values are drawn while the file is written, so a file larger than memory can be made.
+    void add_drawn(const std::string & name, std::vector<int64_t> ne, ElemType type, float sd, float mean = 0.0f) {
+        size_t n = 1;
+        for (const int64_t x : ne) n *= static_cast<size_t>(x);
+        w_.add_tensor_f32_lazy(name, std::move(ne), type,
+                               [seed = c_.seed, name, n, sd, mean] { return draw(seed, name, n, sd, mean); });
     }
 
     // A projection {cols, rows} (or a stack of n_stack of them) in the chosen weight type; standard deviation
@@ -37,17 +45,14 @@ public:
         std::vector<int64_t> ne{cols, rows};
         if (n_stack > 1) ne.push_back(n_stack);
         const float sd = gain * c_.weight_scale / std::sqrt(static_cast<float>(cols));
-        const auto v = draw(name, static_cast<size_t>(cols * rows * n_stack), sd);
         // Q8_0 blocks are 32 wide; narrower rows stay F32, as quantisers leave them.
         const ElemType type = (c_.weight_type == ElemType::Q8_0 && cols % 32 != 0) ? ElemType::F32 : c_.weight_type;
-        w_.add_tensor_f32(name, ne, type, v);
+        add_drawn(name, std::move(ne), type, sd);
     }
 
     // Small F32 vectors and kernels.
     void f32(const std::string & name, std::vector<int64_t> ne, float sd, float mean = 0.0f) {
-        int64_t n = 1;
-        for (const int64_t x : ne) n *= x;
-        w_.add_tensor_f32(name, ne, ElemType::F32, draw(name, static_cast<size_t>(n), sd, mean));
+        add_drawn(name, std::move(ne), ElemType::F32, sd, mean);
     }
     void f32_values(const std::string & name, std::vector<int64_t> ne, const std::vector<float> & v) {
         w_.add_tensor_f32(name, ne, ElemType::F32, v);
@@ -73,7 +78,7 @@ uint32_t file_type(ElemType t) {
 }  // namespace
 
 const std::vector<std::string> & gen_preset_names() {
-    static const std::vector<std::string> names{"tiny", "small", "bench", "bench-small"};
+    static const std::vector<std::string> names{"tiny", "small", "bench", "bench-small", "scale"};
     return names;
 }
 
@@ -121,6 +126,39 @@ GenConfig gen_preset(const std::string & name) {
         c.ssm_n_k_heads = 4;
         c.hc = 4;
         c.hc_lr = 8;
+        c.qsa_ratio = 4;
+        c.top_k = 2048;
+        c.idx_heads = 4;
+        c.idx_dim = 128;
+        c.ple_ngram = 3;
+        c.ple_heads_per_ngram = 2;
+        c.ple_conv_kernel = 4;
+        return c;
+    }
+    if (name == "scale") {
+        // The file of record for speed figures: the real model's per-layer widths (spec qwen4exp-mtp.md section
+        // 1: E 2560, HC 4 / rank 320, 24/2 heads of 256, n_rot 64, indexer 4 x 128, top_k 2048, r 4, GDN 32 value /
+        // 16 key heads of 128, experts of 640 and a shared 640, vocabulary 248320), with 24 layers and 32
+        // experts (top-10) so that its BF16 file fits a 24 GB machine.
+        c.n_vocab = 248320;
+        c.n_ctx = 131072;
+        c.n_embd = 2560;
+        c.n_layer = 24;
+        c.attn_interval = 4;
+        c.n_head = 24;
+        c.n_head_kv = 2;
+        c.head_dim = 256;
+        c.n_rot = 64;
+        c.n_expert = 32;
+        c.n_expert_used = 10;
+        c.n_ff_exp = 640;
+        c.n_ff_shexp = 640;
+        c.ssm_d_conv = 4;
+        c.ssm_d_state = 128;
+        c.ssm_n_v_heads = 32;
+        c.ssm_n_k_heads = 16;
+        c.hc = 4;
+        c.hc_lr = 320;
         c.qsa_ratio = 4;
         c.top_k = 2048;
         c.idx_heads = 4;
@@ -325,7 +363,7 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
             t.f32(p + "ssm_conv1d.weight", {c.ssm_d_conv, conv_dim}, 1.0f / std::sqrt(float(c.ssm_d_conv)));
             t.f32(p + "ssm_dt.bias", {Hv}, 0.5f);
             // ssm_a = -exp(A_log), A_log spread around 0: every head decays, at different rates.
-            std::vector<float> a_log = t.draw(p + "ssm_a", static_cast<size_t>(Hv), 0.5f);
+            std::vector<float> a_log = t.draw(c.seed, p + "ssm_a", static_cast<size_t>(Hv), 0.5f);
             for (float & x : a_log) x = -std::exp(x);
             t.f32_values(p + "ssm_a", {Hv}, a_log);
             t.matrix(p + "ssm_beta.weight", E, Hv);

@@ -79,6 +79,7 @@ struct Tables {
     std::array<Table, kIsaCount> by_isa{};
     std::array<Table, kIsaCount> exact{};
     std::array<TypeKernels, kIsaCount> q8_0_int8{};
+    std::array<Table, kIsaCount> int8{};  // the 8-bit-activation tables whatever OFFGRID_QUANT_ACT says
     Tables() {
         using Fill = void (*)(TypeKernels *);
         const Fill fl[kIsaCount] = {add_float_kernels_scalar, add_float_kernels_avx2, add_float_kernels_avx512};
@@ -86,7 +87,7 @@ struct Tables {
         const Fill gemm_fill[kIsaCount] = {nullptr, nullptr, add_gemm_kernels_avx512};
         void (*const q8fill[kIsaCount])(TypeKernels &) = {add_q8_0_int8_kernels_scalar, add_q8_0_int8_kernels_avx2,
                                                            add_q8_0_int8_kernels_avx512};
-        Table t{}, e{};
+        Table t{}, e{}, i8{};
         TypeKernels q8{};
         for (int i = 0; i < kIsaCount; ++i) {
             const Isa isa = static_cast<Isa>(i);
@@ -96,14 +97,17 @@ struct Tables {
             fl[i](e.data());
             if (gemm_fill[i] != nullptr) gemm_fill[i](e.data());
             add_exact_quant_kernels(isa, e.data());
+            fl[i](i8.data());
+            if (gemm_fill[i] != nullptr) gemm_fill[i](i8.data());
+            add_quant_kernels(isa, i8.data(), QuantActMode::Int8);
             q8fill[i](q8);
             by_isa[i] = t;
             exact[i] = e;
             q8_0_int8[i] = q8;
+            int8[i] = i8;
+            int8[i][static_cast<uint32_t>(ElemType::Q8_0)] = q8;
         }
-        if (quant_act_mode() == QuantActMode::Int8) {
-            for (int i = 0; i < kIsaCount; ++i) by_isa[i][static_cast<uint32_t>(ElemType::Q8_0)] = q8_0_int8[i];
-        }
+        if (quant_act_mode() == QuantActMode::Int8) by_isa = int8;
     }
 };
 
@@ -152,6 +156,14 @@ const TypeKernels * exact_kernels_for(ElemType type, Isa isa) {
     const int level = static_cast<int>(isa);
     if (id >= kTypeTableSize || level < 0 || level >= kIsaCount) return nullptr;
     const TypeKernels & k = tables().exact[level][id];
+    return k.vec_dot != nullptr ? &k : nullptr;
+}
+
+const TypeKernels * int8_kernels_for(ElemType type, Isa isa) {
+    const auto id = static_cast<uint32_t>(type);
+    const int level = static_cast<int>(isa);
+    if (id >= kTypeTableSize || level < 0 || level >= kIsaCount) return nullptr;
+    const TypeKernels & k = tables().int8[level][id];
     return k.vec_dot != nullptr ? &k : nullptr;
 }
 

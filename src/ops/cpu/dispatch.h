@@ -68,6 +68,10 @@ const TypeKernels * kernels_for(tensor::ElemType type, Isa isa);
 // table entry's activation blocks cannot hold; tests take it as the exact mode.
 const TypeKernels * exact_kernels_for(tensor::ElemType type, Isa isa);
 
+// The entry of a type at a level in the 8-bit-activation table (OFFGRID_QUANT_ACT=int8) whatever the process's
+// mode: ggml-style q8_0 / q8_1 / q8_K activations and integer block dots (tests, benchmarks).
+const TypeKernels * int8_kernels_for(tensor::ElemType type, Isa isa);
+
 // The int8 variant of the Q8_0 kernels: activations quantised to Q8_0 per token row, exact integer block dots
 // (AVX2 maddubs, AVX-512 VNNI vpdpbusd). In the table only under OFFGRID_QUANT_ACT=int8 (measurement): its
 // activation rounding moves logits about as far from the exact result as llama.cpp's own Q8_0 path does

@@ -7,6 +7,7 @@
 
 #include "ops/cpu/kernels_quant_common.h"
 #include "ops/cpu/kernels_quant_int16.h"
+#include "ops/cpu/kernels_quant_int8.h"
 #include "ops/cpu/kernels_quant_q8_0.h"
 
 namespace offgrid::ops::cpu {
@@ -31,11 +32,13 @@ QuantActMode quant_act_mode() {
 
 void add_exact_quant_kernels(Isa isa, TypeKernels * table) { quant::add_dequant_entries(isa, table); }
 
-void add_quant_kernels(Isa isa, TypeKernels * table) {
-    switch (quant_act_mode()) {
+void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
+    switch (mode) {
         case QuantActMode::F32: add_exact_quant_kernels(isa, table); return;
         case QuantActMode::Int8:
+            // The scalar twins at the first level (the levels above inherit them), VNNI where the CPU has it.
             if (isa == Isa::Scalar) quant::add_integer_entries(table);
+            if (isa == Isa::Avx512) quant::add_int8_entries_avx512(table);
             return;
         case QuantActMode::Int16: {
             add_exact_quant_kernels(isa, table);  // q4_1 / q5_1

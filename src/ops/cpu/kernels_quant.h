@@ -19,7 +19,8 @@ namespace offgrid::ops::cpu {
 enum class QuantActMode { Int16, F32, Int8 };
 QuantActMode quant_act_mode();  // OFFGRID_QUANT_ACT=int16|f32|int8, default int16 (read once)
 
-void add_quant_kernels(Isa isa, TypeKernels * table);
+// Fills the quantised types' entries of `mode` (default: the process's OFFGRID_QUANT_ACT) at isa.
+void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode = quant_act_mode());
 void add_exact_quant_kernels(Isa isa, TypeKernels * table);
 
 }  // namespace offgrid::ops::cpu

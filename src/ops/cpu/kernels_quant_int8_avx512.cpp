@@ -1,0 +1,281 @@
+// AVX-512 VNNI kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q4_K and
+// q6_K against q8_K activations, q5_0 against q8_0. Each is bit-identical to its scalar twin
+// (kernels_quant_scalar.cpp): the integer sums of a block are exact whatever the grouping, so `vpdpbusd` (64
+// multiply-adds of unsigned weight bytes by signed activation bytes) computes them, and the float part is the
+// twin's own fold, block after block.
+//  - Signed weights are made unsigned for vpdpbusd and corrected with the activations' block sums: q6_K stores
+//    q - 32 (q in 0..63), so sum(scale * (q - 32) * a) = sum(scale * q * a) - 32 * sum(scale * bsum16); q5_0
+//    stores q - 16, corrected with 16 * sum(a) (one more vpdpbusd against a vector of 16s).
+//  - Sub-block scales multiply the int32 lanes (vpmulld) before the one horizontal sum per block.
+// One call computes one weight row against up to 4 token rows (the row's blocks are decoded once for all of
+// them); dot_tile runs its rows one after another, so each row is one sequential stream, fetched ahead.
+#include "ops/cpu/kernels_quant_int8.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "ops/cpu/kernels_quant_common.h"
+
+namespace offgrid::ops::cpu::quant {
+
+namespace {
+
+using tensor::BlockQ4_K;
+using tensor::BlockQ5_0;
+using tensor::BlockQ6_K;
+using tensor::BlockQ8_0;
+using tensor::BlockQ8_K;
+using tensor::kQK;
+using tensor::kQK_K;
+
+constexpr int kMaxTokens = 4;
+constexpr int kPrefetchBytes = 1024;  // how far ahead in the row's stream
+
+// Every cache line of a block, kPrefetchBytes ahead of it.
+template <size_t Bytes>
+inline void prefetch(const void * p) {
+    for (size_t off = 0; off < Bytes; off += 64) {
+        _mm_prefetch(static_cast<const char *>(p) + kPrefetchBytes + off, _MM_HINT_T0);
+    }
+}
+
+// f16 to f32 with F16C (exact, as tensor::f16_to_f32).
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// The twins' folds (kernels_quant_common.h) on converted scales: the same operations in the same order, without
+// contraction (that header's pragma covers this file).
+inline float fold_k(float acc, float w_d, float a_d, int32_t isum) {
+    const float d = a_d * w_d;
+    return acc + d * static_cast<float>(isum);
+}
+inline float fold_0(float acc, float w_d, float a_d, int32_t isum) {
+    const float d = w_d * a_d;
+    return acc + d * static_cast<float>(isum);
+}
+
+// The 8 six-bit scales (bytes 0-7) and mins (bytes 8-15) of a q4_K / q5_K super-block's 12 packed bytes: scales
+// and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7; 4-7 take their low 4 bits from bytes 8-11 (scales the
+// low nibbles, mins the high ones) and their top 2 bits from the top bits of bytes 0-3 and 4-7.
+inline void unpack_k4(const uint8_t * packed, uint8_t out[16]) {
+    uint32_t u[3];
+    std::memcpy(u, packed, 12);
+    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
+    const uint32_t sc_lo = u[0] & low6, mn_lo = u[1] & low6;
+    const uint32_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & top2) << 4);
+    const uint32_t mn_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & top2) << 4);
+    const uint32_t v[4] = {sc_lo, sc_hi, mn_lo, mn_hi};
+    std::memcpy(out, v, 16);
+}
+
+inline int32_t sum8(__m256i v) {
+    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+}
+
+inline int32_t sum16(__m512i v) {
+    return sum8(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
+}
+
+// Two 32-byte runs of activations side by side: [p[0..31] | q[0..31]].
+inline __m512i pair(const int8_t * p, const int8_t * q) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))),
+                              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q)), 1);
+}
+
+// Lanes [s[i] x8 | s[j] x8] of the 8 int32 scales in s.
+inline __m512i two_scales(__m512i s, int i, int j) {
+    const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(i), _mm256_set1_epi32(j), 1);
+    return _mm512_permutexvar_epi32(idx, s);
+}
+
+// ---- q4_K x q8_K ----------------------------------------------------------------------------------------
+
+// The lane contract of the twin (kernels_quant_scalar.cpp, dot_q4_k): lane l of the four products' sum is the
+// twin's L[l], folded with one fma per super-block; the mins go to an 8-lane accumulator of their own.
+template <int NT>
+void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ4_K *>(wv);
+    __m512 acc[NT];
+    __m256 accm[NT];
+    for (int t = 0; t < NT; ++t) {
+        acc[t] = _mm512_setzero_ps();
+        accm[t] = _mm256_setzero_ps();
+    }
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const BlockQ4_K & B = w[b];
+        prefetch<sizeof(BlockQ4_K)>(&B);
+        alignas(16) uint8_t sm[16];
+        unpack_k4(B.scales, sm);
+        const __m128i smv = _mm_load_si128(reinterpret_cast<const __m128i *>(sm));
+        // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(smv, smv));
+        const __m512i s8 = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(smv));
+        const float wd = h2f(B.d), wdmin = h2f(B.dmin);
+        // Sub-blocks by register: low nibbles of bytes 0-63 hold sub-blocks 0 and 2, high nibbles 1 and 3; bytes
+        // 64-127 the same for 4 and 6, 5 and 7.
+        const __m512i S02 = two_scales(s8, 0, 2), S13 = two_scales(s8, 1, 3);
+        const __m512i S46 = two_scales(s8, 4, 6), S57 = two_scales(s8, 5, 7);
+        const __m512i v0 = _mm512_loadu_si512(B.qs), v1 = _mm512_loadu_si512(B.qs + 64);
+        const __m512i lo0 = _mm512_and_si512(v0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
+        const __m512i lo1 = _mm512_and_si512(v1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
+            const int8_t * q = A.qs;
+            const __m512i z = _mm512_setzero_si512();
+            __m512i s = _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, lo0, pair(q, q + 64)), S02);
+            s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, hi0, pair(q + 32, q + 96)), S13));
+            s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, lo1, pair(q + 128, q + 192)), S46));
+            s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, hi1, pair(q + 160, q + 224)), S57));
+            const float d = A.d * wd, dmin = A.d * wdmin;
+            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d), acc[t]);
+            const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums));
+            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins)), _mm256_set1_ps(-dmin), accm[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        alignas(64) float l16[16], l8[8];
+        _mm512_store_ps(l16, acc[t]);
+        _mm256_store_ps(l8, accm[t]);
+        out[t] = lanes16(l16) + lanes8(l8);
+    }
+}
+
+// ---- q6_K x q8_K ----------------------------------------------------------------------------------------
+
+template <int NT>
+void row_q6_k(const void * wv, const void * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ6_K *>(wv);
+    float acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03);
+    // Lane groups of 4 (16 elements) take one scale: element runs 0-63 of a half use its scales 0-3, 64-127 4-7.
+    const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const BlockQ6_K & B = w[b];
+        prefetch<sizeof(BlockQ6_K)>(&B);
+        const float wd = h2f(B.d);
+        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
+        __m512i u[4], S[4];
+        for (int h = 0; h < 2; ++h) {
+            const __m512i X = _mm512_loadu_si512(B.ql + 64 * h);
+            const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
+            const __m512i Q01 = _mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1);
+            const __m512i Q23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(Q, 4)), _mm256_srli_epi16(Q, 6), 1);
+            const __m512i H01 = _mm512_slli_epi16(_mm512_and_si512(Q01, m2), 4);
+            const __m512i H23 = _mm512_slli_epi16(_mm512_and_si512(Q23, m2), 4);
+            u[2 * h] = _mm512_or_si512(_mm512_and_si512(X, m4), H01);                            // elements 128h + 0..63
+            u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X, 4), m4), H23);  // 128h + 64..127
+            S[2 * h] = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(8 * h)), sc);
+            S[2 * h + 1] = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(8 * h + 4)), sc);
+        }
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
+            const __m512i z = _mm512_setzero_si512();
+            __m512i s = z;
+            for (int k = 0; k < 4; ++k) {
+                const __m512i a = _mm512_loadu_si512(A.qs + 64 * k);
+                s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, u[k], a), S[k]));
+            }
+            const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums));
+            const int32_t corr = sum8(_mm256_madd_epi16(bs, sc16));
+            acc[t] = fold_k(acc[t], wd, A.d, sum16(s) - 32 * corr);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+// ---- q5_0 x q8_0 ----------------------------------------------------------------------------------------
+
+template <int NT>
+void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ5_0 *>(wv);
+    float acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    const __m128i m4 = _mm_set1_epi8(0x0f);
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    for (int64_t b = 0; b < n / kQK; ++b) {
+        const BlockQ5_0 & B = w[b];
+        if ((b & 1) == 0) prefetch<64>(&B);  // 44 bytes a pair: a line every other block covers the stream
+        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.qs));
+        const __m256i nib = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
+                                                    _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
+        uint32_t qh;
+        std::memcpy(&qh, B.qh, 4);
+        const float wd = h2f(B.d);
+        const __m256i u = _mm256_or_si256(nib, _mm256_maskz_mov_epi8(qh, sixteen));  // q in 0..31
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_0 & A = static_cast<const BlockQ8_0 *>(act[t])[b];
+            const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.qs));
+            const __m256i z = _mm256_setzero_si256();
+            const __m256i d = _mm256_sub_epi32(_mm256_dpbusd_epi32(z, u, a), _mm256_dpbusd_epi32(z, sixteen, a));
+            acc[t] = fold_0(acc[t], wd, h2f(A.d), sum8(d));
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+// ---- entries ---------------------------------------------------------------------------------------------
+
+template <void (*R1)(const void *, const void * const *, int64_t, float *),
+          void (*R2)(const void *, const void * const *, int64_t, float *),
+          void (*R3)(const void *, const void * const *, int64_t, float *),
+          void (*R4)(const void *, const void * const *, int64_t, float *)>
+struct Entry {
+    static float vec_dot(const void * w, const void * a, int64_t n) {
+        float y;
+        R1(w, &a, n, &y);
+        return y;
+    }
+    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                         int n_tok, float * y, size_t y_stride) {
+        const void * rows[kMaxTokens];
+        for (int t = 0; t < n_tok; ++t) rows[t] = static_cast<const uint8_t *>(act) + t * act_stride;
+        for (int r = 0; r < n_rows; ++r) {
+            const void * wr = static_cast<const uint8_t *>(w) + r * w_stride;
+            float out[kMaxTokens];
+            switch (n_tok) {
+                case 1: R1(wr, rows, n, out); break;
+                case 2: R2(wr, rows, n, out); break;
+                case 3: R3(wr, rows, n, out); break;
+                default: R4(wr, rows, n, out); break;
+            }
+            for (int t = 0; t < n_tok; ++t) y[t * y_stride + r] = out[t];
+        }
+    }
+};
+
+void set(TypeKernels * table, tensor::ElemType type, float (*vec_dot)(const void *, const void *, int64_t),
+         void (*tile)(const void *, size_t, const void *, size_t, int64_t, int, int, float *, size_t)) {
+    // The activation format and quantiser stay the twin's (the same bytes at every level).
+    TypeKernels & k = table[static_cast<uint32_t>(type)];
+    k.vec_dot = vec_dot;
+    k.dot_tile = tile;
+    k.tile_tokens = kMaxTokens;
+    k.row_tile_min_tokens = 0;
+}
+
+}  // namespace
+
+void add_int8_entries_avx512(TypeKernels * table) {
+    using Q4K = Entry<row_q4_k<1>, row_q4_k<2>, row_q4_k<3>, row_q4_k<4>>;
+    using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
+    using Q50 = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
+    set(table, tensor::ElemType::Q4_K, Q4K::vec_dot, Q4K::dot_tile);
+    set(table, tensor::ElemType::Q6_K, Q6K::vec_dot, Q6K::dot_tile);
+    set(table, tensor::ElemType::Q5_0, Q50::vec_dot, Q50::dot_tile);
+}
+
+}  // namespace offgrid::ops::cpu::quant
+
+#else
+
+namespace offgrid::ops::cpu::quant {
+void add_int8_entries_avx512(TypeKernels *) {}
+}  // namespace offgrid::ops::cpu::quant
+
+#endif

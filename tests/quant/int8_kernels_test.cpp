@@ -1,0 +1,139 @@
+// Twin tests of the 8-bit-activation kernels (OFFGRID_QUANT_ACT=int8): for every type with a SIMD entry and every
+// ISA level this CPU has, vec_dot is bit-identical to the Scalar twin (kernels_quant_scalar.cpp) and every
+// dot_tile shape to vec_dot, on random blocks and on worst-case ones (largest scales and quants against
+// activations all at +-127, where an int32 lane or the signed-weight correction would overflow first). The
+// twin itself is checked against the dequantised weights and activations in double.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "ops/cpu/dispatch.h"
+#include "tensor/half.h"
+#include "tensor/quantize.h"
+#include "tensor/types.h"
+
+namespace {
+
+using namespace offgrid;
+using tensor::ElemType;
+namespace cpu = ops::cpu;
+
+// Q8_0's int8 variant has its own test (Dispatch.Q8_0Int8VariantMatchesItsTwin): its levels sum blocks in
+// their own float order, within 1e-5 of its scalar twin rather than bit-identical.
+const ElemType kTypes[] = {ElemType::Q4_K, ElemType::Q6_K, ElemType::Q5_0};
+
+int f16_offset(ElemType t) { return t == ElemType::Q6_K ? 208 : 0; }
+
+std::vector<uint8_t> random_rows(ElemType t, int64_t n, int rows, std::mt19937 & rng, bool worst) {
+    const auto & tr = tensor::traits(t);
+    std::vector<uint8_t> w(tensor::row_bytes(t, n) * rows);
+    for (auto & b : w) b = worst ? 0xff : static_cast<uint8_t>(rng());
+    std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+    for (size_t blk = 0; blk < w.size() / tr.block_bytes; ++blk) {
+        uint8_t * b = w.data() + blk * tr.block_bytes;
+        if (worst && t == ElemType::Q6_K) {  // scale -128 against quant 0 (value -32): the largest products
+            std::memset(b, 0, 192);
+            std::memset(b + 192, 0x80, 16);
+        }
+        const uint16_t h = tensor::f32_to_f16(scale(rng));
+        std::memcpy(b + f16_offset(t), &h, 2);
+        if (t == ElemType::Q4_K) std::memcpy(b + 2, &h, 2);  // dmin
+    }
+    return w;
+}
+
+std::vector<float> random_acts(int64_t n, int n_tok, std::mt19937 & rng, bool worst) {
+    std::normal_distribution<float> g(0.0f, 1.0f);
+    std::vector<float> x(static_cast<size_t>(n) * n_tok);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = worst ? (i % 3 ? 2.5f : -2.5f) : g(rng) * (1.0f + 3.0f * (rng() % 17 == 0));
+    return x;
+}
+
+uint32_t bits(float f) {
+    uint32_t u;
+    std::memcpy(&u, &f, 4);
+    return u;
+}
+
+TEST(Int8Kernels, EveryLevelIsBitIdenticalToTheScalarTwin) {
+    std::mt19937 rng(5);
+    for (ElemType t : kTypes) {
+        const cpu::TypeKernels & ref = *cpu::int8_kernels_for(t, cpu::Isa::Scalar);
+        ASSERT_NE(ref.quantize_act, nullptr) << tensor::traits(t).name;
+        for (const bool worst : {false, true}) {
+            const int64_t n = t == ElemType::Q5_0 || t == ElemType::Q8_0 ? 320 : 2560;
+            const int rows = 4, n_tok = 4;
+            const auto w = random_rows(t, n, rows, rng, worst);
+            const auto x = random_acts(n, n_tok, rng, worst);
+            const size_t w_stride = tensor::row_bytes(t, n);
+            const size_t a_stride = cpu::act_row_bytes(ref.act_type, n);
+            std::vector<uint8_t> a(a_stride * n_tok);
+            for (int k = 0; k < n_tok; ++k) ref.quantize_act(x.data() + k * n, a.data() + k * a_stride, n);
+            for (cpu::Isa isa : cpu::available_isas()) {
+                const cpu::TypeKernels & kk = *cpu::int8_kernels_for(t, isa);
+                ASSERT_EQ(kk.act_type, ref.act_type);
+                std::vector<uint8_t> a2(a.size());
+                for (int k = 0; k < n_tok; ++k) kk.quantize_act(x.data() + k * n, a2.data() + k * a_stride, n);
+                EXPECT_EQ(a2, a) << "the quantiser's bytes differ at " << cpu::isa_name(isa);
+                for (int r = 0; r < rows; ++r) {
+                    for (int k = 0; k < n_tok; ++k) {
+                        const float want = ref.vec_dot(w.data() + r * w_stride, a.data() + k * a_stride, n);
+                        const float got = kk.vec_dot(w.data() + r * w_stride, a.data() + k * a_stride, n);
+                        EXPECT_EQ(bits(got), bits(want)) << tensor::traits(t).name << " " << cpu::isa_name(isa)
+                                                         << " worst=" << worst << " row " << r << " token " << k;
+                    }
+                }
+                if (kk.dot_tile == nullptr) continue;
+                for (int nr = 1; nr <= rows; ++nr) {
+                    for (int nt = 1; nt <= std::min(n_tok, kk.tile_tokens); ++nt) {
+                        std::vector<float> y(static_cast<size_t>(nt) * 8, -1.0f);
+                        kk.dot_tile(w.data(), w_stride, a.data(), a_stride, n, nr, nt, y.data(), 8);
+                        for (int r = 0; r < nr; ++r) {
+                            for (int k = 0; k < nt; ++k) {
+                                const float want = kk.vec_dot(w.data() + r * w_stride, a.data() + k * a_stride, n);
+                                EXPECT_EQ(bits(y[k * 8 + r]), bits(want)) << tensor::traits(t).name << " "
+                                    << cpu::isa_name(isa) << " tile " << nr << "x" << nt;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// The twin computes the dot of the dequantised weights with the dequantised activations, up to f32 rounding.
+TEST(Int8Kernels, TheTwinIsTheDotOfTheDequantisedRows) {
+    std::mt19937 rng(9);
+    for (ElemType t : kTypes) {
+        const cpu::TypeKernels & ref = *cpu::int8_kernels_for(t, cpu::Isa::Scalar);
+        const int64_t n = 512;
+        const auto w = random_rows(t, n, 1, rng, false);
+        const auto x = random_acts(n, 1, rng, false);
+        std::vector<uint8_t> a(cpu::act_row_bytes(ref.act_type, n));
+        ref.quantize_act(x.data(), a.data(), n);
+        std::vector<float> wf(n), af(n);
+        tensor::dequantize_row(t, w.data(), wf.data(), n);
+        if (ref.act_type == ElemType::Q8_K) {
+            for (int64_t b = 0; b < n / 256; ++b) {
+                float d;
+                std::memcpy(&d, a.data() + b * 292, 4);
+                for (int j = 0; j < 256; ++j) af[b * 256 + j] = d * static_cast<int8_t>(a[b * 292 + 4 + j]);
+            }
+        } else {
+            tensor::dequantize_row(ref.act_type, a.data(), af.data(), n);
+        }
+        double want = 0, mag = 0;
+        for (int64_t i = 0; i < n; ++i) {
+            want += static_cast<double>(wf[i]) * af[i];
+            mag += std::fabs(static_cast<double>(wf[i]) * af[i]);
+        }
+        const float got = ref.vec_dot(w.data(), a.data(), n);
+        EXPECT_NEAR(got, want, 1e-5 * mag + 1e-6) << tensor::traits(t).name;
+    }
+}
+
+}  // namespace
