@@ -87,8 +87,8 @@ TEST(CacheRestart, AFlippedByteGivesTheColdAnswer) {
         EXPECT_EQ(s.stop(), 0);
         // The damaged files were not written back: the next server finds only good ones, and hits.
         ServerProcess next(with_dir(dir), "after_flip");
+        Reply again = ask(next);  // served after the files were loaded
         EXPECT_EQ(next.log().find("skipped"), std::string::npos) << next.log();
-        Reply again = ask(next);
         EXPECT_EQ(again.j["usage"]["prompt_tokens_details"]["cached_tokens"], again.j["usage"]["prompt_tokens"]);
         EXPECT_EQ(again.j["choices"], cold["choices"]);
     }
@@ -112,12 +112,12 @@ TEST(CacheRestart, AFifoOrDevZeroInTheFolderIsSkipped) {
         return a;
     }(), "special");
     ASSERT_GT(s.port(), 0);
+    Reply r = ask(s);  // answered after the files were loaded
+    ASSERT_EQ(r.status, 200);
     const std::string log = s.log();
     EXPECT_NE(log.find("prefix-000100.ogpc: skipped (not a regular file)"), std::string::npos) << log;
     EXPECT_NE(log.find("prefix-000101.ogpc: skipped (a symbolic link)"), std::string::npos) << log;
     EXPECT_NE(log.find("prefix-000102.ogpc: skipped (2097152 bytes, more than the cache budget"), std::string::npos) << log;
-    Reply r = ask(s);
-    ASSERT_EQ(r.status, 200);
     EXPECT_EQ(r.j["usage"]["prompt_tokens_details"]["cached_tokens"], r.j["usage"]["prompt_tokens"]);
     EXPECT_EQ(s.stop(), 0);
     // The save removed the odd entries (their names were not among those it wrote).
@@ -133,10 +133,13 @@ TEST(CacheRestart, SnapshotsOfAnotherSlotLayoutAreDroppedAtStart) {
     two[1] = "2";
     for (int round = 0; round < 2; ++round) {
         ServerProcess s(two, "layout");
-        if (round == 0) EXPECT_NE(s.log().find("cannot be restored"), std::string::npos) << s.log();
-        else EXPECT_EQ(s.log().find("cannot be restored"), std::string::npos) << s.log();
-        Reply r = ask(s);
+        Reply r = ask(s);  // answered after the files were loaded
         ASSERT_EQ(r.status, 200);
+        if (round == 0) {
+            EXPECT_NE(s.log().find("cannot be restored"), std::string::npos) << s.log();
+        } else {
+            EXPECT_EQ(s.log().find("cannot be restored"), std::string::npos) << s.log();
+        }
         EXPECT_EQ(r.j["usage"]["prompt_tokens_details"]["cached_tokens"], round == 0 ? json(0) : r.j["usage"]["prompt_tokens"]);
         EXPECT_EQ(r.j["choices"], cold["choices"]);
         Reply again = ask(s);
