@@ -68,6 +68,7 @@ TEST(CacheRestart, AFlippedByteGivesTheColdAnswer) {
     for (const char * where : {"tokens", "state", "logits"}) {
         const json cold = prime(dir);
         const fs::path folder = model_folder(dir);
+        ASSERT_FALSE(folder.empty()) << "no model folder in " << dir;
         const auto files = ogpc_files(folder);
         ASSERT_FALSE(files.empty());
         for (const auto & f : files) {
@@ -100,6 +101,7 @@ TEST(CacheRestart, AFifoOrDevZeroInTheFolderIsSkipped) {
     const fs::path dir = work_dir() / "cache_special";
     prime(dir);
     const fs::path folder = model_folder(dir);
+    ASSERT_FALSE(folder.empty()) << "no model folder in " << dir;
     ASSERT_EQ(::mkfifo((folder / "prefix-000100.ogpc").c_str(), 0600), 0);
     fs::create_symlink("/dev/zero", folder / "prefix-000101.ogpc");
     {
