@@ -1,6 +1,7 @@
 #include "server/connection_pool.h"
 
 #include <algorithm>
+#include <system_error>
 
 namespace offgrid::server {
 
@@ -17,7 +18,13 @@ void ConnectionPool::enqueue(std::function<void()> fn) {
         if (stopping_) return;
         jobs_.push_back(std::move(fn));
         // Every queued job needs a free thread of its own; start one when there is none to take it.
-        if (jobs_.size() > idle_ && threads_.size() < max_) threads_.emplace_back([this] { work(); });
+        if (jobs_.size() > idle_ && threads_.size() < max_) {
+            try {
+                threads_.emplace_back([this] { work(); });
+            } catch (const std::system_error &) {
+                // No thread to be had (a thread or memory limit): the job waits for a busy one to finish.
+            }
+        }
     }
     cv_.notify_one();
 }

@@ -227,7 +227,8 @@ void HttpServer::routes() {
     svr.set_payload_max_length(cfg_.max_body);
     svr.set_read_timeout(cfg_.timeout_s, 0);
     svr.set_write_timeout(cfg_.timeout_s, 0);
-    svr.set_keep_alive_timeout(std::min(cfg_.timeout_s, 2));  // idle keep-alive connections also delay shutdown
+    // httplib waits this long for a request's first byte: a connection that sends nothing is dropped after it.
+    svr.set_keep_alive_timeout(std::min(cfg_.timeout_s, 2));
 
     // One request per connection: the answer carries `Connection: close` and the socket closes after it. httplib
     // 0.11 holds a worker thread for as long as a kept-alive connection idles (so 76 idle clients starved /health

@@ -105,7 +105,17 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, Tokenizer tok, const Sc
       cache_(cfg.cache_bytes) {
     slots_.resize(cfg_.n_slots);
     for (uint32_t i = 0; i < cfg_.n_slots; ++i) slots_[i].seq = static_cast<int32_t>(i);
-    if (!cfg_.cache_dir.empty() && cache_.enabled()) {
+    thread_ = std::thread([this] { run(); });
+}
+
+Scheduler::~Scheduler() { shutdown(std::chrono::milliseconds(0)); }
+
+// The files of --slot-save-path, loaded on the scheduler thread before its first step: the server listens at
+// once whatever the folder holds and however long the model's fingerprint takes to hash; requests that arrive
+// meanwhile wait in the queue and then see the loaded cache.
+void Scheduler::load_cache_files() {
+    if (cfg_.cache_dir.empty() || !cache_.enabled()) return;
+    try {
         // Each snapshot is restored once here, into slot 0, so one of another slot layout or cache type (or one
         // the memory refuses for any reason) is dropped now rather than found at every request.
         const size_t capacity = capacity_;
@@ -125,11 +135,12 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, Tokenizer tok, const Sc
         stats_.cache_bytes = cache_.bytes();
         stats_.cache_entries = cache_.entries();
         if (cfg_.log) std::fprintf(stderr, "serve: prefix cache: %zu snapshots loaded from %s\n", n, cfg_.cache_dir.c_str());
+        cache_files_loaded_ = true;
+    } catch (const std::exception & e) {
+        // Not saved at shutdown either: a save would replace files this server never read.
+        std::fprintf(stderr, "serve: prefix cache: not loaded (%s); it will not be saved\n", e.what());
     }
-    thread_ = std::thread([this] { run(); });
 }
-
-Scheduler::~Scheduler() { shutdown(std::chrono::milliseconds(0)); }
 
 SubmitStatus Scheduler::submit(std::vector<GenRequest> reqs, std::shared_ptr<Channel> ch, const std::string & id) {
     {
@@ -179,6 +190,7 @@ void Scheduler::shutdown(std::chrono::milliseconds grace) {
 }
 
 void Scheduler::run() {
+    load_cache_files();
     for (;;) {
         {
             std::unique_lock<std::mutex> lock(mu_);
@@ -224,7 +236,7 @@ void Scheduler::run() {
     for (auto & s : slots_) {
         if (s.job) finish(s, "", "the server is shutting down");
     }
-    if (!cfg_.cache_dir.empty() && cache_.enabled()) {
+    if (cache_files_loaded_) {
         const size_t n = save_prefix_cache(cache_, cfg_.cache_dir, model_->fingerprint());
         if (cfg_.log) std::fprintf(stderr, "serve: prefix cache: %zu snapshots saved to %s\n", n, cfg_.cache_dir.c_str());
     }

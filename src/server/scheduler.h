@@ -121,6 +121,7 @@ private:
     struct Slot;
 
     void run();
+    void load_cache_files();
     void admit();
     bool defer(const Job & job);
     static constexpr size_t kMinShared = 64;  // a running prefill this many tokens ahead of the cache is waited for
@@ -137,6 +138,7 @@ private:
     uint32_t capacity_ = 0;
     int32_t n_vocab_ = 0;
     PrefixCache cache_;
+    bool cache_files_loaded_ = false;  // --slot-save-path was read: the cache is saved there at shutdown
     SchedulerStats stats_;
 
     std::mutex mu_;
