@@ -12,6 +12,9 @@
 #include "ops/cpu/kernels_quant_int8.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+// GCC's intrinsics headers trip these under the sanitizers (the undefined upper halves of a cast are never read).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
 #include <cstring>
