@@ -14,10 +14,10 @@ import tempfile
 
 try:
     import bpe
+    import gguf_np
 except ImportError as e:
-    print(f"SKIP: {e} (install python3-regex)")
+    print(f"SKIP: {e} (install python3-regex and python3-numpy)")
     sys.exit(77)
-import gguf_np
 
 SAMPLES = [
     "In the beginning God created the heaven and the earth.\n\nAnd the earth was without form, and void;",
