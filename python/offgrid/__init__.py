@@ -42,20 +42,15 @@ def _fill_ids(call):
     return []
 
 
-class Model:
-    """A loaded GGUF model. weight_load: "auto", "map" or "read" (into memory; faster decode)."""
+class _Handle:
+    """Owns one C handle: `_free` names the offgrid_*_free function; close() (or the end of a `with`, or garbage
+    collection) releases it once."""
 
-    def __init__(self, path, weight_load="auto"):
-        if weight_load not in _WEIGHT_LOAD:
-            raise ValueError("weight_load must be one of " + ", ".join(_WEIGHT_LOAD))
-        self._h = ctypes.c_void_p()
-        check(lib.offgrid_model_load(str(path).encode(), _WEIGHT_LOAD[weight_load], ctypes.byref(self._h)))
-        self.path = str(path)
-        self._tokenizer = None
+    _free = None
 
     def close(self):
-        if self._h:
-            lib.offgrid_model_free(self._h)
+        if getattr(self, "_h", None):
+            getattr(lib, self._free)(self._h)
             self._h = ctypes.c_void_p()
 
     def __del__(self):
@@ -66,6 +61,20 @@ class Model:
 
     def __exit__(self, *exc):
         self.close()
+
+
+class Model(_Handle):
+    """A loaded GGUF model. weight_load: "auto", "map" or "read" (into memory; faster decode)."""
+
+    def __init__(self, path, weight_load="auto"):
+        if weight_load not in _WEIGHT_LOAD:
+            raise ValueError("weight_load must be one of " + ", ".join(_WEIGHT_LOAD))
+        self._h = ctypes.c_void_p()
+        check(lib.offgrid_model_load(str(path).encode(), _WEIGHT_LOAD[weight_load], ctypes.byref(self._h)))
+        self.path = str(path)
+        self._tokenizer = None
+
+    _free = "offgrid_model_free"
 
     @property
     def n_vocab(self):
@@ -99,17 +108,14 @@ class Model:
         return self.tokenizer.detokenize(ids, render_special, errors)
 
 
-class Tokenizer:
+class Tokenizer(_Handle):
     """The model's tokenizer (immutable; keeps the model's weights alive while it lives)."""
 
     def __init__(self, model):
         self._h = ctypes.c_void_p()
         check(lib.offgrid_tokenizer_from_model(model._h, ctypes.byref(self._h)))
 
-    def __del__(self):
-        if getattr(self, "_h", None):
-            lib.offgrid_tokenizer_free(self._h)
-            self._h = ctypes.c_void_p()
+    _free = "offgrid_tokenizer_free"
 
     @property
     def n_vocab(self):
@@ -159,7 +165,7 @@ class Tokenizer:
         return _fill_ids(lambda buf, cap, n: lib.offgrid_chat_render(self._h, arr, len(keep), buf, cap, n))
 
 
-class Sampler:
+class Sampler(_Handle):
     """The sampling chain (penalties, top-k, top-p, min-p, temperature; temperature <= 0 is greedy)."""
 
     def __init__(self, temperature=0.8, top_k=40, top_p=0.95, min_p=0.05, repeat_penalty=1.0,
@@ -169,10 +175,7 @@ class Sampler:
         self._h = ctypes.c_void_p()
         check(lib.offgrid_sampler_new(ctypes.byref(p), ctypes.byref(self._h)))
 
-    def __del__(self):
-        if getattr(self, "_h", None):
-            lib.offgrid_sampler_free(self._h)
-            self._h = ctypes.c_void_p()
+    _free = "offgrid_sampler_free"
 
     def sample(self, ctx, i=-1):
         """A token from output row i of the context's last decode (not yet accepted)."""
@@ -187,7 +190,7 @@ class Sampler:
         lib.offgrid_sampler_reset(self._h)
 
 
-class Context:
+class Context(_Handle):
     """Decoding state over a model: the caches of up to n_seq_max sequences.
 
     `tokens` lists the tokens of sequence 0 as generate() and load_state() leave them: the memory holds all of
@@ -207,19 +210,7 @@ class Context:
         self.tokens = []
         self._logits_follow_tokens = False  # the last decode's last row belongs to tokens[-1]
 
-    def close(self):
-        if getattr(self, "_h", None):
-            lib.offgrid_context_free(self._h)
-            self._h = ctypes.c_void_p()
-
-    def __del__(self):
-        self.close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
+    _free = "offgrid_context_free"
 
     @property
     def n_ctx(self):

@@ -693,7 +693,7 @@ void add_float_kernels_avx512(TypeKernels * table) {
 std::vector<FloatTileVariant> f32_tile_variants_avx512() {
     return {
         {"4x4, L1 prefetch", dot_tile_float<LoadF32>, 4},  // the table's tile before bench_float_tiles
-        {"session 5 tiles", dot_tile_tokens<LoadF32, 0>, kTileTokens},  // Gen 0, the alternative tiles
+        {"Gen 0 token tiles", dot_tile_tokens<LoadF32, 0>, kTileTokens},  // Gen 0, the alternative tiles
         {"table", dot_tile_tokens<LoadF32, 1>, kTileTokens},  // the table's tiles
     };
 }
