@@ -58,7 +58,8 @@ struct SpecStats {
 class SpeculativeDecoder {
 public:
     // Raises what the target context needs for `spec`: n_rs_seq >= n_max (rollback depth), n_ubatch and
-    // n_batch >= n_max + 1, mtp_hidden for draft-mtp. Call before creating the Context.
+    // n_batch >= n_max + 1 (also for type None: Request::draft), mtp_hidden for draft-mtp. Call before creating
+    // the Context.
     static void configure(ContextParams & params, const SpecParams & spec);
 
     // Throws Error when `ctx` lacks what configure() sets, when draft-mtp finds no MTP block (or a draft file
@@ -81,6 +82,9 @@ public:
         int32_t last = 0;           // the sequence's last token: sampled and accepted, not decoded yet
         Sampler * sampler = nullptr;
         int32_t max_tokens = 1;     // most tokens to emit this round (>= 1)
+        // Optional: the caller's own draft (any drafter), verified instead of the decoder's; cut to n_max and
+        // to the room left, like the decoder's drafts.
+        std::vector<int32_t> draft;
         std::vector<int32_t> out;   // filled: the emitted tokens, 1 .. draft + 1 of them; out.back() is the new last
     };
     // One round for every request in one decode call: draft, verify [last, drafts...] per sequence, sample and

@@ -69,7 +69,7 @@ public:
         if (!(spec.p_min >= 0.0f && spec.p_min <= 1.0f)) throw Error("speculative: p_min must be in [0, 1]");
         if (spec.ngram_min < 1 || spec.ngram_max < spec.ngram_min) throw Error("speculative: need 1 <= ngram_min <= ngram_max");
         const ContextParams & cp = ctx.params();
-        if (spec.type != SpecType::None) {
+        {  // drafts of any source (the caller's too) roll back through the snapshots
             if (cp.n_rs_seq < static_cast<uint32_t>(spec.n_max)) {
                 throw Error("speculative: the context keeps " + std::to_string(cp.n_rs_seq) +
                             " rollback snapshots, fewer than n_max " + std::to_string(spec.n_max) +
@@ -166,6 +166,7 @@ public:
     DecodeResult step(std::vector<SpeculativeDecoder::Request> & reqs) {
         if (reqs.empty()) return {DecodeStatus::InvalidBatch, "speculative step: no requests"};
         std::vector<std::vector<int32_t>> drafts(reqs.size());
+        const int32_t n_vocab_i = ctx_.model().n_vocab();
         std::vector<int32_t> pos0(reqs.size());
         std::vector<BatchToken> batch;
         for (size_t r = 0; r < reqs.size(); ++r) {
@@ -178,7 +179,14 @@ public:
             const int64_t room_pos = int64_t(ctx_.seq_capacity()) - pos0[r] - 1;
             const int64_t room_free = int64_t(ctx_.n_free_cells(q.seq)) / int64_t(reqs.size()) - 1;
             const int64_t cap = std::min<int64_t>({spec_.n_max, q.max_tokens - 1, room_pos, room_free});
-            drafts[r] = spec_.type == SpecType::None ? std::vector<int32_t>{} : draft(s, q.last, pos0[r], static_cast<int32_t>(cap));
+            if (!q.draft.empty()) {
+                drafts[r].assign(q.draft.begin(), q.draft.begin() + std::clamp<int64_t>(cap, 0, int64_t(q.draft.size())));
+            } else if (spec_.type != SpecType::None) {
+                drafts[r] = draft(s, q.last, pos0[r], static_cast<int32_t>(cap));
+            }
+            for (int32_t t : drafts[r]) {
+                if (t < 0 || t >= n_vocab_i) throw Error("speculative step: draft token " + std::to_string(t) + " out of range");
+            }
             batch.push_back({q.last, pos0[r], {q.seq}, true});
             for (size_t j = 0; j < drafts[r].size(); ++j) {
                 batch.push_back({drafts[r][j], pos0[r] + 1 + static_cast<int32_t>(j), {q.seq}, true});
@@ -257,7 +265,6 @@ public:
 }  // namespace runtime
 
 void SpeculativeDecoder::configure(ContextParams & params, const SpecParams & spec) {
-    if (spec.type == SpecType::None) return;
     const uint32_t n = static_cast<uint32_t>(std::max(spec.n_max, 1));
     params.n_rs_seq = std::max(params.n_rs_seq, n);
     params.n_ubatch = std::max(params.n_ubatch, n + 1);
