@@ -306,9 +306,10 @@ int spec_bench(runtime::SpecBenchParams sbp, std::string model_path, WeightLoad 
             const auto & r = results[i];
             std::printf("    {\"depth\": %u, \"prompts\": %u, \"tokens\": %llu, \"plain_tokens_per_second\": %.3f, "
                         "\"spec_tokens_per_second\": %.3f, \"speedup\": %.4f, \"acceptance\": %.4f, "
-                        "\"tokens_per_round\": %.4f, \"identical\": %u}%s\n",
+                        "\"tokens_per_round\": %.4f, \"identical\": %u, \"decode_ms\": %.4f, \"verify_ms\": %.4f}%s\n",
                         r.depth, r.prompts, static_cast<unsigned long long>(r.tokens), r.plain_tps(), r.spec_tps(), r.speedup(),
-                        r.stats.acceptance(), r.stats.tokens_per_round(), r.identical, i + 1 < results.size() ? "," : "");
+                        r.stats.acceptance(), r.stats.tokens_per_round(), r.identical, r.decode_ms, r.verify_ms,
+                        i + 1 < results.size() ? "," : "");
         }
         std::printf("  ]\n}\n");
     } else {
@@ -322,6 +323,10 @@ int spec_bench(runtime::SpecBenchParams sbp, std::string model_path, WeightLoad 
             std::printf("| %8u | %12.1f | %12.1f | %7.2fx | %9.1f%% | %12.2f | %4u / %-3u |\n", r.depth, r.plain_tps(),
                         r.spec_tps(), r.speedup(), 100.0 * r.stats.acceptance(), r.stats.tokens_per_round(), r.identical,
                         r.prompts);
+        }
+        for (const auto & r : results) {
+            std::printf("depth %u: one decode call of 1 token %.3f ms, of %d tokens (a full verify) %.3f ms (%.2fx)\n",
+                        r.depth, r.decode_ms, sbp.spec.n_max + 1, r.verify_ms, r.decode_ms > 0 ? r.verify_ms / r.decode_ms : 0.0);
         }
     }
     for (const auto & r : results) {

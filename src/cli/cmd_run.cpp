@@ -186,7 +186,7 @@ int run_main(const std::vector<std::string> & args) {
         cp.type_k = ctk;
         cp.type_v = ctv;
         cp.qsa_dense = qsa_dense;
-        SpeculativeDecoder::configure(cp, spec);
+        if (spec.type != SpecType::None) SpeculativeDecoder::configure(cp, spec);
         // Beyond the trained length the caches only cost memory (and a huge -c could exhaust it).
         if (cp.n_ctx > model->n_ctx_train()) {
             throw Error("-c " + std::to_string(cp.n_ctx) + " exceeds the model's context length " +
@@ -205,7 +205,14 @@ int run_main(const std::vector<std::string> & args) {
         std::vector<int32_t> history;
         std::vector<int32_t> to_decode;
         if (!state_load.empty()) {
-            history = ctx.state_load_file(state_load);
+            try {
+                history = ctx.state_load_file(state_load);
+            } catch (const Error & e) {
+                if (spec.type == SpecType::None) throw;
+                // The memory's shape includes the rollback snapshots a speculative context keeps.
+                throw Error(std::string(e.what()) + " (a speculative run keeps --spec-draft-n-max rollback snapshots: "
+                            "load states saved by a run with the same --spec-draft-n-max)");
+            }
             const size_t in_memory = static_cast<size_t>(int64_t{ctx.seq_pos_max(0)} + 1);  // no int32 overflow
             if (history.size() == in_memory + 1) {
                 to_decode.push_back(history.back());  // the token sampled last, never decoded

@@ -80,6 +80,39 @@ std::vector<int32_t> generate(const std::shared_ptr<const Model> & model, const 
     return out;
 }
 
+// The cost of the verify call against one decoded token, in a speculative context holding `prompt`: the best of
+// `reps` one-token calls and of `reps` calls of n_max + 1 tokens, each rolled back again.
+void verify_cost(const std::shared_ptr<const Model> & model, const SpecBenchParams & p, const std::vector<int32_t> & prompt,
+                 SpecBenchResult & r) {
+    ContextParams cp;
+    constexpr int kReps = 20;
+    cp.n_ctx = static_cast<uint32_t>(prompt.size() + 2 * kReps + p.spec.n_max + 2);
+    cp.n_batch = p.n_batch;
+    cp.n_ubatch = p.n_batch;
+    cp.n_threads = p.n_threads;
+    SpeculativeDecoder::configure(cp, p.spec);
+    Context ctx(model, cp);
+    decode_prompt(ctx, prompt, p.n_batch, nullptr);
+    int32_t pos = static_cast<int32_t>(prompt.size());
+    // Each call keeps its first token (as a round keeps `last`) and rolls the rest back.
+    auto best = [&](size_t n) {
+        double b = 1e30;
+        for (int rep = 0; rep < kReps; ++rep) {
+            std::vector<BatchToken> batch;
+            for (size_t j = 0; j < n; ++j) batch.push_back({prompt[(j * 7 + size_t(rep)) % prompt.size()], pos + int32_t(j), {0}, true});
+            const double t0 = now_seconds();
+            const DecodeResult d = ctx.decode(batch);
+            b = std::min(b, now_seconds() - t0);
+            if (!d.ok()) throw Error("bench: verify cost: " + d.message);
+            if (n > 1 && !ctx.seq_rm(0, pos + 1, -1)) throw Error("bench: verify cost: the rollback was refused");
+            ++pos;
+        }
+        return b * 1e3;
+    };
+    r.decode_ms = best(1);
+    r.verify_ms = best(static_cast<size_t>(p.spec.n_max) + 1);
+}
+
 }  // namespace
 
 std::vector<SpecBenchResult> run_spec_bench(const std::shared_ptr<const Model> & model, const SpecBenchParams & p) {
@@ -113,6 +146,7 @@ std::vector<SpecBenchResult> run_spec_bench(const std::shared_ptr<const Model> &
             r.identical += plain == spec ? 1 : 0;
             r.tokens += plain.size();
             ++r.prompts;
+            if (i + 1 == p.n_prompts) verify_cost(model, p, prompt, r);
         }
         results.push_back(r);
     }

@@ -37,6 +37,8 @@ struct SpecBenchResult {
     double spec_seconds = 0;
     SpecStats stats;
     uint32_t identical = 0;       // prompts whose outputs agreed
+    double decode_ms = 0;         // one one-token decode call after the last prompt (best of several)
+    double verify_ms = 0;         // one decode call of n_max + 1 tokens there, rolled back (best of several)
     double plain_tps() const { return plain_seconds > 0 ? double(tokens) / plain_seconds : 0.0; }
     double spec_tps() const { return spec_seconds > 0 ? double(tokens) / spec_seconds : 0.0; }
     double speedup() const { return spec_seconds > 0 ? plain_seconds / spec_seconds : 0.0; }

@@ -34,16 +34,21 @@ TEST(SpecCli, RunTextIsThePlainTextForBothDraftTypes) {
 TEST(SpecCli, AfterStateLoad) {
     if (!fs::exists(kSpeaks)) GTEST_SKIP() << kSpeaks << " absent";
     TempDir dir;
-    const std::string st = q(dir.file("s.state")), m = " -m " + q(kSpeaks);
+    const std::string st = q(dir.file("s.state")), plain_st = q(dir.file("p.state")), m = " -m " + q(kSpeaks);
     const CmdResult whole = run_offgrid("run" + m + " -n 30 --temp 0 -p 'In the beginning'");
-    ASSERT_EQ(run_offgrid("run" + m + " -n 6 --temp 0 -p 'In the beginning' --state-save " + st).status, 0);
     const CmdResult first = run_offgrid("run" + m + " -n 6 --temp 0 -p 'In the beginning'");
+    // A state saved by a speculative run (its memory keeps the rollback snapshots), continued by both types.
+    ASSERT_EQ(run_offgrid("run" + m + " -n 6 --temp 0 -p 'In the beginning' --spec-type ngram-simple --state-save " + st).status, 0);
+    auto strip = [](std::string s) { return s.empty() || s.back() != '\n' ? s : s.substr(0, s.size() - 1); };
     for (const char * type : {"draft-mtp", "ngram-simple"}) {
         const CmdResult rest = run_offgrid("run" + m + " -n 24 --temp 0 -p '' --state-load " + st + " --spec-type " + type);
         ASSERT_EQ(rest.status, 0) << rest.err;
-        auto strip = [](std::string s) { return s.empty() || s.back() != '\n' ? s : s.substr(0, s.size() - 1); };
         EXPECT_EQ(strip(first.out) + strip(rest.out), strip(whole.out)) << type;
     }
+    // A plain run's state has no snapshots: refused in one line that says why.
+    ASSERT_EQ(run_offgrid("run" + m + " -n 6 --temp 0 -p 'In the beginning' --state-save " + plain_st).status, 0);
+    expect_one_line_error(run_offgrid("run" + m + " -n 4 -p '' --state-load " + plain_st + " --spec-type draft-mtp"),
+                          "n_rs_seq");
 }
 
 TEST(SpecCli, GeneratedModelWithAnMtpOnlyDraftFile) {
