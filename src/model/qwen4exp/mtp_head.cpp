@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "model/common/hyper_connections.h"
 #include "model/qwen4exp/forward_internal.h"
+#include "ops/attention.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/rope.h"
@@ -139,34 +140,22 @@ void MtpHead::step(MtpCache & cache, int32_t token, int32_t pos, const float * h
     project(&token, h, 1, R, pool);
     attention_inputs(cache, &pos, R, 1, a.data(), inject.data(), q.data(), pool);
 
-    // Dense causal attention over every cached row (the row itself is the last), gated per head.
+    // Dense causal attention over every cached row (the row itself is the last), the heads of a KV group in one
+    // call of the engine's attention kernel, gated per head.
     const size_t n_kv = cache.n;
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    std::vector<float> w(n_kv);
+    std::vector<const void *> krows(n_kv), vrows(n_kv);
+    for (size_t c = 0; c < n_kv; ++c) {
+        krows[c] = &cache.k[c * kvdim];
+        vrows[c] = &cache.v[c * kvdim];
+    }
+    const ops::CacheRows K{krows, tensor::ElemType::F32}, V{vrows, tensor::ElemType::F32};
+    for (size_t j = 0; j < Hkv; ++j) {
+        ops::attend_heads(&q[2 * D * j * group], group, 2 * D, D, K, V, j * D, scale, &attn[j * group * D], D);
+    }
     for (size_t hh = 0; hh < H; ++hh) {
-        const float * qh = &q[2 * D * hh];
-        const size_t j = hh / group;
-        float mx = -INFINITY;
-        for (size_t c = 0; c < n_kv; ++c) {
-            const float * kc = &cache.k[c * kvdim + j * D];
-            float s = 0.0f;
-            for (size_t i = 0; i < D; ++i) s += qh[i] * kc[i];
-            w[c] = s * scale;
-            mx = std::max(mx, w[c]);
-        }
-        float sum = 0.0f;
-        for (size_t c = 0; c < n_kv; ++c) {
-            w[c] = std::exp(w[c] - mx);
-            sum += w[c];
-        }
+        const float * gate = &q[2 * D * hh] + D;
         float * out = &attn[hh * D];
-        std::fill(out, out + D, 0.0f);
-        for (size_t c = 0; c < n_kv; ++c) {
-            const float * vc = &cache.v[c * kvdim + j * D];
-            const float p = w[c] / sum;
-            for (size_t i = 0; i < D; ++i) out[i] += p * vc[i];
-        }
-        const float * gate = qh + D;
         for (size_t i = 0; i < D; ++i) out[i] *= ops::sigmoid(gate[i]);
     }
     ops::matmul(w_.block.attn.o, attn.data(), 1, y.data(), pool);
