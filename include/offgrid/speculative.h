@@ -73,6 +73,10 @@ public:
     // last token with logits (row ctx.n_outputs() - 1), and keeps the drafter in step. Use it instead of
     // ctx.decode for sequences the decoder drives.
     DecodeResult prefill(int32_t seq, const std::vector<int32_t> & tokens);
+    // After a ctx.decode the caller made itself (prefill chunks and single tokens of several sequences, as a
+    // server's mixed batch), keeps the drafter of every sequence in `batch` in step. A token's sequence is its
+    // first one; each sequence's tokens must continue its positions in order.
+    void observe(const std::vector<BatchToken> & batch);
     // Starts `seq` over with `history` as the tokens its memory already holds (after a state load, or with {}
     // after the sequence was removed).
     void reset(int32_t seq, const std::vector<int32_t> & history = {});

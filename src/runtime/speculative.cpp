@@ -123,21 +123,42 @@ public:
 
     DecodeResult prefill(int32_t seq, const std::vector<int32_t> & tokens) {
         if (tokens.empty()) return {DecodeStatus::InvalidBatch, "prefill: no tokens"};
-        SeqState & s = state(seq);
         const int32_t pos0 = ctx_.seq_pos_max(seq) + 1;
         std::vector<BatchToken> batch(tokens.size());
         for (size_t i = 0; i < tokens.size(); ++i) {
             batch[i] = {tokens[i], pos0 + static_cast<int32_t>(i), {seq}, i + 1 == tokens.size()};
         }
         const DecodeResult r = ctx_.decode(batch);
-        if (!r.ok()) return r;
-        s.history.insert(s.history.end(), tokens.begin(), tokens.end());
-        if (head_) {
-            catch_up(s, tokens.data(), pos0, tokens.size(), 0);
-            const float * last = ctx_.mtp_hidden(static_cast<int32_t>(tokens.size()) - 1);
+        if (r.ok()) observe(batch);
+        return r;
+    }
+
+    void observe(const std::vector<BatchToken> & batch) {
+        // Batch indices per sequence, in batch order.
+        std::map<int32_t, std::vector<int32_t>> rows;
+        for (size_t i = 0; i < batch.size(); ++i) {
+            if (!batch[i].seqs.empty()) rows[batch[i].seqs[0]].push_back(static_cast<int32_t>(i));
+        }
+        for (const auto & [seq, idx] : rows) {
+            SeqState & s = state(seq);
+            std::vector<int32_t> toks, pos;
+            for (const int32_t i : idx) {
+                toks.push_back(batch[size_t(i)].token);
+                pos.push_back(batch[size_t(i)].pos >= 0 ? batch[size_t(i)].pos
+                                                        : ctx_.seq_pos_max(seq) - int32_t(idx.size()) + 1 + int32_t(pos.size()));
+            }
+            s.history.insert(s.history.end(), toks.begin(), toks.end());
+            if (!head_) continue;
+            // Row k pairs its token with the residual of the sequence's previous row (pending_h for the first).
+            std::vector<float> h(idx.size() * wide_);
+            for (size_t k = 0; k < idx.size(); ++k) {
+                const float * src = k == 0 ? s.pending_h.data() : ctx_.mtp_hidden(idx[k - 1]);
+                std::copy(src, src + wide_, &h[k * wide_]);
+            }
+            head_->catch_up(s.cache, toks.data(), pos.data(), h.data(), toks.size());
+            const float * last = ctx_.mtp_hidden(idx.back());
             s.pending_h.assign(last, last + wide_);
         }
-        return r;
     }
 
     std::vector<int32_t> draft(SeqState & s, int32_t last, int32_t pos, int32_t n_cap) {
@@ -277,6 +298,7 @@ SpeculativeDecoder::SpeculativeDecoder(Context & ctx, const SpecParams & spec)
 SpeculativeDecoder::~SpeculativeDecoder() = default;
 
 DecodeResult SpeculativeDecoder::prefill(int32_t seq, const std::vector<int32_t> & tokens) { return impl_->prefill(seq, tokens); }
+void SpeculativeDecoder::observe(const std::vector<BatchToken> & batch) { impl_->observe(batch); }
 void SpeculativeDecoder::reset(int32_t seq, const std::vector<int32_t> & history) { impl_->reset(seq, history); }
 DecodeResult SpeculativeDecoder::step(std::vector<Request> & requests) { return impl_->step(requests); }
 const SpecStats & SpeculativeDecoder::stats() const { return impl_->stats_; }
