@@ -57,6 +57,10 @@ struct GenConfig {
     uint32_t eos_token = 0;          // ple.eos_token_id (the tokenizer's EOS when one is attached)
 
     float weight_scale = 1.0f;       // multiplies the standard deviation of every random matrix
+
+    bool mtp = false;                // append a NextN (MTP) block, blk.n_layer (qwen4exp-mtp.md 2.2)
+    bool mtp_only = false;           // with mtp: only the MTP block (an MTP-only file for -md): no trunk tensors,
+                                     // no token_embd / output (borrowed from the target), no PLE keys
 };
 
 // The preset names: "tiny" (the embedded default model), "small", "bench" (the shape of the project's speed
