@@ -116,6 +116,7 @@ constexpr bool list_is_well_formed() {
     return true;
 }
 static_assert(list_is_well_formed(), "Scalar first; every level after its base");
+static_assert(static_cast<int>(Isa::NeonDot) + 1 == kIsaCount, "kIsaCount counts the Isa values");
 
 int index_of(Isa isa) { return static_cast<int>(isa); }
 

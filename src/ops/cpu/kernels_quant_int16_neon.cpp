@@ -109,7 +109,30 @@ struct NQ6K {
     }
 };
 
+// The 16 non-linear values of iq4_nl / iq4_xs looked up by nibble (tbl).
+inline void iq4_values(const uint8_t * qs, int8x16_t & lo, int8x16_t & hi) {
+    const int8x16_t table = vld1q_s8(kIq4nlValues);
+    const uint8x16_t q = vld1q_u8(qs);
+    lo = vqtbl1q_s8(table, vandq_u8(q, vdupq_n_u8(0x0f)));
+    hi = vqtbl1q_s8(table, vshrq_n_u8(q, 4));
+}
+
+struct NIQ4XS {
+    using Block = BlockIQ4_XS;
+    static constexpr Mins kMins = Mins::None;
+    static void decode(const Block & b, KDecoded & k) {
+        for (int j = 0; j < 16; ++j) k.sc[j] = static_cast<int16_t>(iq4_xs_scale(b, j / 2));
+        for (int g = 0; g < 8; ++g) iq4_values(b.qs + 16 * g, k.lo[g], k.hi[g]);
+        k.d = f16_to_f32(b.d);
+        k.dmin = 0;
+    }
+};
+
 // Blocks of 32: the block's 32 signed values (lo = elements 0..15, hi = 16..31).
+struct NIQ4NL {
+    using Block = BlockIQ4_NL;
+    static void values(const Block & b, int8x16_t & lo, int8x16_t & hi) { iq4_values(b.qs, lo, hi); }
+};
 struct NQ80 {
     using Block = BlockQ8_0;
     static void values(const Block & b, int8x16_t & lo, int8x16_t & hi) {
@@ -285,6 +308,8 @@ void add_int16_entries_neon(TypeKernels * table) {
     set<NQ80, false>(table, ElemType::Q8_0);
     set<NQ40, false>(table, ElemType::Q4_0);
     set<NQ50, false>(table, ElemType::Q5_0);
+    set<NIQ4XS, true>(table, ElemType::IQ4_XS);
+    set<NIQ4NL, false>(table, ElemType::IQ4_NL);
 }
 
 }  // namespace offgrid::ops::cpu::quant
