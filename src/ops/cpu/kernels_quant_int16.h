@@ -48,7 +48,7 @@ void add_int16_entries_scalar(TypeKernels * table);
 void add_int16_entries_avx2(TypeKernels * table);
 void add_int16_entries_avx512(TypeKernels * table);
 #if defined(__aarch64__)
-void add_int16_entries_neon(TypeKernels * table);  // kernels_quant_int16_neon.cpp (all but q2_K, q3_K)
+void add_int16_entries_neon(TypeKernels * table);  // kernels_quant_int16_neon.cpp
 #endif
 
 // The float part of the contract, shared by the scalar twin (and its tests).

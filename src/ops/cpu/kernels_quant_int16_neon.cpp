@@ -18,14 +18,14 @@ namespace {
 
 using namespace tensor;
 
-enum class Mins { None, Per32 };
+enum class Mins { None, Per32, Per16 };
 
 // A weight super-block decoded: 8 groups of 32 signed values (lo = elements 0..15, hi = 16..31), the per-16
-// scales, and for q4_K / q5_K the 8 mins.
+// scales, and the min multipliers (q4_K / q5_K: 8, one per 32; q2_K: 16, one per 16).
 struct KDecoded {
     int8x16_t lo[8], hi[8];
     int16_t sc[16];
-    float mins[8];
+    float mins[16];
     float d, dmin;
 };
 
@@ -103,6 +103,56 @@ struct NQ6K {
                     }
                 }
             }
+        }
+        k.d = f16_to_f32(b.d);
+        k.dmin = 0;
+    }
+};
+
+// Element i of the 2-bit planes of q2_K / q3_K: per 128, byte l of 32, bits 2g (g = 32-group), as 4 groups.
+inline void two_bit_groups(const uint8_t * qs, KDecoded & k) {
+    const uint8x16_t m3 = vdupq_n_u8(3);
+    for (int h = 0; h < 2; ++h) {
+        const uint8x16_t q0 = vld1q_u8(qs + 32 * h), q1 = vld1q_u8(qs + 32 * h + 16);
+        for (int g = 0; g < 4; ++g) {
+            const int8x16_t shift = vdupq_n_s8(static_cast<int8_t>(-2 * g));
+            k.lo[4 * h + g] = s8(vandq_u8(vshlq_u8(q0, shift), m3));
+            k.hi[4 * h + g] = s8(vandq_u8(vshlq_u8(q1, shift), m3));
+        }
+    }
+}
+
+struct NQ2K {
+    using Block = BlockQ2_K;
+    static constexpr Mins kMins = Mins::Per16;
+    static void decode(const Block & b, KDecoded & k) {
+        for (int j = 0; j < 16; ++j) {
+            k.sc[j] = b.scales[j] & 0x0f;
+            k.mins[j] = static_cast<float>(b.scales[j] >> 4);
+        }
+        two_bit_groups(b.qs, k);
+        k.d = f16_to_f32(b.d);
+        k.dmin = f16_to_f32(b.dmin);
+    }
+};
+
+struct NQ3K {
+    using Block = BlockQ3_K;
+    static constexpr Mins kMins = Mins::None;
+    static void decode(const Block & b, KDecoded & k) {
+        int8_t s[16];
+        unpack_q3_k_scales(b.scales, s);
+        for (int j = 0; j < 16; ++j) k.sc[j] = s[j];
+        two_bit_groups(b.qs, k);
+        // The third bit of element i: bit 4 half + g of hmask[l]; a clear bit subtracts 4.
+        const uint8x16_t h0 = vld1q_u8(b.hmask), h1 = vld1q_u8(b.hmask + 16), one = vdupq_n_u8(1);
+        const int8x16_t b4 = vdupq_n_s8(4);
+        for (int g = 0; g < 8; ++g) {
+            const int8x16_t shift = vdupq_n_s8(static_cast<int8_t>(-g));
+            const uint8x16_t t0 = vshlq_n_u8(vandq_u8(vshlq_u8(h0, shift), one), 2);
+            const uint8x16_t t1 = vshlq_n_u8(vandq_u8(vshlq_u8(h1, shift), one), 2);
+            k.lo[g] = vsubq_s8(vaddq_s8(k.lo[g], s8(t0)), b4);
+            k.hi[g] = vsubq_s8(vaddq_s8(k.hi[g], s8(t1)), b4);
         }
         k.d = f16_to_f32(b.d);
         k.dmin = 0;
@@ -204,11 +254,16 @@ void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t n, flo
                 half_lanes(w10, w11, q + 16, p_lo[t], p_hi[t]);
             }
         }
-        float32x4_t wm_lo = vdupq_n_f32(0.0f), wm_hi = vdupq_n_f32(0.0f);
-        if constexpr (T::kMins == Mins::Per32) {
+        // dmin times the min of lanes 0..3 and 4..7 (q2_K: then of the second 16-halves' lanes, 8..11 and 12..15).
+        float32x4_t wm_lo = vdupq_n_f32(0.0f), wm_hi = vdupq_n_f32(0.0f), wm_lo2 = wm_lo, wm_hi2 = wm_hi;
+        if constexpr (T::kMins != Mins::None) {
             const float32x4_t dm = vdupq_n_f32(k.dmin);
             wm_lo = vmulq_f32(dm, vld1q_f32(k.mins));
             wm_hi = vmulq_f32(dm, vld1q_f32(k.mins + 4));
+            if constexpr (T::kMins == Mins::Per16) {
+                wm_lo2 = vmulq_f32(dm, vld1q_f32(k.mins + 8));
+                wm_hi2 = vmulq_f32(dm, vld1q_f32(k.mins + 12));
+            }
         }
         for (int t = 0; t < NT; ++t) {
             const BlockQ16_K & a = act[t][b];
@@ -218,6 +273,12 @@ void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t n, flo
             if constexpr (T::kMins == Mins::Per32) {
                 acc_lo[t] = vfmsq_f32(acc_lo[t], wm_lo, vld1q_f32(a.dsum32));
                 acc_hi[t] = vfmsq_f32(acc_hi[t], wm_hi, vld1q_f32(a.dsum32 + 4));
+            }
+            if constexpr (T::kMins == Mins::Per16) {
+                acc_lo[t] = vfmsq_f32(acc_lo[t], wm_lo, vld1q_f32(a.dsum16));
+                acc_hi[t] = vfmsq_f32(acc_hi[t], wm_hi, vld1q_f32(a.dsum16 + 4));
+                acc_lo[t] = vfmsq_f32(acc_lo[t], wm_lo2, vld1q_f32(a.dsum16 + 8));
+                acc_hi[t] = vfmsq_f32(acc_hi[t], wm_hi2, vld1q_f32(a.dsum16 + 12));
             }
         }
     }
@@ -308,6 +369,8 @@ void add_int16_entries_neon(TypeKernels * table) {
     set<NQ80, false>(table, ElemType::Q8_0);
     set<NQ40, false>(table, ElemType::Q4_0);
     set<NQ50, false>(table, ElemType::Q5_0);
+    set<NQ3K, true>(table, ElemType::Q3_K);
+    set<NQ2K, true>(table, ElemType::Q2_K);
     set<NIQ4XS, true>(table, ElemType::IQ4_XS);
     set<NIQ4NL, false>(table, ElemType::IQ4_NL);
 }
