@@ -235,11 +235,6 @@ const LevelFills * level_fills(Isa isa) {
     return nullptr;
 }
 
-const LevelFills * level_list(size_t & count) {
-    count = kLevelCount;
-    return kLevels;
-}
-
 Isa detected_isa() { return runnable().back(); }
 
 Isa active_isa() {

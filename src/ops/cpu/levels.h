@@ -50,9 +50,6 @@ struct LevelFills {
 // The row of a level, or null when this build has no such level (e.g. Neon on x86).
 const LevelFills * level_fills(Isa isa);
 
-// Every level of this build, in list order (Scalar first).
-const LevelFills * level_list(size_t & count);
-
 constexpr int kIsaCount = 5;  // number of Isa values (the tables are indexed by them)
 
 }  // namespace offgrid::ops::cpu
