@@ -47,6 +47,9 @@ inline int32_t q16_round(float v) {
 void add_int16_entries_scalar(TypeKernels * table);
 void add_int16_entries_avx2(TypeKernels * table);
 void add_int16_entries_avx512(TypeKernels * table);
+#if defined(__aarch64__)
+void add_int16_entries_neon(TypeKernels * table);  // kernels_quant_int16_neon.cpp
+#endif
 
 // The float part of the contract, shared by the scalar twin (and its tests).
 inline float i16_reduce8(const float v[8]) {
