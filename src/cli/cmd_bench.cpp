@@ -442,7 +442,7 @@ int bench_main(const std::vector<std::string> & args) {
 
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
-        if (!plot.empty()) check_output_path(plot, "--plot");  // now also refuses the model's own file
+        if (!plot.empty()) check_output_path(plot, "--plot");  // also refuses the model's own file
         const uint64_t deepest = (bp.depths.empty() ? 0 : *std::max_element(bp.depths.begin(), bp.depths.end())) +
                                  static_cast<uint64_t>(std::max(n_prompt, n_gen));
         if (deepest > model->n_ctx_train()) {

@@ -175,7 +175,7 @@ int run_main(const std::vector<std::string> & args) {
 
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
-        if (!state_save.empty()) check_output_path(state_save, "--state-save");  // now also refuses the model's file
+        if (!state_save.empty()) check_output_path(state_save, "--state-save");  // also refuses the model's file
         const Tokenizer tok = Tokenizer::from_model(*model);
 
         ContextParams cp;

@@ -169,7 +169,7 @@ GenConfig gen_preset(const std::string & name) {
         return c;
     }
     if (name == "bench-small") {
-        // The former bench preset (long-context runs on a small CPU: modest widths, 64k cells, r = 8 so the
+        // Long-context runs on a small CPU (modest widths, 64k cells, r = 8 so the
         // pool scores that a sparse decode reads grow slowly with depth); bench_decode_depth uses it.
         c.n_ctx = 65536;
         c.n_embd = 256;

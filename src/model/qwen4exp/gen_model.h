@@ -64,7 +64,7 @@ struct GenConfig {
 };
 
 // The preset names: "tiny" (the embedded default model), "small", "bench" (the shape of the project's speed
-// figures, docs/kernels.md) and "bench-small" (the former bench preset, long-context runs).
+// figures, docs/kernels.md) and "bench-small" (small widths, 64k cells: long-context runs).
 const std::vector<std::string> & gen_preset_names();
 // Throws offgrid::Error for an unknown name.
 GenConfig gen_preset(const std::string & name);
