@@ -1,5 +1,5 @@
 // How fast can this machine stream bytes from DRAM at all? The ceiling of F32 decode (docs/kernels.md,
-// "Measured figures"). Every variant reads the same number of bytes once per pass with AVX-512 loads:
+// "The bus and pages"). Every variant reads the same number of bytes once per pass with AVX-512 loads:
 //   memory     anon-4k (MADV_NOHUGEPAGE), anon-thp (2 MiB aligned, MADV_HUGEPAGE), file (read-only private
 //              mapping of a file, as the weights are mapped), file-thp (the same with MADV_HUGEPAGE before the
 //              first touch), file-populate (MAP_POPULATE);
@@ -11,7 +11,7 @@
 // and, per mapping, how much of it the kernel backs with 2 MiB pages (smaps AnonHugePages / FilePmdMapped).
 // usage: bench_bandwidth [MiB=384] [rounds=5] [file=/work/models/kbench-f32.gguf] [file2]
 // file2 (optional): a second file mapped like `file`, e.g. one whose page cache was dropped and re-read through
-// a mapping, so that the kernel holds it in 2 MiB folios (see docs/kernels.md).
+// a mapping, so that the kernel holds it in 2 MiB folios (docs/kernels.md, "The bus and pages").
 #include <algorithm>
 #include <chrono>
 #include <cstdint>

@@ -1,5 +1,5 @@
 // Time per decoded token at depth 1k and 32k on a `bench-small` preset model (generated into a temporary directory),
-// QSA sparse and forced dense, and the 32k/1k ratio of each. The issue asks for sparse <= 1.5.
+// QSA sparse and forced dense, and the 32k/1k ratio of each. Sparse should stay at or below 1.5.
 // A plain executable that prints a table: bench_decode_depth [--threads N] [--gen N] [--depths A,B] [--model F]
 #include <chrono>
 #include <cstdio>

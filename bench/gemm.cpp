@@ -1,4 +1,4 @@
-// Prompt products of F32 weights (9+ tokens): GFLOP/s of today's tile path against the gemm entry, per shape of
+// Prompt products of F32 weights (9+ tokens): GFLOP/s of the tile path against the gemm entry, per shape of
 // the F32 bench file (1024-wide rows: 1024 -> 2048, 1024, 4096, 16384; an expert's 1024 -> 256 and 256 -> 1024)
 // and token count, in one process, with the weights from memory as in a prompt (each product takes the next
 // matrix of a 256 MiB buffer in 2 MiB pages, far larger than the caches). "tiles" is the driver's path without a gemm entry (token chunks of 256 KB,
@@ -40,7 +40,7 @@ size_t min_tiles_of(const Shape & s, int64_t n_tok) {
     return std::max<size_t>(4, (32 * 1024 + tile_work - 1) / tile_work);
 }
 
-// Today's path for F32 (rows_with_kernels in src/ops/matmul.cpp without the gemm branch).
+// The driver's tile path for F32 (rows_with_kernels in src/ops/matmul.cpp without the gemm branch).
 void tiles_path(const ops::cpu::TypeKernels & k, const float * w, const Shape & s, const float * x, int64_t n_tok,
                 float * y, ops::ThreadPool & pool) {
     const size_t row_bytes = static_cast<size_t>(s.cols) * sizeof(float);

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench_clock.h"
+#include "common/prefetch.h"
 #include "memory/huge_pages.h"
 #include "model/common/hyper_connections.h"
 #include "ops/elementwise.h"
@@ -85,7 +86,7 @@ void mix_one(const Variant & v, const GatedHcShape & s, const Mixer & m, const f
     ops::parallel_for(v.spread_norms ? pool : nullptr, kHc, [&](size_t r0, size_t r1) {
         if (v.early_prefetch) {
             const float * p = m.w.up_grouped.data() + r0 * kE * kLr;
-            for (size_t q = 0; q < (r1 - r0) * kE * kLr; q += 16) __builtin_prefetch(p + q);
+            for (size_t q = 0; q < (r1 - r0) * kE * kLr; q += 16) offgrid::prefetch_read(p + q);
         }
         const float * gammas[kHc];
         for (size_t h = r0; h < r1; ++h) gammas[h - r0] = m.norm.data() + h * kE;
@@ -103,9 +104,9 @@ void mix_one(const Variant & v, const GatedHcShape & s, const Mixer & m, const f
             if (v.block_prefetch) {
                 for (size_t h = 0; h < kHc; ++h) {
                     const float * p = v.grouped ? m.w.up_grouped.data() + (h * kE + i0) * kLr : nullptr;
-                    for (size_t q = 0; v.grouped && q < block * kLr; q += 16) __builtin_prefetch(p + q);
+                    for (size_t q = 0; v.grouped && q < block * kLr; q += 16) offgrid::prefetch_read(p + q);
                     for (size_t k = 0; !v.grouped && k < kLr; ++k)
-                        for (size_t q = 0; q < block; q += 16) __builtin_prefetch(m.up_t.data() + k * kDim + h * kE + i0 + q);
+                        for (size_t q = 0; q < block; q += 16) offgrid::prefetch_read(m.up_t.data() + k * kDim + h * kE + i0 + q);
                 }
             }
             std::fill(sum, sum + block, 0.0f);

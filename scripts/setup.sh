@@ -3,6 +3,8 @@
 #   scripts/setup.sh run    install what is missing, build (Release, kernels dispatched at run time), run the default model
 #   scripts/setup.sh test   install what is missing, build, run the whole test suite (ctest)
 #   scripts/setup.sh build  install what is missing and build
+#   scripts/setup.sh test-arm  install what is missing, cross-build the kernels and their twin tests for aarch64
+#                           (NEON) in build-arm/ and run them under qemu-aarch64
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,9 +15,10 @@ jobs=${OFFGRID_JOBS:-2}
 # Debian packages the build and the tests need; clang and libclang-rt only for the fuzz targets; cpp-httplib and
 # nlohmann-json for `offgrid serve` (node and npm, when present, run the OpenAI-client test; it skips otherwise);
 # python3 for the Python package (python/) and its tests; wamerican's word list for the built-in model's
-# dictionary-word test. tools/train/ has its own setup.sh.
+# dictionary-word test; the aarch64 cross compiler, qemu-user and GoogleTest's sources for test-arm.
+# tools/train/ has its own setup.sh.
 packages=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-          libcpp-httplib-dev nlohmann-json3-dev python3 wamerican)
+          libcpp-httplib-dev nlohmann-json3-dev python3 wamerican g++-aarch64-linux-gnu qemu-user googletest)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -32,6 +35,16 @@ if [ ${#missing[@]} -gt 0 ]; then
     apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+if [ "$mode" = test-arm ]; then
+    # Only the kernel libraries and their tests (OFFGRID_KERNELS_ONLY); ctest runs each test binary through
+    # qemu-aarch64 -L /usr/aarch64-linux-gnu (the toolchain file's emulator).
+    arm_dir=${OFFGRID_ARM_BUILD_DIR:-build-arm}
+    cmake -S . -B "$arm_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+          -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DOFFGRID_KERNELS_ONLY=ON -DOFFGRID_BENCH=OFF
+    cmake --build "$arm_dir" -j "$jobs"
+    exec ctest --test-dir "$arm_dir" --output-on-failure -j "$jobs"
+fi
+
 cmake -S . -B "$build_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build "$build_dir" -j "$jobs"
 
@@ -44,7 +57,7 @@ case "$mode" in
         ctest --test-dir "$build_dir" --output-on-failure -j "$jobs"
         ;;
     *)
-        echo "setup: unknown mode '$mode' (run, test or build)" >&2
+        echo "setup: unknown mode '$mode' (run, test, test-arm or build)" >&2
         exit 2
         ;;
 esac

@@ -5,6 +5,7 @@
 #include "offgrid/context.h"
 #include "offgrid/error.h"
 #include "offgrid/sampler.h"
+#include "offgrid/speculative.h"
 #include "offgrid/tokenizer.h"
 #include "offgrid/version.h"
 

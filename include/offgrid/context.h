@@ -105,6 +105,9 @@ struct ContextParams {
     // head's input), n_embd() floats, pooled as `pooling` says. Logits are still computed for output tokens.
     bool embeddings = false;
     Pooling pooling = Pooling::None;
+    // Keep every decoded token's final wide residual (qwen4exp: hc x E floats after the last layer, before the
+    // output mixer), the hidden input of an MTP draft head (offgrid/speculative.h). Read with mtp_hidden().
+    bool mtp_hidden = false;
 };
 
 // One token of a decode call. pos < 0 means "next position of its first sequence".
@@ -158,6 +161,10 @@ public:
     // Embeddings of the last decode call (needs params().embeddings; throws offgrid::Error otherwise or out of
     // range). Pooling None: row i of the output tokens in batch order (the rows of logits()).
     const float * embeddings(int32_t i) const;
+    // With params().mtp_hidden: the final wide residual of token i of the last decode call (every token, batch
+    // order), mtp_hidden_width() floats. Throws offgrid::Error otherwise or out of range.
+    const float * mtp_hidden(int32_t i) const;
+    uint32_t mtp_hidden_width() const;  // 0 when the model has none
     // Pooling Mean, Last or Cls: the pooled embedding of `seq` over its tokens in the last call; a token shared
     // by several sequences counts in each. Throws when seq had no token in the call.
     const float * embeddings_seq(int32_t seq) const;

@@ -20,10 +20,13 @@
 #include "ops/bandwidth.h"
 #include "ops/thread_pool.h"
 #include "offgrid/context.h"
+#include "offgrid/speculative.h"
+#include "offgrid/tokenizer.h"
 #include "ops/cpu/dispatch.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
 #include "runtime/depth_bench.h"
+#include "runtime/spec_bench.h"
 
 namespace offgrid::cli {
 
@@ -59,6 +62,13 @@ constexpr const char * kUsage =
     "                          tokens, as the server batches them), for each N of the comma-separated list\n"
     "                          (1 is always measured too): total tokens/s and the ratio to one sequence\n"
     "  -r, --repetitions N     with --parallel: measure each count N times, in turns, keep the best (default 1)\n"
+    "  --spec-type T           instead: speculative (draft-mtp or ngram-simple) against plain greedy decoding on\n"
+    "                          passages of -f FILE, each depth + -p tokens long (-p default 64 here, -d default 0),\n"
+    "                          -n tokens generated each, both in this run: acceptance, tokens per round, speed-up\n"
+    "  -f, --file FILE         with --spec-type: the text the passages are cut from\n"
+    "  --spec-prompts N        with --spec-type: passages per depth (default 8)\n"
+    "  --spec-repeat           with --spec-type: each prompt ends with its passage's first half again\n"
+    "  --spec-draft-n-max N, --spec-draft-n-min N, --spec-draft-p-min X, -md FILE   as for `offgrid run`\n"
     "\n"
     "Before measuring, the same threads read a 1 GiB buffer (the bus, best of 5 rounds); each decode figure is\n"
     "also given as the weight bytes a token reads over its time, as a fraction of that bus figure.\n";
@@ -261,6 +271,70 @@ void print_parallel(const std::vector<runtime::ParallelBenchResult> & results, c
     }
 }
 
+// The --spec-type table (or JSON).
+int spec_bench(runtime::SpecBenchParams sbp, std::string model_path, WeightLoad weights, const std::string & file,
+               const std::string & depths, int64_t n_prompt, int64_t n_gen, int64_t n_batch, int64_t threads, bool json) {
+    sbp.depths.clear();
+    for (const int64_t d : runtime::parse_integer_list("-d", depths.empty() ? "0" : depths, 0, 1 << 22))
+        sbp.depths.push_back(static_cast<uint32_t>(d));
+    sbp.n_prompt = static_cast<uint32_t>(std::max<int64_t>(n_prompt, 2));
+    sbp.n_gen = static_cast<uint32_t>(std::max<int64_t>(n_gen, 1));
+    sbp.n_batch = static_cast<uint32_t>(n_batch);
+    sbp.n_threads = static_cast<int>(threads);
+    if (model_path.empty()) model_path = runtime::default_model_path();
+    const auto model = Model::load(model_path, weights);
+    std::ifstream in(file, std::ios::binary);
+    if (!in) throw Error(file + ": cannot open");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    sbp.text = Tokenizer::from_model(*model).tokenize(text);
+    const bool tty = ::isatty(2) == 1;
+    sbp.status = [tty](const std::string & s) {
+        if (tty) {
+            std::fprintf(stderr, "\r%-60s", s.c_str());
+            std::fflush(stderr);
+        }
+    };
+    const auto results = runtime::run_spec_bench(model, sbp);
+    if (tty) std::fprintf(stderr, "\r%-60s\r", "");
+    const char * type = spec_type_name(sbp.spec.type);
+    if (json) {
+        std::printf("{\n  \"model\": \"%s\",\n  \"spec_type\": \"%s\",\n  \"n_max\": %d,\n  \"p_min\": %.3f,\n"
+                    "  \"threads\": %d,\n  \"repeat\": %s,\n  \"results\": [\n",
+                    json_escape(model_path).c_str(), type, sbp.spec.n_max, sbp.spec.p_min, sbp.n_threads,
+                    sbp.repeat ? "true" : "false");
+        for (size_t i = 0; i < results.size(); ++i) {
+            const auto & r = results[i];
+            std::printf("    {\"depth\": %u, \"prompts\": %u, \"tokens\": %llu, \"plain_tokens_per_second\": %.3f, "
+                        "\"spec_tokens_per_second\": %.3f, \"speedup\": %.4f, \"acceptance\": %.4f, "
+                        "\"tokens_per_round\": %.4f, \"identical\": %u, \"decode_ms\": %.4f, \"verify_ms\": %.4f}%s\n",
+                        r.depth, r.prompts, static_cast<unsigned long long>(r.tokens), r.plain_tps(), r.spec_tps(), r.speedup(),
+                        r.stats.acceptance(), r.stats.tokens_per_round(), r.identical, r.decode_ms, r.verify_ms,
+                        i + 1 < results.size() ? "," : "");
+        }
+        std::printf("  ]\n}\n");
+    } else {
+        std::printf("model: %s\nthreads: %d\nspeculative: %s, n_max %d, p_min %.2f%s; %u passages of %s per depth, %u tokens each\n",
+                    model->describe().c_str(), sbp.n_threads, type, sbp.spec.n_max, sbp.spec.p_min,
+                    sbp.repeat ? ", prompts repeat their passage's first half" : "", sbp.n_prompts, file.c_str(), sbp.n_gen);
+        std::printf("| %8s | %12s | %12s | %8s | %10s | %12s | %9s |\n", "depth", "plain t/s", "spec t/s", "speed-up",
+                    "accepted", "tokens/round", "identical");
+        std::printf("|----------|--------------|--------------|----------|------------|--------------|-----------|\n");
+        for (const auto & r : results) {
+            std::printf("| %8u | %12.1f | %12.1f | %7.2fx | %9.1f%% | %12.2f | %4u / %-3u |\n", r.depth, r.plain_tps(),
+                        r.spec_tps(), r.speedup(), 100.0 * r.stats.acceptance(), r.stats.tokens_per_round(), r.identical,
+                        r.prompts);
+        }
+        for (const auto & r : results) {
+            std::printf("depth %u: one decode call of 1 token %.3f ms, of %d tokens (a full verify) %.3f ms (%.2fx)\n",
+                        r.depth, r.decode_ms, sbp.spec.n_max + 1, r.verify_ms, r.decode_ms > 0 ? r.verify_ms / r.decode_ms : 0.0);
+        }
+    }
+    for (const auto & r : results) {
+        if (r.identical != r.prompts) throw Error("bench: speculative output differed from plain decoding");
+    }
+    return 0;
+}
+
 int bench_main(const std::vector<std::string> & args) {
     return runtime::run_with_usage("bench", [&]() -> int {
         std::string parallel;
@@ -271,6 +345,17 @@ int bench_main(const std::vector<std::string> & args) {
         bool json = false;
         WeightLoad weights = WeightLoad::Auto;
         runtime::ArgParser p;
+        std::string spec_type, spec_file;
+        runtime::SpecBenchParams sbp;
+        int64_t spec_n_max = sbp.spec.n_max, spec_n_min = sbp.spec.n_min, spec_prompts = sbp.n_prompts;
+        p.text({"--spec-type"}, &spec_type);
+        p.text({"-f", "--file"}, &spec_file);
+        p.integer({"--spec-prompts"}, &spec_prompts, 1, 100000);
+        p.flag({"--spec-repeat"}, &sbp.repeat);
+        p.integer({"--spec-draft-n-max"}, &spec_n_max, 1, 64);
+        p.integer({"--spec-draft-n-min"}, &spec_n_min, 0, 64);
+        p.real({"--spec-draft-p-min"}, &sbp.spec.p_min, 0.0f, 1.0f);
+        p.text({"-md", "--model-draft"}, &sbp.spec.draft_model);
         p.weight_load(&weights);
         p.text({"-m", "--model"}, &model_path);
         p.text({"-d", "--depths"}, &depths);
@@ -295,6 +380,20 @@ int bench_main(const std::vector<std::string> & args) {
             return 0;
         }
         if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
+        if (!spec_type.empty()) {
+            try {
+                sbp.spec.type = spec_type_from_name(spec_type);
+            } catch (const Error & e) {
+                throw runtime::UsageError(std::string("--spec-type: ") + e.what());
+            }
+            if (sbp.spec.type == SpecType::None) throw runtime::UsageError("--spec-type: draft-mtp or ngram-simple");
+            if (spec_file.empty()) throw runtime::UsageError("--spec-type: give the text with -f FILE");
+            sbp.spec.n_max = static_cast<int32_t>(spec_n_max);
+            sbp.spec.n_min = static_cast<int32_t>(spec_n_min);
+            sbp.n_prompts = static_cast<uint32_t>(spec_prompts);
+            return spec_bench(sbp, model_path, weights, spec_file, depths, p.given("-p") ? n_prompt : 64,
+                              n_gen, n_batch, threads, json);
+        }
         if (p.given("--plot") && plot.empty()) throw runtime::UsageError("--plot: empty file name");
         if (!plot.empty()) check_output_path(plot, "--plot");  // before the (long) measurement
         if (!save_dir.empty()) {
@@ -343,7 +442,7 @@ int bench_main(const std::vector<std::string> & args) {
 
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
-        if (!plot.empty()) check_output_path(plot, "--plot");  // now also refuses the model's own file
+        if (!plot.empty()) check_output_path(plot, "--plot");  // also refuses the model's own file
         const uint64_t deepest = (bp.depths.empty() ? 0 : *std::max_element(bp.depths.begin(), bp.depths.end())) +
                                  static_cast<uint64_t>(std::max(n_prompt, n_gen));
         if (deepest > model->n_ctx_train()) {

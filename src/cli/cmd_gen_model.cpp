@@ -37,6 +37,9 @@ constexpr const char * kUsage =
     "  --qsa-ratio N (0 = dense attention)  --top-k N  --idx-heads N  --idx-dim N\n"
     "  --no-ple  --ple-ngram N  --ple-heads-per-ngram N  --ple-conv N  --ple-head-vocab N\n"
     "  --weight-scale X      multiplies the standard deviation of every random matrix (default 1)\n"
+    "  --mtp                 append a NextN (MTP) draft block (--spec-type draft-mtp)\n"
+    "  --mtp-only            write only that block (an MTP-only file for -md; same --seed and sizes as the\n"
+    "                        target's --mtp file give the same block)\n"
     "\n"
     "--arch glm5-next (presets tiny = the spec's section 7 configuration, tiny-dense = tiny with top_k 131072,\n"
     "small); overrides:\n"
@@ -159,7 +162,7 @@ int gen_model_main(const std::vector<std::string> & args) {
         }
 
         std::string output, type_name, ignored_preset;
-        bool no_ple = false;
+        bool no_ple = false, mtp = false, mtp_only = false;
         int64_t seed = static_cast<int64_t>(c.seed);
         runtime::ArgParser p;
         p.text({"-o", "--output"}, &output);
@@ -168,6 +171,8 @@ int gen_model_main(const std::vector<std::string> & args) {
         p.integer({"--seed"}, &seed, 0, INT64_MAX);
         p.text({"--type"}, &type_name);
         p.flag({"--no-ple"}, &no_ple);
+        p.flag({"--mtp"}, &mtp);
+        p.flag({"--mtp-only"}, &mtp_only);
         auto u32 = [&](const char * name, uint32_t * field, int64_t lo, int64_t hi) {
             p.custom({name}, [=](const std::string & v) { *field = static_cast<uint32_t>(runtime::parse_integer(name, v, lo, hi)); });
         };
@@ -212,6 +217,8 @@ int gen_model_main(const std::vector<std::string> & args) {
         c.seed = static_cast<uint64_t>(seed);
         if (!type_name.empty()) c.weight_type = weight_type(type_name);
         if (no_ple) c.ple = false;
+        c.mtp = mtp || mtp_only;
+        c.mtp_only = mtp_only;
         c = runtime::with_byte_vocab(c);
         try {
             model::qwen4exp::validate(c);

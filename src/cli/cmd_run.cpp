@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "offgrid/context.h"
 #include "offgrid/sampler.h"
+#include "offgrid/speculative.h"
 #include "offgrid/tokenizer.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
@@ -54,6 +55,12 @@ constexpr const char * kUsage =
     "  --state-save FILE        after the run, write the context state and the token list to FILE\n"
     "  --state-load FILE        before the prompt, restore a state written by --state-save (same model only);\n"
     "                           the prompt (may be empty: -p '') continues it\n"
+    "  --spec-type T            speculative decoding: none (default), draft-mtp (the model's NextN head) or\n"
+    "                           ngram-simple (lookup in the prompt and output); output is the same as without\n"
+    "  --spec-draft-n-max N     most draft tokens per round (default 3)\n"
+    "  --spec-draft-n-min N     drop drafts shorter than N (default 0)\n"
+    "  --spec-draft-p-min X     draft-mtp: stop drafting below this confidence (default 0)\n"
+    "  -md, --model-draft FILE  draft-mtp: an MTP-only GGUF borrowing the model's embedding and head\n"
     "  --mmap, --no-mmap        map the model file, or read it into memory (huge pages: faster decode; costs the\n"
     "                           file's size in RAM). Default: read when it takes at most half the available memory\n";
 
@@ -91,7 +98,15 @@ int run_main(const std::vector<std::string> & args) {
         float temp = 0.8f, top_p = 0.95f, min_p = 0.05f, repeat_penalty = 1.0f;
         bool qsa_dense = false;
         WeightLoad weights = WeightLoad::Auto;
+        std::string spec_type = "none";
+        SpecParams spec;
+        int64_t spec_n_max = spec.n_max, spec_n_min = spec.n_min;
         runtime::ArgParser p;
+        p.text({"--spec-type"}, &spec_type);
+        p.integer({"--spec-draft-n-max"}, &spec_n_max, 1, 64);
+        p.integer({"--spec-draft-n-min"}, &spec_n_min, 0, 64);
+        p.real({"--spec-draft-p-min"}, &spec.p_min, 0.0f, 1.0f);
+        p.text({"-md", "--model-draft"}, &spec.draft_model);
         p.weight_load(&weights);
         p.text({"-m", "--model"}, &model_path);
         p.text({"-p", "--prompt"}, &prompt);
@@ -117,6 +132,14 @@ int run_main(const std::vector<std::string> & args) {
             std::fputs(kUsage, stdout);
             return 0;
         }
+        try {
+            spec.type = spec_type_from_name(spec_type);
+        } catch (const Error & e) {
+            throw runtime::UsageError(std::string("--spec-type: ") + e.what());
+        }
+        spec.n_max = static_cast<int32_t>(spec_n_max);
+        spec.n_min = static_cast<int32_t>(spec_n_min);
+        if (spec.n_min > spec.n_max) throw runtime::UsageError("--spec-draft-n-min is above --spec-draft-n-max");
         if (p.given("-p") && p.given("-f")) {
             throw runtime::UsageError("give at most one of -p TEXT and -f FILE");
         }
@@ -152,7 +175,7 @@ int run_main(const std::vector<std::string> & args) {
 
         if (model_path.empty()) model_path = runtime::default_model_path();
         const auto model = Model::load(model_path, weights);
-        if (!state_save.empty()) check_output_path(state_save, "--state-save");  // now also refuses the model's file
+        if (!state_save.empty()) check_output_path(state_save, "--state-save");  // also refuses the model's file
         const Tokenizer tok = Tokenizer::from_model(*model);
 
         ContextParams cp;
@@ -163,6 +186,7 @@ int run_main(const std::vector<std::string> & args) {
         cp.type_k = ctk;
         cp.type_v = ctv;
         cp.qsa_dense = qsa_dense;
+        if (spec.type != SpecType::None) SpeculativeDecoder::configure(cp, spec);
         // Beyond the trained length the caches only cost memory (and a huge -c could exhaust it).
         if (cp.n_ctx > model->n_ctx_train()) {
             throw Error("-c " + std::to_string(cp.n_ctx) + " exceeds the model's context length " +
@@ -181,7 +205,14 @@ int run_main(const std::vector<std::string> & args) {
         std::vector<int32_t> history;
         std::vector<int32_t> to_decode;
         if (!state_load.empty()) {
-            history = ctx.state_load_file(state_load);
+            try {
+                history = ctx.state_load_file(state_load);
+            } catch (const Error & e) {
+                if (spec.type == SpecType::None) throw;
+                // The memory's shape includes the rollback snapshots a speculative context keeps.
+                throw Error(std::string(e.what()) + " (a speculative run keeps --spec-draft-n-max rollback snapshots: "
+                            "load states saved by a run with the same --spec-draft-n-max)");
+            }
             const size_t in_memory = static_cast<size_t>(int64_t{ctx.seq_pos_max(0)} + 1);  // no int32 overflow
             if (history.size() == in_memory + 1) {
                 to_decode.push_back(history.back());  // the token sampled last, never decoded
@@ -219,6 +250,11 @@ int run_main(const std::vector<std::string> & args) {
 
         Sampler sampler = std::move(*checked);
         for (const int32_t t : history) sampler.accept(t);
+        std::optional<SpeculativeDecoder> spec_dec;
+        if (spec.type != SpecType::None) {
+            spec_dec.emplace(ctx, spec);
+            spec_dec->reset(0, history);
+        }
 
         // Prompt, in n_batch chunks; the progress bar advances per micro-batch.
         const bool tty = ::isatty(2) == 1;
@@ -241,7 +277,8 @@ int run_main(const std::vector<std::string> & args) {
             }
             chunk_done = 0;
             chunk_size = n;
-            const DecodeResult r = ctx.decode(batch);
+            const DecodeResult r = spec_dec ? spec_dec->prefill(0, std::vector<int32_t>(to_decode.begin() + i, to_decode.begin() + i + n))
+                                            : ctx.decode(batch);
             if (!r.ok()) throw Error("prompt: " + r.message);
             done += n;
         }
@@ -259,15 +296,13 @@ int run_main(const std::vector<std::string> & args) {
         const auto t_gen = std::chrono::steady_clock::now();
         double decode_s = 0;
         const char * stop_reason = "length";
-        while (n_predict < 0 || n_generated < n_predict) {
-            const float * logits = ctx.logits(ctx.n_outputs() - 1);
-            const int32_t next = sampler.sample({logits, static_cast<size_t>(model->n_vocab())});
-            sampler.accept(next);
+        // Emits one token; false when generation ends with it.
+        auto emit = [&](int32_t next) {
             history.push_back(next);
             ++n_generated;
             if (tok.is_end_of_generation(next)) {
                 stop_reason = "end of text";
-                break;
+                return false;
             }
             pending_text += tok.token_to_piece(next, false);
             const size_t ready = utf8_complete_prefix(pending_text);
@@ -276,15 +311,41 @@ int run_main(const std::vector<std::string> & args) {
                 std::fflush(stdout);
                 pending_text.erase(0, ready);
             }
-            if (n_predict >= 0 && n_generated >= n_predict) break;
+            if (n_predict >= 0 && n_generated >= n_predict) return false;
             if (history.size() > ctx_size) {
                 stop_reason = "context full";
-                break;
+                return false;
             }
-            const auto t0 = std::chrono::steady_clock::now();
-            const DecodeResult r = ctx.decode({BatchToken{next, -1, {0}, true}});
-            decode_s += seconds_since(t0);
-            if (!r.ok()) throw Error("generation: " + r.message);
+            return true;
+        };
+        if (n_predict != 0) {
+            const float * logits = ctx.logits(ctx.n_outputs() - 1);
+            const int32_t first = sampler.sample({logits, static_cast<size_t>(model->n_vocab())});
+            sampler.accept(first);
+            bool going = emit(first);
+            while (going) {
+                const auto t0 = std::chrono::steady_clock::now();
+                if (spec_dec) {
+                    // A round emits 1 .. n_max + 1 tokens; the sampler has drawn each of them in order.
+                    std::vector<SpeculativeDecoder::Request> reqs(1);
+                    reqs[0].last = history.back();
+                    reqs[0].sampler = &sampler;
+                    reqs[0].max_tokens = n_predict < 0 ? INT32_MAX : static_cast<int32_t>(n_predict - n_generated);
+                    const DecodeResult r = spec_dec->step(reqs);
+                    decode_s += seconds_since(t0);
+                    if (!r.ok()) throw Error("generation: " + r.message);
+                    for (const int32_t t : reqs[0].out) {
+                        if (!(going = emit(t))) break;
+                    }
+                } else {
+                    const DecodeResult r = ctx.decode({BatchToken{history.back(), -1, {0}, true}});
+                    decode_s += seconds_since(t0);
+                    if (!r.ok()) throw Error("generation: " + r.message);
+                    const int32_t next = sampler.sample({ctx.logits(ctx.n_outputs() - 1), static_cast<size_t>(model->n_vocab())});
+                    sampler.accept(next);
+                    going = emit(next);
+                }
+            }
         }
         std::fwrite(pending_text.data(), 1, pending_text.size(), stdout);
         std::fputc('\n', stdout);
@@ -299,6 +360,13 @@ int run_main(const std::vector<std::string> & args) {
                      "(decode %.1f tokens/s, stop: %s); memory: %s\n",
                      n_prompt, prompt_s, prompt_s > 0 ? n_prompt / prompt_s : 0.0, n_generated, gen_s,
                      decode_s > 0 ? n_decoded / decode_s : 0.0, stop_reason, ctx.memory_breakdown().describe().c_str());
+        if (spec_dec) {
+            const SpecStats & st = spec_dec->stats();
+            std::fprintf(stderr, "run: speculative %s: %llu rounds, %llu drafted, %llu accepted (%.1f %%), %.2f tokens per round\n",
+                         spec_type_name(spec.type), static_cast<unsigned long long>(st.rounds),
+                         static_cast<unsigned long long>(st.drafted), static_cast<unsigned long long>(st.accepted),
+                         100.0 * st.acceptance(), st.tokens_per_round());
+        }
         return 0;
     });
 }

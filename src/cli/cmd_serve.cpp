@@ -9,6 +9,7 @@
 
 #include "cli/command.h"
 #include "offgrid/context.h"
+#include "offgrid/speculative.h"
 #include "offgrid/tokenizer.h"
 #include "runtime/cli_args.h"
 #include "runtime/default_model.h"
@@ -33,6 +34,9 @@ constexpr const char * kUsage =
     "  --host ADDR              address to bind (default 127.0.0.1, loopback only)\n"
     "  --port N                 port (default 8080; 0 = any free port, printed on stderr)\n"
     "  -np, --parallel N        slots: requests decoded together (default 4)\n"
+    "  --spec-type T            speculative decoding per slot: none (default), draft-mtp, ngram-simple (the\n"
+    "                           output is the same; a request turns it off with \"speculative\": false)\n"
+    "  --spec-draft-n-max N, --spec-draft-n-min N, --spec-draft-p-min X, -md FILE   as for `offgrid run`\n"
     "  -c, --ctx-size N         total context cells, split evenly over the slots (default: slots x min(4096,\n"
     "                           the model's context length))\n"
     "  -b, --batch-size N       token budget of one scheduler step (default 512)\n"
@@ -78,6 +82,14 @@ int serve_main(const std::vector<std::string> & args) {
         p.integer({"--grace"}, &grace, 0, 86400);
         p.text({"--slot-save-path"}, &slot_save_path);
         p.flag({"--quiet"}, &quiet);
+        std::string spec_type = "none";
+        SpecParams spec;
+        int64_t spec_n_max = spec.n_max, spec_n_min = spec.n_min;
+        p.text({"--spec-type"}, &spec_type);
+        p.integer({"--spec-draft-n-max"}, &spec_n_max, 1, 64);
+        p.integer({"--spec-draft-n-min"}, &spec_n_min, 0, 64);
+        p.real({"--spec-draft-p-min"}, &spec.p_min, 0.0f, 1.0f);
+        p.text({"-md", "--model-draft"}, &spec.draft_model);
         WeightLoad weights = WeightLoad::Auto;
         p.weight_load(&weights);
         if (!p.parse(args)) {
@@ -127,6 +139,14 @@ int serve_main(const std::vector<std::string> & args) {
         sc.max_queue = static_cast<uint32_t>(queue);
         sc.log = !quiet;
         sc.cache_dir = slot_save_path;
+        try {
+            spec.type = spec_type_from_name(spec_type);
+        } catch (const Error & e) {
+            throw runtime::UsageError(std::string("--spec-type: ") + e.what());
+        }
+        spec.n_max = static_cast<int32_t>(spec_n_max);
+        spec.n_min = static_cast<int32_t>(std::min(spec_n_min, spec_n_max));
+        sc.spec = spec;
         if (n_ctx > 0 && static_cast<uint64_t>(n_ctx) / static_cast<uint64_t>(slots) > model->n_ctx_train()) {
             throw Error("-c " + std::to_string(n_ctx) + " gives each of the " + std::to_string(slots) +
                         " slots more than the model's context length " + std::to_string(model->n_ctx_train()));

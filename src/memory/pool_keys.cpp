@@ -11,6 +11,7 @@
 #include <emmintrin.h>
 #endif
 
+#include "common/prefetch.h"
 #include "memory/hybrid_memory.h"
 
 namespace offgrid::memory {
@@ -94,7 +95,7 @@ PoolKeyTable HybridMemory::pool_keys(uint32_t attn_layer, SeqId seq) {
         const uint8_t * src[kPoolKeyBlock];
         for (size_t j = 0; j < nk; ++j) src[j] = key_of(k + j);
         for (size_t j = k + nk; j < std::min(reps.size(), k + nk + kPoolKeyBlock); ++j)
-            for (size_t o = 0; o < part; o += 64) __builtin_prefetch(key_of(j) + o);
+            for (size_t o = 0; o < part; o += 64) prefetch_read(key_of(j) + o);
         uint8_t * block = pk.keys.data() + b * kPoolKeyBlock * part;
         if (elem == 4) {
             fill_lanes<uint32_t>(src, nk, lane0, dim, block);

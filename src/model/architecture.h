@@ -39,11 +39,14 @@ struct ForwardOptions {
     bool logits = true;          // compute the head for the output tokens
     bool hidden = false;         // also return every ubatch token's hidden state (embeddings, hidden_width()),
                                  // output flag or not
+    bool wide_hidden = false;    // also return every ubatch token's final residual before the output mixer
+                                 // (an MTP draft head's input, wide_hidden_width()); models without one ignore it
 };
 
 struct ForwardResult {
     std::vector<float> logits;   // n_outputs x n_vocab when options.logits
     std::vector<float> hidden;   // n_tokens x hidden_width() in ubatch order when options.hidden
+    std::vector<float> wide_hidden;  // n_tokens x wide_hidden_width() in ubatch order when options.wide_hidden
 };
 
 class Architecture {
@@ -55,6 +58,8 @@ public:
     virtual uint32_t n_ctx_train() const = 0;
     // Width of the hidden state forward() returns with options.hidden (what an embedding is made of).
     virtual uint32_t hidden_width() const = 0;
+    // Width of ForwardResult::wide_hidden; 0 when the model has no MTP draft head to feed.
+    virtual uint32_t wide_hidden_width() const { return 0; }
     virtual const gguf::Reader & reader() const = 0;  // the open file (tokenizer metadata, fingerprint)
 
     // What the memory must store, with K rows in type_k and V rows in type_v (F32 or F16, Q8_0 where the model

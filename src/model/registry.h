@@ -1,5 +1,5 @@
 // The architectures this build knows, keyed by the GGUF `general.architecture` string. Adding one is a line in
-// registry.cpp (see docs/model.md, "Adding an architecture").
+// registry.cpp (see docs/architectures.md, "Adding a third architecture").
 #pragma once
 
 #include <memory>

@@ -1,5 +1,5 @@
 // The matmul driver: chooses the weight type's kernels from the dispatch table (or the generic path: dequantise
-// the row, then the F32 dot), quantises the activations once per token row when the kernel wants 8-bit blocks,
+// the row, then the F32 dot), quantises the activations once per token row when the kernel wants quantised blocks,
 // and splits the work by output rows. Every output is one vec_dot (or a dot_tile, bit-identical to it), so a
 // result never depends on the thread count or on the other tokens of the call.
 #include "ops/matmul.h"

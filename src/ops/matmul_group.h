@@ -1,7 +1,8 @@
 // Several independent products in one parallel region. A decode step is a chain of small products (the
 // experts' gate and up, the shared expert, a layer's projections): one region per product costs a wake-up and
 // a barrier each and leaves a thread idle whenever a product is too small to split. A group splits the rows of
-// all its products together, by bytes, into one contiguous range per thread.
+// all its products together, by bytes, into pieces of at least 32 KiB of weights that the threads claim in
+// ranges as they come free (ThreadPool::parallel_claims).
 //
 // Every output is computed exactly as ops::matmul computes it (one vec_dot, or the tile's bit-identical
 // equivalent), so the results do not depend on the grouping, the split or the thread count.

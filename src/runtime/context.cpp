@@ -273,6 +273,7 @@ public:
         n_outputs_ = 0;
         embd_.clear();
         embd_seq_.clear();
+        wide_.clear();
         if (in.empty()) {
             return {DecodeStatus::InvalidBatch, "batch: empty"};
         }
@@ -315,6 +316,8 @@ public:
         rows.resize(static_cast<size_t>(n_out) * n_vocab);
         const size_t n_embd = model_->impl().hidden_width();
         std::vector<float> hidden(params_.embeddings ? vb.size() * n_embd : 0);  // batch order
+        const size_t n_wide = params_.mtp_hidden ? model_->impl().wide_hidden_width() : 0;
+        std::vector<float> wide(vb.size() * n_wide);  // batch order
 
         try {
             while (mem_->has_next()) {
@@ -326,12 +329,16 @@ public:
                 model::ForwardOptions fo;
                 fo.dense = params_.qsa_dense;
                 fo.hidden = params_.embeddings;
+                fo.wide_hidden = n_wide > 0;
                 const model::ForwardResult res = model_->impl().forward(shape_, plan, *mem_, &pool_, fo);
                 const std::vector<float> & out = res.logits;
                 if (params_.embeddings) {
                     for (size_t t = 0; t < plan.tokens.size(); ++t) {
                         std::memcpy(&hidden[plan.tokens[t].index * n_embd], &res.hidden[t * n_embd], n_embd * sizeof(float));
                     }
+                }
+                for (size_t t = 0; t < plan.tokens.size() && n_wide > 0; ++t) {
+                    std::memcpy(&wide[plan.tokens[t].index * n_wide], &res.wide_hidden[t * n_wide], n_wide * sizeof(float));
                 }
                 size_t k = 0;
                 for (const auto & t : plan.tokens) {
@@ -352,6 +359,7 @@ public:
         mem_->finish();
         std::swap(logits_, rows);
         n_outputs_ = n_out;
+        wide_ = std::move(wide);
         return {};
     }
 
@@ -415,6 +423,7 @@ public:
     int32_t n_outputs_ = 0;
     std::vector<float> embd_;                          // pooling None: output rows
     std::map<int32_t, std::vector<float>> embd_seq_;   // pooled, per sequence
+    std::vector<float> wide_;                          // mtp_hidden: every token's wide residual, batch order
 };
 
 }  // namespace runtime
@@ -446,6 +455,18 @@ const float * Context::embeddings(int32_t i) const {
         throw Error("embeddings: row " + std::to_string(i) + " out of range (" + std::to_string(impl_->embd_.size() / w) + " rows)");
     }
     return impl_->embd_.data() + static_cast<size_t>(i) * w;
+}
+
+uint32_t Context::mtp_hidden_width() const { return impl_->model_->impl().wide_hidden_width(); }
+
+const float * Context::mtp_hidden(int32_t i) const {
+    if (!impl_->params_.mtp_hidden) throw Error("mtp_hidden: the context was created without mtp_hidden");
+    const size_t w = mtp_hidden_width();
+    if (w == 0) throw Error("mtp_hidden: the model has no wide hidden state");
+    if (i < 0 || static_cast<size_t>(i) * w >= impl_->wide_.size()) {
+        throw Error("mtp_hidden: row " + std::to_string(i) + " out of range (" + std::to_string(impl_->wide_.size() / w) + " rows)");
+    }
+    return impl_->wide_.data() + static_cast<size_t>(i) * w;
 }
 
 const float * Context::embeddings_seq(int32_t seq) const {

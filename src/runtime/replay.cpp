@@ -113,8 +113,11 @@ private:
         throw Error(wl_.name + ":" + std::to_string(line_) + ": " + what);
     }
 
-    // printf-style, checked by the compiler against its arguments.
-    __attribute__((format(printf, 2, 3))) void log(const char * fmt, ...) {
+    // printf-style, checked by the compiler against its arguments where it can (GCC, Clang).
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    void log(const char * fmt, ...) {
         if (text_ == nullptr) return;
         va_list args;
         va_start(args, fmt);

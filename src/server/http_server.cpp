@@ -171,6 +171,9 @@ std::string metrics_text(const SchedulerStats & st, uint32_t n_slots, uint64_t h
     metric("prompt_tokens_total", "counter", "prompt tokens of admitted requests", static_cast<double>(st.prompt_tokens));
     metric("prompt_tokens_decoded_total", "counter", "prompt tokens actually prefilled", static_cast<double>(st.prompt_tokens_decoded));
     metric("generated_tokens_total", "counter", "tokens generated", static_cast<double>(st.generated_tokens));
+    metric("spec_rounds_total", "counter", "speculative rounds (one per choice and verify call)", static_cast<double>(st.spec_rounds));
+    metric("spec_draft_tokens_total", "counter", "draft tokens verified", static_cast<double>(st.spec_drafted));
+    metric("spec_accepted_tokens_total", "counter", "draft tokens accepted", static_cast<double>(st.spec_accepted));
     metric("prefix_cache_lookups_total", "counter", "prefix cache look-ups", static_cast<double>(st.cache_lookups));
     metric("prefix_cache_hits_total", "counter", "look-ups that restored a cached prefix", static_cast<double>(st.cache_hits));
     metric("prefix_cache_tokens_saved_total", "counter", "prompt tokens restored instead of prefilled", static_cast<double>(st.cache_tokens_saved));

@@ -230,6 +230,7 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
         pr.logprobs = true;
     }
     const bool ignore_eos = boolean(body, "ignore_eos", false);
+    const bool speculative = boolean(body, "speculative", true);
     std::vector<std::string> stop = stop_strings(body);
     if (chat && !has_control_token(tok, kChatMLEnd)) stop.push_back(kChatMLEnd);  // the turn's end as plain text
 
@@ -261,6 +262,7 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
             g.sampling.seed = (seeded ? seed : fresh_seed()) + static_cast<uint64_t>(k);
             g.stop = stop;
             g.ignore_eos = ignore_eos;
+            g.speculative = speculative;
             g.top_logprobs = top_logprobs;
             g.index = static_cast<int32_t>(p) * pr.n + k;
             pr.choices.push_back(std::move(g));

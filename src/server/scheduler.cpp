@@ -27,6 +27,7 @@ ContextParams make_context_params(const Model & model, const SchedulerConfig & c
     cp.n_batch = cfg.n_batch;
     cp.n_ubatch = cfg.n_ubatch;
     cp.n_threads = cfg.n_threads;
+    if (cfg.spec.type != SpecType::None) SpeculativeDecoder::configure(cp, cfg.spec);
     return cp;
 }
 
@@ -105,6 +106,7 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, Tokenizer tok, const Sc
       cache_(cfg.cache_bytes) {
     slots_.resize(cfg_.n_slots);
     for (uint32_t i = 0; i < cfg_.n_slots; ++i) slots_[i].seq = static_cast<int32_t>(i);
+    if (cfg_.spec.type != SpecType::None) spec_ = std::make_unique<SpeculativeDecoder>(ctx_, cfg_.spec);
     thread_ = std::thread([this] { run(); });
 }
 
@@ -316,12 +318,14 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
     stats_.prompt_tokens += prompt.size();
 
     ctx_.seq_rm(s.seq, -1, -1);
+    if (spec_) spec_->reset(s.seq);
     if (cache_.enabled()) {
         ++stats_.cache_lookups;
         const PrefixCache::Hit hit = cache_.lookup(prompt, prompt.size());
         if (hit.length > 0) {
             try {
                 ctx_.state_set(hit.snap->state, s.seq);
+                if (spec_) spec_->reset(s.seq, std::vector<int32_t>(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(hit.length)));
                 s.n_past = hit.length;
                 s.n_cached = hit.length;
                 if (hit.length == prompt.size()) {
@@ -334,6 +338,7 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
             } catch (const std::exception & e) {
                 std::fprintf(stderr, "serve: prefix cache restore failed (%s); prefilling from scratch\n", e.what());
                 ctx_.seq_rm(s.seq, -1, -1);
+                if (spec_) spec_->reset(s.seq);
                 s.n_past = 0;
                 // A snapshot that failed once fails every time: drop it, so this prompt is cached afresh.
                 cache_.erase(std::span<const int32_t>(prompt.data(), hit.length));
@@ -388,8 +393,14 @@ bool Scheduler::step() {
     };
     std::vector<Part> parts;
     size_t budget = ctx_.params().n_batch;
+    std::vector<Slot *> speculating;  // generating slots that draft: a verify call of their own after this batch
     for (auto & s : slots_) {
-        if (!s.job || s.prefilling || s.pending < 0 || budget == 0) continue;
+        if (!s.job || s.prefilling || s.pending < 0) continue;
+        if (spec_ && s.job->req.speculative && s.job->req.top_logprobs < 0) {
+            speculating.push_back(&s);
+            continue;
+        }
+        if (budget == 0) continue;
         batch.push_back(BatchToken{s.pending, static_cast<int32_t>(s.n_past), {s.seq}, true});
         parts.push_back({&s, 1, true});
         --budget;
@@ -410,7 +421,11 @@ bool Scheduler::step() {
         budget -= n;
         has_prefill = true;
     }
-    if (batch.empty()) return false;
+    if (batch.empty()) {
+        if (speculating.empty()) return false;
+        speculate(speculating);
+        return true;
+    }
 
     const auto t0 = Clock::now();
     const DecodeResult r = ctx_.decode(batch);
@@ -423,6 +438,7 @@ bool Scheduler::step() {
         for (auto & p : parts) finish(*p.slot, "", "decode failed: " + r.message);
         return true;
     }
+    if (spec_) spec_->observe(batch);  // the drafter follows every sequence, prefills included
     int32_t row = 0;
     for (auto & p : parts) {
         Slot & s = *p.slot;
@@ -443,20 +459,74 @@ bool Scheduler::step() {
             sample(s, ctx_.logits(row++));
         }
     }
+    if (!speculating.empty()) speculate(speculating);
     return true;
 }
 
+void Scheduler::speculate(const std::vector<Slot *> & slots) {
+    std::vector<SpeculativeDecoder::Request> reqs;
+    for (Slot * s : slots) {
+        if (!s->job || s->pending < 0) continue;  // finished meanwhile
+        SpeculativeDecoder::Request q;
+        q.seq = s->seq;
+        q.last = s->pending;
+        q.sampler = s->sampler.get();
+        const int64_t left = int64_t(s->job->req.max_tokens) - int64_t(s->generated.size());
+        const int64_t room = int64_t(capacity_) - int64_t(s->n_past) - 1;
+        q.max_tokens = static_cast<int32_t>(std::max<int64_t>(1, std::min(left, room)));
+        reqs.push_back(std::move(q));
+    }
+    if (reqs.empty()) return;
+    const SpecStats before = spec_->stats();
+    const auto t0 = Clock::now();
+    DecodeResult r;
+    try {
+        r = spec_->step(reqs);
+    } catch (const std::exception & e) {
+        r = {DecodeStatus::Failed, e.what()};
+    }
+    const auto us = std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - t0).count();
+    ++stats_.steps;
+    stats_.step_us += static_cast<uint64_t>(us);
+    if (!r.ok()) {
+        std::fprintf(stderr, "serve: speculative decode failed: %s\n", r.message.c_str());
+        for (Slot * s : slots)
+            if (s->job) finish(*s, "", "decode failed: " + r.message);
+        return;
+    }
+    const SpecStats & after = spec_->stats();
+    stats_.spec_rounds += after.rounds - before.rounds;
+    stats_.spec_drafted += after.drafted - before.drafted;
+    stats_.spec_accepted += after.accepted - before.accepted;
+    for (const auto & q : reqs) {
+        Slot & s = slots_[size_t(q.seq)];
+        // The memory now holds `last` and the accepted drafts: out.size() tokens more. Each token is emitted with
+        // the count one-token decoding would have at its draw.
+        const size_t base = s.n_past;
+        s.pending = -1;
+        for (size_t k = 0; k < q.out.size(); ++k) {
+            s.n_past = base + k + 1;
+            emit(s, q.out[k], nullptr);
+            if (!s.job) break;  // finished: the rest is discarded
+        }
+    }
+}
+
 void Scheduler::sample(Slot & s, const float * logits) {
-    Job & j = *s.job;
     const int32_t t = s.sampler->sample({logits, static_cast<size_t>(n_vocab_)});
     s.sampler->accept(t);
+    emit(s, t, logits);
+}
+
+void Scheduler::emit(Slot & s, int32_t t, const float * logits) {
+    Job & j = *s.job;
     s.generated.push_back(t);
     ++stats_.generated_tokens;
     if (s.generated.size() == 1) j.t_first = Clock::now();
 
     ChoiceEvent e;
     e.index = j.req.index;
-    if (j.req.top_logprobs >= 0) e.logprobs.push_back(logprobs_of(logits, n_vocab_, t, j.req.top_logprobs));
+    if (j.req.top_logprobs >= 0 && logits) e.logprobs.push_back(logprobs_of(logits, n_vocab_, t, j.req.top_logprobs));
     if (!j.req.ignore_eos && tok_.is_end_of_generation(t)) {
         e.text = s.stop->flush();
         j.ch->push(std::move(e));
@@ -483,7 +553,8 @@ void Scheduler::sample(Slot & s, const float * logits) {
 void Scheduler::finish(Slot & s, const std::string & reason, const std::string & error) {
     Job & j = *s.job;
     const auto now = Clock::now();
-    if (error.empty() && s.generated.size() >= 2) {
+    // (After a speculative round cut short by a stop, the memory holds more than n_past: no snapshot then.)
+    if (error.empty() && s.generated.size() >= 2 && int64_t(ctx_.seq_pos_max(s.seq)) + 1 == int64_t(s.n_past)) {
         // The whole exchange (prompt and reply so far) serves a conversation's next turn.
         snapshot(s, s.n_past, nullptr);
     }
@@ -507,6 +578,7 @@ void Scheduler::finish(Slot & s, const std::string & reason, const std::string &
     }
     // The slot is free before the client hears of the end, so /metrics never shows a finished request's slot busy.
     ctx_.seq_rm(s.seq, -1, -1);
+    if (spec_) spec_->reset(s.seq);
     --stats_.slots_busy;
     std::shared_ptr<Channel> ch = j.ch;
     s.job.reset();

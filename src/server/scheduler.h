@@ -23,6 +23,7 @@
 
 #include "offgrid/context.h"
 #include "offgrid/sampler.h"
+#include "offgrid/speculative.h"
 #include "offgrid/tokenizer.h"
 #include "server/prefix_cache.h"
 
@@ -43,6 +44,7 @@ struct GenRequest {
     bool ignore_eos = false;
     int32_t top_logprobs = -1;    // -1: no logprobs; else the sampled token's plus this many alternatives
     int32_t index = 0;            // choice index in the response
+    bool speculative = true;      // with a speculative server: draft and verify this choice (off: one token a step)
 };
 
 struct ChoiceEvent {
@@ -82,6 +84,7 @@ struct SchedulerConfig {
     uint32_t min_snapshot = 32;   // no chunk-boundary snapshot below this many tokens
     bool log = true;              // one line per request to stderr
     std::string cache_dir;        // not empty: the prefix cache is loaded from here at start and saved at shutdown
+    SpecParams spec;              // speculative decoding of generating slots (type None: off)
 };
 
 // Counters for /metrics; written by the scheduler thread, read by anyone.
@@ -92,6 +95,7 @@ struct SchedulerStats {
     std::atomic<uint64_t> cache_bytes{0}, cache_entries{0};
     std::atomic<uint64_t> queue_length{0}, slots_busy{0};
     std::atomic<uint64_t> steps{0}, step_us{0}, prefill_step_us{0};
+    std::atomic<uint64_t> spec_rounds{0}, spec_drafted{0}, spec_accepted{0};  // speculative rounds and draft tokens
     std::atomic<uint64_t> busy_us{0};  // the scheduler thread's time in admit() and step() (decode, sampling, snapshots)
 };
 
@@ -128,6 +132,10 @@ private:
     void start_job(Slot & s, std::unique_ptr<Job> job);
     bool step();
     void sample(Slot & s, const float * logits);
+    // Streams one sampled (and accepted) token; logits (for logprobs) may be null.
+    void emit(Slot & s, int32_t t, const float * logits);
+    // One speculative round for the slots that take part (a decode call of their own).
+    void speculate(const std::vector<Slot *> & slots);
     void finish(Slot & s, const std::string & reason, const std::string & error = {});
     void snapshot(Slot & s, size_t n_tokens, const float * logits);
 
@@ -135,6 +143,7 @@ private:
     Tokenizer tok_;
     SchedulerConfig cfg_;
     Context ctx_;
+    std::unique_ptr<SpeculativeDecoder> spec_;  // null: no speculation
     uint32_t capacity_ = 0;
     int32_t n_vocab_ = 0;
     PrefixCache cache_;

@@ -62,7 +62,7 @@ double max_abs_diff(const std::vector<float> & a, const std::vector<float> & b) 
     return d;
 }
 
-// The length: 2048 tokens, a few seconds in Release.
+// 2048 tokens: long enough for many pools per budget, a few seconds in Release.
 size_t sequence_length() { return 2048; }
 
 class SparseRatio : public ::testing::TestWithParam<uint32_t> {};

@@ -3,6 +3,7 @@
 // quantisers of every level byte for byte against the Scalar one.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -76,10 +77,17 @@ TEST(Dispatch, LevelsAndNames) {
     ASSERT_FALSE(levels.empty());
     EXPECT_EQ(levels.front(), Isa::Scalar);
     EXPECT_EQ(levels.back(), detected_isa());
-    EXPECT_LE(static_cast<int>(active_isa()), static_cast<int>(detected_isa()));
+    EXPECT_NE(std::find(levels.begin(), levels.end(), active_isa()), levels.end()) << isa_name(active_isa());
     EXPECT_STREQ(isa_name(Isa::Scalar), "scalar");
     EXPECT_STREQ(isa_name(Isa::Avx2), "avx2");
     EXPECT_STREQ(isa_name(Isa::Avx512), "avx512");
+    EXPECT_STREQ(isa_name(Isa::Neon), "neon");
+    EXPECT_STREQ(isa_name(Isa::NeonDot), "neondot");
+    // Levels are a set: x86 and ARM levels never share a build.
+    const auto has = [&](Isa isa) { return std::find(levels.begin(), levels.end(), isa) != levels.end(); };
+    EXPECT_FALSE((has(Isa::Avx2) || has(Isa::Avx512)) && (has(Isa::Neon) || has(Isa::NeonDot)));
+    EXPECT_TRUE(!has(Isa::Avx512) || has(Isa::Avx2)) << "a level runs only with its base";
+    EXPECT_TRUE(!has(Isa::NeonDot) || has(Isa::Neon)) << "a level runs only with its base";
     for (ElemType t : {ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::Q8_0}) {
         for (Isa isa : levels) EXPECT_NE(kernels_for(t, isa), nullptr) << isa_name(isa);
     }

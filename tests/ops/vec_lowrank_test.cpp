@@ -42,7 +42,7 @@ TEST(VecLowrank, EveryLevelGivesThePlainLoopsBits) {
             for (size_t o0 : {0u, 5u, 16u, 23u, 130u}) {
                 for (size_t n : {1u, 7u, 11u, 16u, 20u, 33u, 128u, 256u, 1000u}) {
                     if (o0 + n > dim) continue;
-                    // Today's loops over the plain layout (scalar twins: no fused multiply-add).
+                    // The mul_f32 / add_mul_f32 loops over the plain layout (scalar twins: no fused multiply-add).
                     std::vector<float> want(n);
                     ref.mul_f32(l[0], plain.data() + o0, want.data(), n);
                     for (size_t k = 1; k < lr; ++k) ref.add_mul_f32(l[k], plain.data() + k * dim + o0, want.data(), n);

@@ -15,6 +15,7 @@
 
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/kernels_quant_int16.h"
+#include "ops/cpu/levels.h"
 #include "tensor/blocks.h"
 #include "tensor/half.h"
 #include "tensor/types.h"
@@ -85,13 +86,20 @@ uint32_t bits(float f) {
     return u;
 }
 
+// The int16 entries of a level alone (whatever OFFGRID_QUANT_ACT says), built as the dispatch builds them from the
+// list of levels: the base level's entries, then the level's own.
+std::vector<cpu::TypeKernels> int16_table(cpu::Isa isa) {
+    const cpu::LevelFills * lv = cpu::level_fills(isa);
+    std::vector<cpu::TypeKernels> t =
+        lv->isa == lv->base ? std::vector<cpu::TypeKernels>(cpu::kTypeTableSize) : int16_table(lv->base);
+    if (lv->int16 != nullptr) lv->int16(t.data());
+    return t;
+}
+
 TEST(Int16Kernels, EveryLevelHasTheEntry) {
     for (ElemType t : kInt16Types) {
         for (cpu::Isa isa : cpu::available_isas()) {
-            std::vector<cpu::TypeKernels> table(cpu::kTypeTableSize);
-            if (isa == cpu::Isa::Scalar) cpu::quant::add_int16_entries_scalar(table.data());
-            if (isa == cpu::Isa::Avx2) cpu::quant::add_int16_entries_avx2(table.data());
-            if (isa == cpu::Isa::Avx512) cpu::quant::add_int16_entries_avx512(table.data());
+            const std::vector<cpu::TypeKernels> table = int16_table(isa);
             const auto & k = table[static_cast<uint32_t>(t)];
             ASSERT_NE(k.vec_dot, nullptr) << tensor::traits(t).name << " " << cpu::isa_name(isa);
             EXPECT_EQ(k.act_type, ElemType::Q16_K);
@@ -111,10 +119,7 @@ TEST(Int16Kernels, EveryLevelQuantisesToTheSameBytes) {
     std::vector<uint8_t> want(cpu::act_row_bytes(ElemType::Q16_K, n));
     cpu::quant::quantize_row_q16_K(x.data(), want.data(), n);
     for (cpu::Isa isa : cpu::available_isas()) {
-        std::vector<cpu::TypeKernels> table(cpu::kTypeTableSize);
-        if (isa == cpu::Isa::Scalar) cpu::quant::add_int16_entries_scalar(table.data());
-        if (isa == cpu::Isa::Avx2) cpu::quant::add_int16_entries_avx2(table.data());
-        if (isa == cpu::Isa::Avx512) cpu::quant::add_int16_entries_avx512(table.data());
+        const std::vector<cpu::TypeKernels> table = int16_table(isa);
         std::vector<uint8_t> got(want.size(), 0xaa);
         table[static_cast<uint32_t>(ElemType::Q4_K)].quantize_act(x.data(), got.data(), n);
         EXPECT_EQ(0, std::memcmp(got.data(), want.data(), want.size())) << cpu::isa_name(isa) << " n " << n;
@@ -132,10 +137,8 @@ TEST(Int16Kernels, EveryLevelQuantisesToTheSameBytes) {
 // The kernels of one level, built into a table of their own (the dispatch's table depends on OFFGRID_QUANT_ACT).
 const cpu::TypeKernels & int16_kernels(ElemType t, cpu::Isa isa) {
     static const std::vector<std::vector<cpu::TypeKernels>> tables = [] {
-        std::vector<std::vector<cpu::TypeKernels>> v(3, std::vector<cpu::TypeKernels>(cpu::kTypeTableSize));
-        cpu::quant::add_int16_entries_scalar(v[0].data());
-        cpu::quant::add_int16_entries_avx2(v[1].data());
-        cpu::quant::add_int16_entries_avx512(v[2].data());
+        std::vector<std::vector<cpu::TypeKernels>> v(cpu::kIsaCount);
+        for (cpu::Isa level : cpu::available_isas()) v[static_cast<int>(level)] = int16_table(level);
         return v;
     }();
     return tables[static_cast<int>(isa)][static_cast<uint32_t>(t)];

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes a training checkpoint as a qwen4exp GGUF with its tokenizer and NextN block.
 
-  export_gguf.py --run DIR --out model.gguf [--type f16|q8_0|f32]
+  export_gguf.py --run DIR --out model.gguf [--type f16|q8_0|f32] [--ckpt NAME]
 
 Matrices take the chosen type; vectors, the GDN conv kernels, the routers and the PLE conv stay F32 (the
 engine's rule for ssm_conv1d, and small enough not to matter).
@@ -52,9 +52,10 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--type", default="f16", choices=sorted(TYPES))
     ap.add_argument("--no-mtp", action="store_true", help="leave the NextN block out")
+    ap.add_argument("--ckpt", default="ckpt.pt", help="checkpoint file name in --run")
     a = ap.parse_args()
     tok = bpe.Tokenizer.load(os.path.join(a.run, "vocab.json"))
-    ck = torch.load(os.path.join(a.run, "ckpt.pt"))
+    ck = torch.load(os.path.join(a.run, a.ckpt))
     export(ck["model"], tok, a.out, a.type, mtp=not a.no_mtp)
     print(f"{a.out}: step {ck['step']}, {os.path.getsize(a.out)} bytes")
 

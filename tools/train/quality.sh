@@ -13,8 +13,14 @@ n="nice -n 19"
 echo "== perplexity against a unigram model (-c 1024)"
 $n $py "$here/eval.py" ppl --offgrid "$offgrid" --model "$model" --train-ids "$run/train.u16.npy" \
     --text "$run/corpus/heldout.txt" -c 1024
-$n $py "$here/eval.py" ppl --offgrid "$offgrid" --model "$model" --train-ids "$run/train.u16.npy" \
-    --text /usr/share/common-licenses/GPL-3 -c 1024
+# The evaluation texts outside the corpus (tools/train/README.md); the FAQ is read decompressed.
+faq=$(mktemp --suffix=.debian-faq.txt)
+trap 'rm -f "$faq"' EXIT
+zcat /usr/share/doc/debian/FAQ/debian-faq.en.txt.gz > "$faq"
+for t in /usr/share/common-licenses/GPL-3 /usr/share/common-licenses/Apache-2.0 /usr/share/common-licenses/MPL-2.0 "$faq"; do
+    $n $py "$here/eval.py" ppl --offgrid "$offgrid" --model "$model" --train-ids "$run/train.u16.npy" \
+        --text "$t" -c 1024
+done
 
 echo "== sparse selection against dense attention (budget top_k = 256 tokens)"
 for c in 512 1024 2048; do

@@ -2,10 +2,16 @@
 """Trains the built-in qwen4exp on the corpus (next token, NextN t+2 head, DSA-style indexer KL).
 
   train.py --run DIR [--resume] [--steps N] [--batch B] [--ctx T] [--threads 2]
+           [--ckpt NAME] [--from-ckpt PATH --phase-start S --lr PEAK]
 
 DIR holds vocab.json and corpus/{train,heldout}.txt (see README.md); the tokenised corpus, checkpoints
-(ckpt.pt, written atomically every --ckpt-every steps) and the log go there too. --resume continues from
-DIR/ckpt.pt with its optimiser state, step and data position.
+(DIR/NAME, ckpt.pt by default, written atomically every --ckpt-every steps) and the log go there too. --resume
+continues from DIR/NAME with its optimiser state, step and data position.
+
+A further phase starts from another checkpoint with --from-ckpt PATH (weights, optimiser state, step) and a
+cosine schedule of its own: warm-up from step --phase-start, peak --lr, decay to --lr-floor x --lr at --steps.
+When the training tokens differ from those the checkpoint was trained on, the data position (the window
+sampler's state) starts afresh. An interrupted phase resumes with the same command plus --resume.
 """
 import argparse
 import math
@@ -35,6 +41,18 @@ def tokenised(run, split, tok):
         np.save(path + ".tmp.npy", np.array(ids, dtype=np.uint16))
         os.replace(path + ".tmp.npy", path)
     return np.load(path)
+
+
+def data_fingerprint(ids):
+    """Identifies a token file cheaply: its length and a sum over a fixed stride."""
+    return [int(len(ids)), int(ids[::997].astype(np.int64).sum())]
+
+
+def learning_rate(step, a):
+    """Cosine from --lr (after a linear warm-up) down to --lr-floor x --lr, over the steps --phase-start..--steps."""
+    t = step - a.phase_start
+    warm = min(1.0, (t + 1) / a.warmup)
+    return a.lr * warm * (a.lr_floor + (1 - a.lr_floor) * 0.5 * (1 + math.cos(math.pi * t / (a.steps - a.phase_start))))
 
 
 def build(tok, state=None):
@@ -69,24 +87,34 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--ckpt-every", type=int, default=50)
     ap.add_argument("--eval-every", type=int, default=200)
+    ap.add_argument("--ckpt", default="ckpt.pt", help="checkpoint file name in --run (written, and read by --resume)")
+    ap.add_argument("--from-ckpt", help="start a new phase from this checkpoint (ignored with --resume)")
+    ap.add_argument("--phase-start", type=int, default=0, help="step where this phase's cosine schedule begins")
+    ap.add_argument("--lr-floor", type=float, default=0.1, help="the schedule's final lr as a fraction of --lr")
     a = ap.parse_args()
+    if not a.phase_start < a.steps:
+        ap.error("--phase-start must be below --steps")
     torch.set_num_threads(a.threads)
     tok = bpe.Tokenizer.load(os.path.join(a.run, "vocab.json"))
     train_ids = tokenised(a.run, "train", tok)
     held_ids = tokenised(a.run, "heldout", tok)
-    ckpt_path = os.path.join(a.run, "ckpt.pt")
-    step, rng_state = 0, None
-    if a.resume:
-        ck = torch.load(ckpt_path)
+    ckpt_path = os.path.join(a.run, a.ckpt)
+    fingerprint = data_fingerprint(train_ids)
+    step, rng_state, ck = 0, None, None
+    if a.resume or a.from_ckpt:
+        ck = torch.load(ckpt_path if a.resume else a.from_ckpt)
         model, meta = build(tok, ck["model"])
         step, rng_state = ck["step"], ck["rng"]
+        if ck.get("data") != fingerprint:
+            print(f"training tokens differ from the checkpoint's: data position reset at step {step}", flush=True)
+            rng_state = np.random.default_rng(1234 + step).bit_generator.state
     else:
         model, meta = build(tok)
     decay = [p for n, p in model.p.items() if p.dim() >= 2 and "norm" not in n]
     rest = [p for n, p in model.p.items() if not (p.dim() >= 2 and "norm" not in n)]
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": rest, "weight_decay": 0.0}],
                             lr=a.lr, betas=(0.9, 0.95), eps=1e-8)
-    if a.resume:
+    if ck is not None:
         opt.load_state_dict(ck["opt"])
     rng = np.random.default_rng(1234)
     if rng_state is not None:
@@ -97,7 +125,7 @@ def main():
     L = a.ctx + 2
     t_last, tok_count = time.time(), 0
     while step < a.steps:
-        lr = a.lr * min(1.0, (step + 1) / a.warmup) * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * step / a.steps)))
+        lr = learning_rate(step, a)
         for g in opt.param_groups:
             g["lr"] = lr
         starts = rng.integers(0, len(train_ids) - L, a.batch)
@@ -124,7 +152,7 @@ def main():
             print(f"eval step {step} heldout_ce {hce:.4f} ppl {math.exp(hce):.2f}", flush=True)
         if step % a.ckpt_every == 0 or step == a.steps:
             state = {"model": {k: v.detach().clone() for k, v in model.p.items()}, "opt": opt.state_dict(),
-                     "step": step, "rng": rng.bit_generator.state}
+                     "step": step, "rng": rng.bit_generator.state, "data": fingerprint}
             torch.save(state, ckpt_path + ".tmp")
             os.replace(ckpt_path + ".tmp", ckpt_path)
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <span>
 
+#include "common/prefetch.h"
 #include "ops/elementwise.h"
 #include "ops/matmul_group.h"
 
@@ -35,7 +36,7 @@ size_t grouped_size(size_t dim, size_t lr) {
 
 // Asks for the cache lines of p[0, count) ahead of their use (a hint: nothing depends on it but the speed).
 void prefetch_floats(const float * p, size_t count) {
-    for (size_t q = 0; q < count; q += 64 / sizeof(float)) __builtin_prefetch(p + q);
+    for (size_t q = 0; q < count; q += 64 / sizeof(float)) prefetch_read(p + q);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "common/error.h"
+#include "common/prefetch.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
 
@@ -176,8 +177,8 @@ void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint
     const size_t n = pools.size(), base = cells.size();
     cells.resize(base + n * kpool);
     for (size_t i = 0; i < n; ++i) {
-        if (i + kAheadIndex < n) __builtin_prefetch(&view.pools[pools[i + kAheadIndex]]);
-        if (i + kAheadCells < n) __builtin_prefetch(&view.cells[view.pools[pools[i + kAheadCells]]]);
+        if (i + kAheadIndex < n) prefetch_read(&view.pools[pools[i + kAheadIndex]]);
+        if (i + kAheadCells < n) prefetch_read(&view.cells[view.pools[pools[i + kAheadCells]]]);
         const memory::PosCell * pc = &view.cells[view.pools[pools[i]]];
         for (size_t m = 0; m < kpool; ++m) cells[base + i * kpool + m] = pc[m].cell;
     }

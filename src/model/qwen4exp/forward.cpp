@@ -16,9 +16,12 @@ namespace offgrid::model::qwen4exp {
 namespace detail {
 
 void moe_layer(const Batch & b, uint32_t il, const float * f, float * y) {
-    const MoeWeights & m = b.model.weights().layers[il].moe;
-    const size_t T = b.n_tokens, E = b.hp.n_embd, n_exp = b.hp.n_expert, n_used = b.hp.n_expert_used;
-    const size_t n_ff = b.hp.n_ff_exp;
+    moe_ffn(b.hp, b.model.weights().layers[il].moe, b.pool, b.n_tokens, f, y);
+}
+
+void moe_ffn(const Hparams & hp, const MoeWeights & m, ops::ThreadPool * pool, size_t T, const float * f, float * y) {
+    const size_t E = hp.n_embd, n_exp = hp.n_expert, n_used = hp.n_expert_used;
+    const size_t n_ff = hp.n_ff_exp;
 
     // Scratch that only grows (per thread), so a decode step allocates nothing here.
     thread_local std::vector<float> probs, expert_out, sd;
@@ -28,7 +31,7 @@ void moe_layer(const Batch & b, uint32_t il, const float * f, float * y) {
 
     // Routing: softmax over all experts, the n_used most probable, renormalised. Each expert runs once over the
     // tokens that chose it; the shared expert (sigmoid-gated below) runs in the same parallel regions.
-    ops::matmul(m.router, f, T, probs.data(), b.pool);
+    ops::matmul(m.router, f, T, probs.data(), pool);
     const common::Routing routing = common::route_softmax_top_k(probs.data(), T, n_exp, n_used);
     common::SharedExpert shared;
     shared.gate = m.shared_gate;
@@ -37,7 +40,7 @@ void moe_layer(const Batch & b, uint32_t il, const float * f, float * y) {
     shared.gate_scale = m.shared_gate_scale;
     shared.up_scale = m.shared_up_scale;
     shared.out = sd.data();
-    common::run_experts(m, n_exp, n_ff, f, T, E, routing, n_used, 0.0f, expert_out.data(), b.pool, &shared);
+    common::run_experts(m, n_exp, n_ff, f, T, E, routing, n_used, 0.0f, expert_out.data(), pool, &shared);
 
     // Routed experts summed in selection order, then the gated shared expert.
     common::weighted_sum(expert_out.data(), routing, T, n_used, E, y);
@@ -137,6 +140,7 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
         common::gated_hc_combine(hcs, R.data(), y.data(), inject.data(), T);
     }
 
+    if (options.wide_hidden) result.wide_hidden.assign(R.begin(), R.begin() + T * hc * E);
     if (options.hidden) {
         result.hidden.resize(T * E);
         common::mean_of_streams(R.data(), T, hc, E, result.hidden.data());

@@ -56,7 +56,7 @@ void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w
         }
     }
     // Pools are independent (members' raw halves read, the rep's pooled half written), so they spread over the
-    // pool: the first decode after a state restore re-pools the whole context.
+    // pool: an edit that stales a sequence from 0 (or a partial restore) re-pools its whole context.
     ops::parallel_for(b.pool, b.plan.new_pools.size(), [&](size_t n0, size_t n1) {
         std::vector<float> sum(Di), member(Di), pooled(Di);
         for (size_t k = n0; k < n1; ++k) {

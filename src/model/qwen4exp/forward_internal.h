@@ -33,6 +33,8 @@ void ple_block(const Batch & b, uint32_t il, const uint32_t * rows, float * R);
 void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y);
 void attention_layer(const Batch & b, uint32_t il, const float * a, float * y);
 void moe_layer(const Batch & b, uint32_t il, const float * f, float * y);
+// The MoE FFN of any block (trunk layers, the MTP block) over T rows.
+void moe_ffn(const Hparams & hp, const MoeWeights & m, ops::ThreadPool * pool, size_t T, const float * f, float * y);
 
 // Writes the state of the group's live row into the snapshot rows whose moment has come: snapshot k-1 holds
 // the state before the last k tokens of the group, i.e. after `done` = n - k tokens. `copy(from, to)`

@@ -169,7 +169,7 @@ GenConfig gen_preset(const std::string & name) {
         return c;
     }
     if (name == "bench-small") {
-        // The former bench preset (long-context runs on a small CPU: modest widths, 64k cells, r = 8 so the
+        // Long-context runs on a small CPU (modest widths, 64k cells, r = 8 so the
         // pool scores that a sparse decode reads grow slowly with depth); bench_decode_depth uses it.
         c.n_ctx = 65536;
         c.n_embd = 256;
@@ -252,10 +252,11 @@ std::string describe(const GenConfig & c) {
     char buf[400];
     std::snprintf(buf, sizeof(buf),
                   "qwen4exp '%s' seed %llu: n_vocab %u, n_ctx %u, n_embd %u, %u layers (attention every %u), "
-                  "heads %u/%u x %u, experts %u/%u, QSA r=%u top_k=%u, PLE %s, weights %s",
+                  "heads %u/%u x %u, experts %u/%u, QSA r=%u top_k=%u, PLE %s, weights %s%s",
                   c.name.c_str(), static_cast<unsigned long long>(c.seed), c.n_vocab, c.n_ctx, c.n_embd, c.n_layer,
                   c.attn_interval, c.n_head, c.n_head_kv, c.head_dim, c.n_expert_used, c.n_expert, c.qsa_ratio,
-                  c.top_k, c.ple ? "on" : "off", std::string(tensor::traits(c.weight_type).name).c_str());
+                  c.top_k, c.ple ? "on" : "off", std::string(tensor::traits(c.weight_type).name).c_str(),
+                  !c.mtp ? "" : c.mtp_only ? ", MTP block only" : ", MTP block");
     return buf;
 }
 
@@ -268,7 +269,9 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
     w.set_u32("general.file_type", file_type(c.weight_type));
     w.set_u32(a + "context_length", c.n_ctx);
     w.set_u32(a + "embedding_length", c.n_embd);
-    w.set_u32(a + "block_count", c.n_layer);
+    const uint32_t n_all = c.n_layer + (c.mtp ? 1 : 0);
+    w.set_u32(a + "block_count", n_all);
+    if (c.mtp) w.set_u32(a + "nextn_predict_layers", 1);
     w.set_u32(a + "expert_count", c.n_expert);
     w.set_u32(a + "expert_used_count", c.n_expert_used);
     w.set_u32(a + "expert_feed_forward_length", c.n_ff_exp);
@@ -284,8 +287,9 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
     const int32_t pairs = static_cast<int32_t>(c.n_rot / 2);
     w.set_i32s(a + "rope.dimension_sections", {(pairs + 2) / 3, (pairs + 1) / 3, pairs / 3, 0});
     w.set_u32(a + "full_attention_interval", c.attn_interval);
-    std::vector<bool> recurrent(c.n_layer);
-    std::vector<uint32_t> ratios(c.n_layer);
+    // The MTP block is a dense full-attention layer (compress ratio 0, not recurrent).
+    std::vector<bool> recurrent(n_all, false);
+    std::vector<uint32_t> ratios(n_all, 0);
     for (uint32_t il = 0; il < c.n_layer; ++il) {
         recurrent[il] = !is_attention_layer(c, il);
         ratios[il] = recurrent[il] ? 0 : c.qsa_ratio;
@@ -303,9 +307,10 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
     w.set_u32(a + "attention.indexer.key_length", c.idx_dim);
     w.set_u32(a + "attention.indexer.top_k", c.top_k);
 
-    const uint32_t Hp = c.ple ? ple_heads(c) : 0;
+    const bool ple = c.ple && !(c.mtp && c.mtp_only);
+    const uint32_t Hp = ple ? ple_heads(c) : 0;
     uint64_t ple_rows = 0;
-    if (c.ple) {
+    if (ple) {
         w.set_u32s(a + "ple.layers", {0});
         w.set_u32(a + "ple.ngram_size", c.ple_ngram);
         w.set_u32(a + "ple.heads_per_ngram", c.ple_heads_per_ngram);
@@ -329,17 +334,19 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
 
     TensorMaker t(w, c);
     const int64_t E = c.n_embd, hc_dim = int64_t(c.hc) * E;
-    t.f32("token_embd.weight", {E, c.n_vocab}, 1.0f);
-    if (c.ple) t.matrix("per_layer_token_embd.weight", E / Hp, static_cast<int64_t>(ple_rows), 1, std::sqrt(float(E / Hp)));
-    for (uint32_t il = 0; il < c.n_layer; ++il) {
+    const bool trunk = !(c.mtp && c.mtp_only);
+    if (trunk) t.f32("token_embd.weight", {E, c.n_vocab}, 1.0f);
+    if (ple) t.matrix("per_layer_token_embd.weight", E / Hp, static_cast<int64_t>(ple_rows), 1, std::sqrt(float(E / Hp)));
+    for (uint32_t il = trunk ? 0 : c.n_layer; il < n_all; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
+        const bool mtp_block = il == c.n_layer;
         for (const char * k : {"hc_attn", "hc_ffn"}) {
             t.gamma(p + k + "_norm.weight", {E, c.hc});
             t.matrix(p + k + "_down.weight", hc_dim, c.hc_lr);
             t.matrix(p + k + "_up.weight", c.hc_lr, hc_dim);
             t.matrix(p + k + "_inject.weight", hc_dim, c.hc);
         }
-        if (is_attention_layer(c, il)) {
+        if (mtp_block || is_attention_layer(c, il)) {
             const int64_t D = c.head_dim;
             t.matrix(p + "attn_q.weight", E, 2 * D * c.n_head);
             t.matrix(p + "attn_k.weight", E, D * c.n_head_kv);
@@ -347,7 +354,7 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
             t.matrix(p + "attn_output.weight", D * c.n_head, E);
             t.gamma(p + "attn_q_norm.weight", {D});
             t.gamma(p + "attn_k_norm.weight", {D});
-            if (c.qsa_ratio > 0) {
+            if (c.qsa_ratio > 0 || mtp_block) {  // the MTP block carries (unused) indexer tensors
                 t.matrix(p + "indexer.q_proj.weight", E, int64_t(c.idx_heads) * c.idx_dim);
                 t.matrix(p + "indexer.k_proj.weight", E, c.idx_dim);
                 t.gamma(p + "indexer.q_norm.weight", {c.idx_dim});
@@ -388,7 +395,16 @@ gguf::Writer generate_model(const GenConfig & c, const std::vector<gguf::KeyValu
         t.matrix(p + "ffn_gate_shexp.weight", E, c.n_ff_shexp);
         t.matrix(p + "ffn_up_shexp.weight", E, c.n_ff_shexp);
         t.matrix(p + "ffn_down_shexp.weight", c.n_ff_shexp, E);
+        if (mtp_block) {
+            t.gamma(p + "nextn.enorm.weight", {E});
+            t.gamma(p + "nextn.hnorm.weight", {E, c.hc});
+            t.matrix(p + "nextn.eh_proj.weight", 2 * E, E);
+            t.gamma(p + "nextn.hc_head_norm.weight", {E, c.hc});
+            t.matrix(p + "nextn.hc_head_down.weight", hc_dim, c.hc_lr);
+            t.matrix(p + "nextn.hc_head_up.weight", c.hc_lr, hc_dim);
+        }
     }
+    if (!trunk) return w;
     t.gamma("output_hc_norm.weight", {E, c.hc});
     t.matrix("output_hc_down.weight", hc_dim, c.hc_lr);
     t.matrix("output_hc_up.weight", c.hc_lr, hc_dim);

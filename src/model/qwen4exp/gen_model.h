@@ -57,10 +57,14 @@ struct GenConfig {
     uint32_t eos_token = 0;          // ple.eos_token_id (the tokenizer's EOS when one is attached)
 
     float weight_scale = 1.0f;       // multiplies the standard deviation of every random matrix
+
+    bool mtp = false;                // append a NextN (MTP) block, blk.n_layer (qwen4exp-mtp.md 2.2)
+    bool mtp_only = false;           // with mtp: only the MTP block (an MTP-only file for -md): no trunk tensors,
+                                     // no token_embd / output (borrowed from the target), no PLE keys
 };
 
 // The preset names: "tiny" (the embedded default model), "small", "bench" (the shape of the project's speed
-// figures, docs/kernels.md) and "bench-small" (the former bench preset, long-context runs).
+// figures, docs/kernels.md) and "bench-small" (small widths, 64k cells: long-context runs).
 const std::vector<std::string> & gen_preset_names();
 // Throws offgrid::Error for an unknown name.
 GenConfig gen_preset(const std::string & name);

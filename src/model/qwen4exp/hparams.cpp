@@ -32,7 +32,7 @@ uint32_t Hparams::n_recr_layers() const {
     return static_cast<uint32_t>(std::count(is_recurrent.begin(), is_recurrent.end(), true));
 }
 
-Hparams load_hparams(const gguf::Reader & r) {
+Hparams load_hparams(const gguf::Reader & r, uint32_t borrowed_vocab) {
     Hparams hp;
     const std::string & arch = r.get_string("general.architecture");
     if (arch != "qwen4exp") {
@@ -47,12 +47,17 @@ Hparams load_hparams(const gguf::Reader & r) {
     const uint32_t n_nextn = k.u32_opt("nextn_predict_layers").value_or(0);
     if (n_nextn >= n_layer_all) k.fail("nextn_predict_layers", "leaves no trunk layer");
     hp.n_layer = n_layer_all - n_nextn;
+    hp.n_nextn = n_nextn;
 
-    const gguf::TensorInfo & embd = require_tensor(r, "token_embd.weight");
-    if (embd.ne.size() != 2 || embd.ne[1] <= 0 || embd.ne[1] > INT32_MAX) {
-        throw Error(r.path() + ": tensor token_embd.weight: expected 2 dimensions {n_embd, n_vocab}");
+    if (borrowed_vocab > 0 && !r.find_tensor("token_embd.weight")) {
+        hp.n_vocab = borrowed_vocab;  // an MTP-only file without its own tables
+    } else {
+        const gguf::TensorInfo & embd = require_tensor(r, "token_embd.weight");
+        if (embd.ne.size() != 2 || embd.ne[1] <= 0 || embd.ne[1] > INT32_MAX) {
+            throw Error(r.path() + ": tensor token_embd.weight: expected 2 dimensions {n_embd, n_vocab}");
+        }
+        hp.n_vocab = static_cast<uint32_t>(embd.ne[1]);
     }
-    hp.n_vocab = static_cast<uint32_t>(embd.ne[1]);
 
     // Attention shapes.
     hp.n_head = k.uniform("attention.head_count", n_layer_all, false).value_or(0);

@@ -16,6 +16,7 @@ struct Hparams {
     uint32_t n_ctx_train = 0;
     uint32_t n_embd = 0;         // E
     uint32_t n_layer = 0;        // trunk layers (block_count minus MTP layers)
+    uint32_t n_nextn = 0;        // nextn_predict_layers: MTP blocks after the trunk (blk.n_layer ...)
 
     // Full attention.
     uint32_t n_head = 0;         // H
@@ -77,6 +78,7 @@ struct Hparams {
 
 // Reads and validates every key. Throws offgrid::Error naming the file and key. The vocabulary size and the
 // PLE table height come from the tensor infos (token_embd.weight, per_layer_token_embd.weight).
-Hparams load_hparams(const gguf::Reader & reader);
+// borrowed_vocab > 0: a file without token_embd.weight (an MTP-only file) takes that vocabulary size.
+Hparams load_hparams(const gguf::Reader & reader, uint32_t borrowed_vocab = 0);
 
 }  // namespace offgrid::model::qwen4exp

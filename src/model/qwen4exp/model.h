@@ -39,6 +39,8 @@ public:
     uint32_t n_vocab() const override { return hp_.n_vocab; }
     uint32_t n_ctx_train() const override { return hp_.n_ctx_train; }
     uint32_t hidden_width() const override { return hp_.n_embd; }
+    // The final residual, all hc streams (the MTP head's hidden input).
+    uint32_t wide_hidden_width() const override { return hp_.hc * hp_.n_embd; }
     const gguf::Reader & reader() const override { return *reader_; }
     // Pools by order, no window (spec 5.5).
     MemoryTraits memory_traits() const override;

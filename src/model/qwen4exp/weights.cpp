@@ -24,6 +24,94 @@ HcWeights load_hc(const TensorLoader & L, const std::string & prefix, const Hpar
     return w;
 }
 
+
+AttentionWeights load_attention(const TensorLoader & L, const std::string & p, const Hparams & hp, bool indexer) {
+    const int64_t E = hp.n_embd, D = hp.head_dim, H = hp.n_head, Hkv = hp.n_head_kv;
+    AttentionWeights a;
+    if (L.find(p + "attn_qkv.weight")) L.fail(p + "attn_qkv.weight", "fused QKV on a full-attention layer is not supported");
+    a.q = L.matrix(p + "attn_q.weight", E, 2 * D * H);
+    a.k = L.matrix(p + "attn_k.weight", E, D * Hkv);
+    a.v = L.matrix(p + "attn_v.weight", E, D * Hkv);
+    a.o = L.matrix(p + "attn_output.weight", D * H, E);
+    a.q_scale = L.scale(p + "attn_q.scale");
+    a.k_scale = L.scale(p + "attn_k.scale");
+    a.v_scale = L.scale(p + "attn_v.scale");
+    a.o_scale = L.scale(p + "attn_output.scale");
+    a.q_norm = L.vec(p + "attn_q_norm.weight", D);
+    a.k_norm = L.vec(p + "attn_k_norm.weight", D);
+    if (indexer) {
+        const int64_t Di = hp.idx_dim;
+        a.idx_q = L.matrix(p + "indexer.q_proj.weight", E, int64_t(hp.idx_heads) * Di);
+        a.idx_k = L.matrix(p + "indexer.k_proj.weight", E, Di);
+        a.idx_q_norm = L.vec(p + "indexer.q_norm.weight", Di);
+        a.idx_k_norm = L.vec(p + "indexer.k_norm.weight", Di);
+    }
+    return a;
+}
+
+MoeWeights load_moe(const TensorLoader & L, const std::string & p, const Hparams & hp) {
+    const int64_t E = hp.n_embd, n_exp = hp.n_expert, n_ff = hp.n_ff_exp, n_sh = hp.n_ff_shexp;
+    MoeWeights m;
+    m.router = L.matrix(p + "ffn_gate_inp.weight", E, n_exp);
+    if (L.find(p + "ffn_gate_up_exps.weight")) {
+        m.fused_gate_up = true;
+        m.gate_up = L.matrix(p + "ffn_gate_up_exps.weight", E, 2 * n_ff, n_exp);
+    } else {
+        m.gate = L.matrix(p + "ffn_gate_exps.weight", E, n_ff, n_exp);
+        m.up = L.matrix(p + "ffn_up_exps.weight", E, n_ff, n_exp);
+        m.gate_scale = L.expert_scale(p + "ffn_gate_exps.scale", n_exp);
+        m.up_scale = L.expert_scale(p + "ffn_up_exps.scale", n_exp);
+    }
+    if (m.gate_scale.empty()) m.gate_scale.assign(n_exp, 1.0f);
+    if (m.up_scale.empty()) m.up_scale.assign(n_exp, 1.0f);
+    m.down = L.matrix(p + "ffn_down_exps.weight", n_ff, E, n_exp);
+    m.down_scale = L.expert_scale(p + "ffn_down_exps.scale", n_exp);
+    m.shared_gate_inp = L.vec(p + "ffn_gate_inp_shexp.weight", E);
+    m.shared_gate = L.matrix(p + "ffn_gate_shexp.weight", E, n_sh);
+    m.shared_up = L.matrix(p + "ffn_up_shexp.weight", E, n_sh);
+    m.shared_down = L.matrix(p + "ffn_down_shexp.weight", n_sh, E);
+    m.shared_gate_scale = L.scale(p + "ffn_gate_shexp.scale");
+    m.shared_up_scale = L.scale(p + "ffn_up_shexp.scale");
+    m.shared_down_scale = L.scale(p + "ffn_down_shexp.scale");
+    return m;
+}
+
+}  // namespace
+
+bool has_mtp_block(const gguf::Reader & reader, const Hparams & hp) {
+    return hp.n_nextn > 0 && reader.find_tensor("blk." + std::to_string(hp.n_layer) + ".nextn.eh_proj.weight");
+}
+
+MtpWeights load_mtp_weights(const gguf::Reader & reader, const Hparams & hp) {
+    const TensorLoader L(reader);
+    const int64_t E = hp.n_embd, V = hp.n_vocab, hc_dim = int64_t(hp.hc) * hp.n_embd;
+    if (hp.n_nextn != 1) {
+        throw Error(reader.path() + ": nextn_predict_layers is " + std::to_string(hp.n_nextn) + "; the draft head needs exactly 1");
+    }
+    const std::string p = "blk." + std::to_string(hp.n_layer) + ".";
+    MtpWeights m;
+    m.block.hc_attn = load_hc(L, p + "hc_attn", hp, true);
+    m.block.hc_ffn = load_hc(L, p + "hc_ffn", hp, true);
+    // Dense attention in the draft (spec 3.3); the indexer tensors must be there but are not read.
+    m.block.attn = load_attention(L, p, hp, false);
+    for (const char * t : {"indexer.q_proj.weight", "indexer.k_proj.weight", "indexer.q_norm.weight", "indexer.k_norm.weight"})
+        L.require(p + t);
+    m.block.moe = load_moe(L, p, hp);
+    m.enorm = L.vec(p + "nextn.enorm.weight", E);
+    m.hnorm = L.any_layout(p + "nextn.hnorm.weight", hc_dim);
+    m.eh_proj = L.matrix(p + "nextn.eh_proj.weight", 2 * E, E);
+    m.eh_scale = L.scale(p + "nextn.eh_proj.scale");
+    m.hc_head = load_hc(L, p + "nextn.hc_head", hp, false);
+    if (L.find(p + "nextn.embed_tokens.weight")) m.embed = L.matrix(p + "nextn.embed_tokens.weight", E, V);
+    if (L.find(p + "nextn.shared_head_head.weight")) m.head = L.matrix(p + "nextn.shared_head_head.weight", E, V);
+    if (L.find(p + "nextn.shared_head_norm.weight")) {
+        L.fail(p + "nextn.shared_head_norm.weight", "not part of the qwen4exp draft head (its hc_head mixer is the output norm)");
+    }
+    m.present = true;
+    return m;
+}
+
+namespace {
 }  // namespace
 
 Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const LoadOptions & options) {
@@ -47,8 +135,7 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const Load
         w.ple_table = L.view(t, hp.ple_dim, t.ne[1]);
     }
 
-    const int64_t D = hp.head_dim, H = hp.n_head, Hkv = hp.n_head_kv, hc_dim = int64_t(hp.hc) * E;
-    const int64_t n_exp = hp.n_expert, n_ff = hp.n_ff_exp, n_sh = hp.n_ff_shexp;
+    const int64_t hc_dim = int64_t(hp.hc) * E;
     w.layers.resize(hp.n_layer);
     for (uint32_t il = 0; il < hp.n_layer; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
@@ -57,25 +144,7 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const Load
         l.hc_ffn = load_hc(L, p + "hc_ffn", hp, true);
 
         if (!hp.is_recurrent[il]) {
-            AttentionWeights & a = l.attn;
-            if (L.find(p + "attn_qkv.weight")) L.fail(p + "attn_qkv.weight", "fused QKV on a full-attention layer is not supported");
-            a.q = L.matrix(p + "attn_q.weight", E, 2 * D * H);
-            a.k = L.matrix(p + "attn_k.weight", E, D * Hkv);
-            a.v = L.matrix(p + "attn_v.weight", E, D * Hkv);
-            a.o = L.matrix(p + "attn_output.weight", D * H, E);
-            a.q_scale = L.scale(p + "attn_q.scale");
-            a.k_scale = L.scale(p + "attn_k.scale");
-            a.v_scale = L.scale(p + "attn_v.scale");
-            a.o_scale = L.scale(p + "attn_output.scale");
-            a.q_norm = L.vec(p + "attn_q_norm.weight", D);
-            a.k_norm = L.vec(p + "attn_k_norm.weight", D);
-            if (hp.is_qsa(il)) {
-                const int64_t Di = hp.idx_dim;
-                a.idx_q = L.matrix(p + "indexer.q_proj.weight", E, int64_t(hp.idx_heads) * Di);
-                a.idx_k = L.matrix(p + "indexer.k_proj.weight", E, Di);
-                a.idx_q_norm = L.vec(p + "indexer.q_norm.weight", Di);
-                a.idx_k_norm = L.vec(p + "indexer.k_norm.weight", Di);
-            }
+            l.attn = load_attention(L, p, hp, hp.is_qsa(il));
         } else {
             RecurrentWeights & r = l.recr;
             const int64_t conv_dim = hp.ssm_conv_dim(), vdim = hp.ssm_value_dim(), Hv = hp.ssm_n_v_heads;
@@ -107,33 +176,13 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const Load
             pw.conv = L.floats(L.require(p + "ple_conv1d.weight"), hp.ple_conv_kernel * hc_dim, &conv_shape);
         }
 
-        MoeWeights & m = l.moe;
-        m.router = L.matrix(p + "ffn_gate_inp.weight", E, n_exp);
-        if (L.find(p + "ffn_gate_up_exps.weight")) {
-            m.fused_gate_up = true;
-            m.gate_up = L.matrix(p + "ffn_gate_up_exps.weight", E, 2 * n_ff, n_exp);
-        } else {
-            m.gate = L.matrix(p + "ffn_gate_exps.weight", E, n_ff, n_exp);
-            m.up = L.matrix(p + "ffn_up_exps.weight", E, n_ff, n_exp);
-            m.gate_scale = L.expert_scale(p + "ffn_gate_exps.scale", n_exp);
-            m.up_scale = L.expert_scale(p + "ffn_up_exps.scale", n_exp);
-        }
-        if (m.gate_scale.empty()) m.gate_scale.assign(n_exp, 1.0f);
-        if (m.up_scale.empty()) m.up_scale.assign(n_exp, 1.0f);
-        m.down = L.matrix(p + "ffn_down_exps.weight", n_ff, E, n_exp);
-        m.down_scale = L.expert_scale(p + "ffn_down_exps.scale", n_exp);
-        m.shared_gate_inp = L.vec(p + "ffn_gate_inp_shexp.weight", E);
-        m.shared_gate = L.matrix(p + "ffn_gate_shexp.weight", E, n_sh);
-        m.shared_up = L.matrix(p + "ffn_up_shexp.weight", E, n_sh);
-        m.shared_down = L.matrix(p + "ffn_down_shexp.weight", n_sh, E);
-        m.shared_gate_scale = L.scale(p + "ffn_gate_shexp.scale");
-        m.shared_up_scale = L.scale(p + "ffn_up_shexp.scale");
-        m.shared_down_scale = L.scale(p + "ffn_down_shexp.scale");
+        l.moe = load_moe(L, p, hp);
     }
     if (hp.has_ple && PleProjections::bytes_for(hp) <= options.ple_projection_bytes) {
         const PleWeights & pw = w.layers[hp.ple_layer].ple;
         w.ple_proj = build_ple_projections(hp, w.ple_table, pw.key, pw.value);
     }
+    if (has_mtp_block(reader, hp)) w.mtp = load_mtp_weights(reader, hp);
     return w;
 }
 

@@ -59,6 +59,20 @@ struct LayerWeights {
     MoeWeights moe;
 };
 
+// The NextN (MTP) draft block, blk.N with N = the trunk's layer count (qwen4exp-mtp.md 2.2): a full-attention
+// layer run dense (its indexer tensors are required in the file but not read), the MoE FFN, and the nextn tensors.
+struct MtpWeights {
+    bool present = false;
+    LayerWeights block;           // hc_attn, hc_ffn, attn, moe
+    std::vector<float> enorm;     // E, gamma of the embedding's RMSNorm
+    std::vector<float> hnorm;     // hc x E, gamma of each stream's RMSNorm
+    ops::Matrix eh_proj;          // E x 2E: input columns [embedding | hidden]
+    float eh_scale = 1;
+    HcWeights hc_head;            // the draft's output mixer (no inject)
+    ops::Matrix embed;            // nextn.embed_tokens; data null: the trunk's (or the target's) token_embd
+    ops::Matrix head;             // nextn.shared_head_head; data null: the trunk's (or the target's) output
+};
+
 struct Weights {
     ops::Matrix token_embd;       // n_vocab x E
     ops::Matrix output;           // n_vocab x E (token_embd when the head is tied)
@@ -66,6 +80,7 @@ struct Weights {
     ops::Matrix ple_table;        // rows x Dp
     PleProjections ple_proj;      // the PLE layer's products folded into the table; empty: multiply per token
     std::vector<LayerWeights> layers;
+    MtpWeights mtp;               // present when the file carries blk.N.nextn.eh_proj
 };
 
 struct LoadOptions {
@@ -77,5 +92,11 @@ struct LoadOptions {
 // Throws offgrid::Error naming the file and the tensor for anything missing, misshapen or of a type the
 // kernels cannot read.
 Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const LoadOptions & options = {});
+
+// True when the file has an MTP block to load (nextn_predict_layers > 0 and blk.N.nextn.eh_proj.weight).
+bool has_mtp_block(const gguf::Reader & reader, const Hparams & hp);
+// The MTP block alone (every tensor of spec 2.2 required but the two optional nextn tables). Throws
+// offgrid::Error naming the file and tensor.
+MtpWeights load_mtp_weights(const gguf::Reader & reader, const Hparams & hp);
 
 }  // namespace offgrid::model::qwen4exp

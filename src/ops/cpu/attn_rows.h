@@ -53,12 +53,17 @@ inline constexpr size_t kAttnMaxQueries = 16;  // queries one attend call keeps 
 inline constexpr size_t kAttnMaxDim = 512;
 inline constexpr size_t kScoreBlock = 16;  // pools per element-major block (memory::kPoolKeyBlock)
 
+// The set of a level (built from the list of levels, ops/cpu/levels.h; a level this build lacks gives the
+// Scalar set).
 const AttnRowKernels & attn_row_kernels(Isa isa);
 const AttnRowKernels & attn_row_kernels();  // at active_isa()
 
-// Level sets (ISA files; a level without an entry keeps the lower level's).
+// Level sets (ISA files; a level without an entry keeps its base level's).
 void add_attn_row_kernels_scalar(AttnRowKernels & k);
 void add_attn_row_kernels_avx2(AttnRowKernels & k);
 void add_attn_row_kernels_avx512(AttnRowKernels & k);
+#if defined(__aarch64__)
+void add_attn_row_kernels_neon(AttnRowKernels & k);
+#endif
 
 }  // namespace offgrid::ops::cpu

@@ -1,5 +1,4 @@
-// Scalar twins of the attn_rows kernels (plain loops in index order, each F16 element converted on its own) and
-// the per-level tables.
+// Scalar twins of the attn_rows kernels (plain loops in index order, each F16 element converted on its own).
 #include "ops/cpu/attn_rows.h"
 
 #include "ops/cpu/attn_rows_impl.h"
@@ -65,19 +64,6 @@ struct Plain {
     static void prefetch(const uint8_t *, size_t) {}
 };
 
-struct AttnRowTables {
-    AttnRowKernels by_isa[3];
-    AttnRowTables() {
-        AttnRowKernels k;
-        add_attn_row_kernels_scalar(k);
-        by_isa[0] = k;
-        add_attn_row_kernels_avx2(k);
-        by_isa[1] = k;
-        add_attn_row_kernels_avx512(k);
-        by_isa[2] = k;
-    }
-};
-
 // The blocked twin: each key gathered (and widened, exactly) on its own, then scored as one f32 key in a row.
 template <bool F16>
 void score_blocked(const float * q, size_t n_q, size_t q_stride, size_t n_heads, size_t dim, const uint8_t * base,
@@ -106,16 +92,6 @@ void add_attn_row_kernels_scalar(AttnRowKernels & k) {
     attn_impl::fill<Plain>(k);
     k.score_blocked_f32 = score_blocked<false>;
     k.score_blocked_f16 = score_blocked<true>;
-}
-
-const AttnRowKernels & attn_row_kernels(Isa isa) {
-    static const AttnRowTables t;
-    return t.by_isa[static_cast<int>(isa)];
-}
-
-const AttnRowKernels & attn_row_kernels() {
-    static const AttnRowKernels & k = attn_row_kernels(active_isa());
-    return k;
 }
 
 }  // namespace offgrid::ops::cpu

@@ -1,5 +1,6 @@
-// Runtime kernel dispatch: one table of kernels per weight type and ISA level, built once, chosen from the
-// CPU's features (or lowered with OFFGRID_ISA=scalar|avx2|avx512 for tests and benchmarks).
+// Runtime kernel dispatch: one table of kernels per weight type and level, built once from the list of levels
+// (ops/cpu/levels.h), chosen from the CPU's features or by OFFGRID_ISA=scalar|avx2|avx512|neon|neondot for tests
+// and benchmarks.
 //
 // Invariants every entry keeps:
 //  - vec_dot has a fixed reduction order that depends only on n (never on the caller, the batch or threads);
@@ -18,11 +19,15 @@
 
 namespace offgrid::ops::cpu {
 
-enum class Isa { Scalar, Avx2, Avx512 };  // Avx2 = AVX2+FMA+F16C; Avx512 = F BW VL DQ VNNI (+ the Avx2 set)
+// The kernel levels. A set, not a ladder: each level needs its own CPU features and builds on one base level
+// (ops/cpu/levels.h); a build holds the levels of its target architecture only.
+//   Avx2 = AVX2 + FMA + F16C (x86-64), base Scalar;  Avx512 = F BW VL DQ VNNI + the Avx2 set, base Avx2;
+//   Neon = Advanced SIMD (aarch64), base Scalar;      NeonDot = Neon + the dot-product instructions, base Neon.
+enum class Isa { Scalar, Avx2, Avx512, Neon, NeonDot };
 
-Isa detected_isa();                  // what the CPU supports (read once)
-Isa active_isa();                    // detected, lowered by OFFGRID_ISA=scalar|avx2|avx512 (read once)
-std::vector<Isa> available_isas();   // every level this CPU can run, lowest first
+Isa detected_isa();                  // the best level this CPU runs (the last of available_isas(); read once)
+Isa active_isa();                    // detected, or the level OFFGRID_ISA names if the CPU runs it (read once)
+std::vector<Isa> available_isas();   // every level this CPU can run, Scalar first, each after its base
 const char * isa_name(Isa);
 
 struct TypeKernels {

@@ -13,6 +13,9 @@ namespace offgrid::ops::cpu {
 void add_float_kernels_scalar(TypeKernels * table);
 void add_float_kernels_avx2(TypeKernels * table);    // no-op when the compiler cannot target AVX2
 void add_float_kernels_avx512(TypeKernels * table);  // no-op when the compiler cannot target AVX-512
+#if defined(__aarch64__)
+void add_float_kernels_neon(TypeKernels * table);  // kernels_float_neon.cpp
+#endif
 
 // Q8_0 activation row: per block of 32, d = max|x| / 127 (stored as f16) and q = x * (127 / max|x|) rounded
 // to nearest, ties to even (quants computed from the unrounded maximum, as ggml's x86 path does). n is a multiple of 32. Every level's
@@ -23,6 +26,9 @@ void quantize_row_q8_0(const float * x, void * dst, int64_t n);
 void add_q8_0_int8_kernels_scalar(TypeKernels & k);
 void add_q8_0_int8_kernels_avx2(TypeKernels & k);
 void add_q8_0_int8_kernels_avx512(TypeKernels & k);
+#if defined(__aarch64__)
+void add_q8_0_int8_kernels_neondot(TypeKernels & k);  // kernels_q8_0_neondot.cpp (SDOT)
+#endif
 
 // Tile shapes of the F32 entry at one level, for bench_float_tiles (an A/B of the shapes in one process):
 // every variant is bit-identical to the level's vec_dot; empty when the compiler cannot target the level.

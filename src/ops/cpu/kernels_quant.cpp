@@ -1,6 +1,8 @@
 // The quantised dot kernels' entry into the dispatch tables, by OFFGRID_QUANT_ACT (kernels_quant.h).
 #include "ops/cpu/kernels_quant.h"
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include "ops/cpu/kernels_quant_int16.h"
 #include "ops/cpu/kernels_quant_int8.h"
 #include "ops/cpu/kernels_quant_q8_0.h"
+#include "ops/cpu/levels.h"
 
 namespace offgrid::ops::cpu {
 
@@ -33,27 +36,32 @@ QuantActMode quant_act_mode() {
 void add_exact_quant_kernels(Isa isa, TypeKernels * table) { quant::add_dequant_entries(isa, table); }
 
 void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
+    const LevelFills * lv = level_fills(isa);
+    if (lv == nullptr) return;
     switch (mode) {
         case QuantActMode::F32: add_exact_quant_kernels(isa, table); return;
         case QuantActMode::Int8:
             // The scalar twins at the first level (the levels above inherit them), VNNI where the CPU has it.
-            if (isa == Isa::Scalar) quant::add_integer_entries(table);
-            if (isa == Isa::Avx512) quant::add_int8_entries_avx512(table);
+            if (lv->int8 != nullptr) lv->int8(table);
             return;
         case QuantActMode::Int16: {
-            add_exact_quant_kernels(isa, table);  // q4_1 / q5_1
+            // The exact entries (at this level's F32 dot) serve q4_1 / q5_1; the base level's int16 entries stay
+            // for the types this level has no int16 kernel of.
+            std::array<TypeKernels, kTypeTableSize> base = {}, own = {};
+            std::copy(table, table + kTypeTableSize, base.begin());
+            if (lv->int16 != nullptr) lv->int16(own.data());
+            add_exact_quant_kernels(isa, table);
+            for (size_t id = 0; id < kTypeTableSize; ++id) {
+                if (base[id].act_type == tensor::ElemType::Q16_K && own[id].vec_dot == nullptr) table[id] = base[id];
+            }
             // Q8_0 keeps the float side's exact entry: measured in the model (kbench-q8_0.gguf, 2 threads, binaries
             // alternated in one run) the int16 Q8_0 entry was no faster at decode or prompts (docs/kernels.md),
             // so the exact one stays. Its int16 kernels stay built and tested (add_int16_entries_*).
             const TypeKernels q8_0 = table[static_cast<uint32_t>(tensor::ElemType::Q8_0)];
-            switch (isa) {
-                case Isa::Scalar: quant::add_int16_entries_scalar(table); break;
-                case Isa::Avx2: quant::add_int16_entries_avx2(table); break;
-                case Isa::Avx512: quant::add_int16_entries_avx512(table); break;
-            }
+            if (lv->int16 != nullptr) lv->int16(table);
             table[static_cast<uint32_t>(tensor::ElemType::Q8_0)] = q8_0;
             // Its one-row tiles for decode steps of a few sequences (bit-identical to its vec_dot).
-            if (isa == Isa::Avx512) quant::add_q8_0_row_tiles_avx512(table[static_cast<uint32_t>(tensor::ElemType::Q8_0)]);
+            if (lv->q8_0_row_tiles != nullptr) lv->q8_0_row_tiles(table[static_cast<uint32_t>(tensor::ElemType::Q8_0)]);
             return;
         }
     }

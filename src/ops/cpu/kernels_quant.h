@@ -6,8 +6,8 @@
 //    exact entry);
 //  - int8: ggml-style 8-bit activations (q8_0 / q8_1 / q8_K, scalar kernels; Q8_0 the int8 variant), for
 //    measurement only: its error against the exact computation is llama.cpp's order (docs/weights.md).
-// add_exact_quant_kernels fills the exact entries whatever the mode (the driver's fallback for a row width
-// that Q16_K blocks cannot hold, and the tests' exact table). Both are called once per level when the
+// add_exact_quant_kernels fills the exact entries whatever the mode (exact_kernels_for: the tests' and
+// benchmarks' exact table). Both are called once per level when the
 // dispatch builds its tables, after the float kernels; a Scalar entry exists for every type with an entry at
 // a higher level: it is the twin the tests compare with.
 #pragma once

@@ -94,6 +94,13 @@ using RowDequant = void (*)(const void * src, float * dst, int64_t n);
 // to the reference: same f32 operations per element, only several elements per instruction.
 RowDequant dequantizer(tensor::ElemType type, Isa isa);  // null when the level has none for the type
 
+// Defined in the ISA files (null / no-op when the compiler cannot target the level): the SIMD row
+// dequantisers, and the fused kernels that dequantise in registers and dot with the f32 activations.
+RowDequant dequantizer_avx2(tensor::ElemType type);
+RowDequant dequantizer_avx512(tensor::ElemType type);
+void add_fused_avx2(TypeKernels * table);
+void add_fused_avx512(TypeKernels * table);
+
 // The fused entries of the types this side serves, at a level, using that level's F32 vec_dot (taken from
 // table[F32], which the float kernels fill first).
 void add_dequant_entries(Isa isa, TypeKernels * table);

@@ -1,27 +1,22 @@
-// The exact entries: at the Scalar level (the twins), and at a level whose ISA file the compiler could not build,
-// dequantise the weight row (the reference dequantiser) and take the level's F32 dot; the avx2 / avx512 files
-// overwrite every type with kernels that dequantise in registers. Baseline code: the SIMD is behind pointers.
+// The exact entries: at every level first the reference dequantiser of the weight row and the level's F32 dot
+// (the Scalar entries are the twins); a level with fused kernels (LevelFills::quant_fused: avx2, avx512) then
+// overwrites every type with kernels that dequantise in registers. Baseline code: the SIMD is behind pointers.
+#include <array>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/kernels_quant_common.h"
+#include "ops/cpu/levels.h"
 #include "tensor/types.h"
 
 namespace offgrid::ops::cpu::quant {
-
-// Defined in the ISA files (null / no-op when the compiler cannot target the level): the SIMD row
-// dequantisers, and the fused kernels that dequantise in registers and dot with the f32 activations.
-RowDequant dequantizer_avx2(tensor::ElemType type);
-RowDequant dequantizer_avx512(tensor::ElemType type);
-void add_fused_avx2(TypeKernels * table);
-void add_fused_avx512(TypeKernels * table);
 
 namespace {
 
 using tensor::ElemType;
 using F32Dot = float (*)(const void *, const void *, int64_t);
 
-constexpr int kLevels = 3;
-F32Dot g_f32_dot[kLevels] = {nullptr, nullptr, nullptr};  // set once while the dispatch builds its tables
+F32Dot g_f32_dot[kIsaCount] = {};  // per level, set once while the dispatch builds its tables
 
 // Per-thread scratch that only grows, so the per-token path does not allocate after its first calls.
 float * scratch(size_t n) {
@@ -79,30 +74,27 @@ void set_reference_entries(TypeKernels * table) {
     set_fused<dequant_ref<ElemType::IQ4_XS>, L>(table, ElemType::IQ4_XS);
 }
 
+// set_reference_entries<L> for every level L, indexed by level.
+template <size_t... L>
+constexpr std::array<void (*)(TypeKernels *), sizeof...(L)> reference_fills(std::index_sequence<L...>) {
+    return {set_reference_entries<static_cast<int>(L)>...};
+}
+constexpr auto kReferenceFills = reference_fills(std::make_index_sequence<kIsaCount>{});
+
 }  // namespace
 
 RowDequant dequantizer(ElemType type, Isa isa) {
-    switch (isa) {
-        case Isa::Avx2: return dequantizer_avx2(type);
-        case Isa::Avx512: return dequantizer_avx512(type);
-        default: return nullptr;
-    }
+    const LevelFills * lv = level_fills(isa);
+    return lv != nullptr && lv->dequantizer != nullptr ? lv->dequantizer(type) : nullptr;
 }
 
 void add_dequant_entries(Isa isa, TypeKernels * table) {
     const int level = static_cast<int>(isa);
+    const LevelFills * lv = level_fills(isa);
+    if (lv == nullptr) return;
     g_f32_dot[level] = table[static_cast<uint32_t>(ElemType::F32)].vec_dot;
-    switch (isa) {
-        case Isa::Scalar: set_reference_entries<0>(table); return;
-        case Isa::Avx2:
-            set_reference_entries<1>(table);
-            add_fused_avx2(table);
-            return;
-        case Isa::Avx512:
-            set_reference_entries<2>(table);
-            add_fused_avx512(table);
-            return;
-    }
+    kReferenceFills[level](table);
+    if (lv->quant_fused != nullptr) lv->quant_fused(table);
 }
 
 }  // namespace offgrid::ops::cpu::quant

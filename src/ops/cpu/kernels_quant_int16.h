@@ -19,7 +19,7 @@
 //    d_w * d_a (d_a of the Q16_K block holding it) into acc_even or acc_odd by the block's index parity; the
 //    result is reduce8(acc_even + acc_odd);
 //  - reduce8(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)), i.e. halves, then halves, then pairs.
-// A row whose width is not a multiple of 256 cannot hold Q16_K blocks: the driver gives it the exact kernel.
+// A row whose width is not a multiple of 256 (the types with blocks of 32) ends with a zero-padded Q16_K block.
 #pragma once
 
 #include <cmath>
@@ -47,6 +47,9 @@ inline int32_t q16_round(float v) {
 void add_int16_entries_scalar(TypeKernels * table);
 void add_int16_entries_avx2(TypeKernels * table);
 void add_int16_entries_avx512(TypeKernels * table);
+#if defined(__aarch64__)
+void add_int16_entries_neon(TypeKernels * table);  // kernels_quant_int16_neon.cpp
+#endif
 
 // The float part of the contract, shared by the scalar twin (and its tests).
 inline float i16_reduce8(const float v[8]) {

@@ -198,16 +198,26 @@ inline void dot_rows_32(const uint8_t * w, size_t ws, const uint8_t * act, size_
 #pragma GCC unroll 8
         for (int r = 0; r < NR; ++r) {
             const auto * blk = reinterpret_cast<const typename T::Block *>(w + r * ws) + b;
+            if constexpr (NR == 1) {
+                // As dot_rows_k: one row streams, fetched a little ahead (a pair is at most 68 bytes, so two
+                // lines cover it).
+                const char * ahead = reinterpret_cast<const char *>(blk) + kPrefetchBytes;
+                _mm_prefetch(ahead, _MM_HINT_T0);
+                _mm_prefetch(ahead + 64, _MM_HINT_T0);
+            }
             const __m512i w0 = _mm512_cvtepi8_epi16(T::values(blk[0]));
             const __m512i w1 = _mm512_cvtepi8_epi16(T::values(blk[1]));
-            const __m512 dw = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(_cvtsh_ss(blk[0].d))),
-                                                 _mm256_set1_ps(_cvtsh_ss(blk[1].d)), 1);
+            // [d0 x8 | d1 x8]: both halves converted at once, then spread by one permutation.
+            const uint32_t d01 = static_cast<uint32_t>(blk[0].d) | (static_cast<uint32_t>(blk[1].d) << 16);
+            const __m512 dw = _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                                                    _mm512_castps128_ps512(_mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(d01)))));
 #pragma GCC unroll 8
             for (int t = 0; t < NT; ++t) {
                 const BlockQ16_K & a = reinterpret_cast<const BlockQ16_K *>(act + t * as)[b / 8];  // b even: b and b + 1 share the activation block
                 const __m512i p0 = _mm512_madd_epi16(w0, load512(a.qs + 32 * (b % 8)));
                 const __m512i p1 = _mm512_madd_epi16(w1, load512(a.qs + 32 * (b % 8) + 32));
-                const __m512i p = _mm512_add_epi32(_mm512_shuffle_i64x2(p0, p1, 0x44), _mm512_shuffle_i64x2(p0, p1, 0xee));
+                // [p0 low + p0 high | p1 low + p1 high] as [p0 low | p1 high] + [p0 high | p1 low] (exact integers).
+                const __m512i p = _mm512_add_epi32(_mm512_mask_blend_epi64(0xf0, p0, p1), _mm512_shuffle_i64x2(p0, p1, 0x4e));
                 acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(p), _mm512_mul_ps(dw, _mm512_set1_ps(a.d)), acc[r][t]);
             }
         }

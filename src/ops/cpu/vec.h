@@ -48,12 +48,17 @@ struct VecKernels {
                              float * out) = nullptr;
 };
 
+// The set of a level (built from the list of levels, ops/cpu/levels.h; a level this build lacks gives the
+// Scalar set).
 const VecKernels & vec_kernels(Isa isa);
 const VecKernels & vec_kernels();  // at active_isa()
 
-// Level sets (ISA files; an empty function leaves the lower level's entries in place).
+// Level sets (ISA files; an entry a level leaves unset keeps its base level's).
 void add_vec_kernels_scalar(VecKernels & k);
 void add_vec_kernels_avx2(VecKernels & k);
 void add_vec_kernels_avx512(VecKernels & k);
+#if defined(__aarch64__)
+void add_vec_kernels_neon(VecKernels & k);
+#endif
 
 }  // namespace offgrid::ops::cpu

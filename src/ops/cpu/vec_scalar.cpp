@@ -115,29 +115,4 @@ void add_vec_kernels_scalar(VecKernels & k) {
     k.gated_delta_step = gated_delta_step;
 }
 
-namespace {
-struct VecTables {
-    VecKernels by_isa[3];
-    VecTables() {
-        VecKernels k;
-        add_vec_kernels_scalar(k);
-        by_isa[0] = k;
-        add_vec_kernels_avx2(k);
-        by_isa[1] = k;
-        add_vec_kernels_avx512(k);
-        by_isa[2] = k;
-    }
-};
-}  // namespace
-
-const VecKernels & vec_kernels(Isa isa) {
-    static const VecTables t;
-    return t.by_isa[static_cast<int>(isa)];
-}
-
-const VecKernels & vec_kernels() {
-    static const VecKernels & k = vec_kernels(active_isa());
-    return k;
-}
-
 }  // namespace offgrid::ops::cpu

@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
-"""Builds the training corpus as plain UTF-8 text from two Debian packages.
+"""Builds the training corpus as plain UTF-8 text from Debian packages.
 
   bible-kjv-text (+ the `bible` reader from bible-kjv): the King James Bible, public domain.
   python3.11-doc: the Python 3.11 documentation (PSF licence), HTML reduced to plain text.
+  Debian manuals and fortunes (debian_prose.py): modern English prose, training split only.
 
 Writes OUT/train.txt and OUT/heldout.txt. The held-out split is whole documents: a fixed list of Bible books
 and every 20th documentation page (by sorted path), so no held-out sentence is ever seen in training.
+No training line shares a run of 8 words with a licence of /usr/share/common-licenses or an evaluation text
+(debian_prose.drop_overlaps); the counts of dropped lines are printed.
 Documents are separated by a blank line; the tokenizer's end-of-text token is inserted by the trainer.
 """
 import argparse
@@ -15,8 +18,13 @@ import re
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import debian_prose  # noqa: E402
+
 HELDOUT_BOOKS = {"Ruth", "Esther", "Jonah", "Haggai", "Philemon", "Jude", "Titus", "3 John"}
 DOC_ROOT = "/usr/share/doc/python3.11/html"
+# Pages of licence texts: never trained on (they stay in the page numbering, which fixes the held-out split).
+LICENCE_PAGES = {"license.html"}
 SKIP_DOC_DIRS = ("_static", "_images", "_downloads", "_sources", "genindex", "py-modindex", "search")
 
 
@@ -134,7 +142,19 @@ def main():
     for name, text in bible_documents():
         (held if name in HELDOUT_BOOKS else train).append(text)
     for i, (name, text) in enumerate(doc_documents()):
-        (held if i % 20 == 7 else train).append(text)
+        if i % 20 == 7:
+            held.append(text)
+        elif name not in LICENCE_PAGES:
+            train.append(text)
+    train += [text for _, text in debian_prose.documents()]
+    forbidden = debian_prose.forbidden_shingles()
+    dropped = 0
+    for i, text in enumerate(train):
+        train[i], n = debian_prose.drop_overlaps(text, forbidden)
+        dropped += n
+    train = [t for t in train if t.strip()]
+    print(f"train.txt: {dropped} lines dropped for sharing an {debian_prose.SHINGLE}-word run with a licence or an "
+          "evaluation text", file=sys.stderr)
     for fname, docs in (("train.txt", train), ("heldout.txt", held)):
         with open(os.path.join(args.out, fname), "w", encoding="utf-8") as fh:
             fh.write("\n\n".join(docs) + "\n")
