@@ -27,20 +27,23 @@ constexpr size_t kVocab = 16;
 constexpr size_t kBudget = 1 << 20;
 
 // A folder of this process's own, in memory when /dev/shm exists (every input is one file written and read).
+// It exists only while an input runs (Scratch), so no exit path leaves it behind.
 const fs::path & work_dir() {
     static const fs::path dir = [] {
         std::error_code ec;
         const fs::path base = fs::is_directory("/dev/shm", ec) ? fs::path("/dev/shm") : fs::temp_directory_path();
-        const fs::path d = base / ("offgrid_fuzz_cache_file_" + std::to_string(::getpid()));
-        fs::create_directories(d);
-        std::atexit([] {
-            std::error_code e;
-            fs::remove_all(work_dir(), e);
-        });
-        return d;
+        return base / ("offgrid_fuzz_cache_file_" + std::to_string(::getpid()));
     }();
     return dir;
 }
+
+struct Scratch {
+    Scratch() { fs::create_directories(work_dir()); }
+    ~Scratch() {
+        std::error_code ec;
+        fs::remove_all(work_dir(), ec);
+    }
+};
 
 void write_all(const fs::path & p, const std::string & data) {
     std::ofstream out(p, std::ios::binary | std::ios::trunc);
@@ -55,6 +58,7 @@ std::string read_all(const fs::path & p) {
 // OFFGRID_FUZZ_WRITE_SEEDS=DIR: write the seed corpus (files save_prefix_cache wrote, as they are and in 'R'
 // mode without their checksum) into DIR and exit.
 void write_seeds(const fs::path & dir) {
+    const Scratch scratch;
     PrefixCache cache(kBudget);
     Snapshot with_logits, without;
     for (int i = 0; i < 24; ++i) with_logits.state.push_back(static_cast<uint8_t>(3 * i + 1));
@@ -92,9 +96,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         const uint32_t crc = offgrid::crc32c(file.data(), file.size());
         file.append(reinterpret_cast<const char *>(&crc), sizeof(crc));
     }
+    const Scratch scratch;
     const fs::path in_dir = work_dir() / "in", out_dir = work_dir() / "out";
     const fs::path folder = prefix_cache_folder(in_dir.string(), kFingerprint);
-    fs::remove_all(folder);
     fs::create_directories(folder);
     write_all(folder / "prefix-000000.ogpc", file);
 
@@ -110,7 +114,6 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
         }
         if (!snap.logits.empty() && snap.logits.size() != kVocab) std::abort();
     });
-    fs::remove_all(out_dir);
     if (save_prefix_cache(cache, out_dir.string(), kFingerprint) != 1) std::abort();
     const fs::path saved = fs::path(prefix_cache_folder(out_dir.string(), kFingerprint)) / "prefix-000000.ogpc";
     if (read_all(saved) != file) std::abort();
