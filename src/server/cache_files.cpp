@@ -1,8 +1,8 @@
 #include "server/cache_files.h"
 
 #include "offgrid/crc32c.h"
-#include "offgrid/files.h"
 #include "offgrid/error.h"
+#include "offgrid/files.h"
 #include "offgrid/prompt_file.h"
 
 #include <algorithm>

@@ -70,7 +70,7 @@ public:
 const std::vector<const ModelGenerator *> & model_generators();
 // nullptr when no generator has that name.
 const ModelGenerator * find_model_generator(std::string_view arch);
-// "qwen4exp, glm5-next": the names for messages.
+// The registered names joined by `separator`, in registry order (for messages and usage lines).
 std::string model_generator_names(const char * separator = ", ");
 
 }  // namespace offgrid::tools
