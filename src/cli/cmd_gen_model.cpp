@@ -15,21 +15,37 @@ namespace {
 
 std::string usage() {
     const std::vector<const tools::ModelGenerator *> & gens = tools::model_generators();
-    std::string u = "usage: offgrid gen-model -o FILE [--arch " + tools::model_generator_names("|") +
-                    "] [--preset NAME] [--seed N]\n"
-                    "                         [--type f32|f16|bf16|q8_0] [overrides...]\n"
-                    "\n"
-                    "Writes a GGUF file with deterministic random weights and the embedded byte-level vocabulary.\n"
-                    "The same arguments always give the same bytes.\n"
-                    "\n"
-                    "  -o, --output FILE     file to write (through a temporary file renamed into place)\n"
-                    "  --arch NAME           the architecture (default " + gens.front()->arch() + ")\n"
-                    "  --preset NAME         the architecture's preset (default tiny; listed below)\n"
-                    "  --seed N              weight seed (default 1)\n"
-                    "  --type T              type of the large matrices: f32 (default), f16, bf16, q8_0; norms, small\n"
-                    "                        vectors, the router and conv kernels stay f32\n";
-    for (const tools::ModelGenerator * g : gens) u += "\n" + g->usage();
+    std::string u = "usage: offgrid gen-model -o FILE [--arch ";
+    u += tools::model_generator_names("|");
+    u += "] [--preset NAME] [--seed N]\n"
+         "                         [--type f32|f16|bf16|q8_0] [overrides...]\n"
+         "\n"
+         "Writes a GGUF file with deterministic random weights and the embedded byte-level vocabulary.\n"
+         "The same arguments always give the same bytes.\n"
+         "\n"
+         "  -o, --output FILE     file to write (through a temporary file renamed into place)\n"
+         "  --arch NAME           the architecture (default ";
+    u += gens.front()->arch();
+    u += ")\n"
+         "  --preset NAME         the architecture's preset (default tiny; listed below)\n"
+         "  --seed N              weight seed (default 1)\n"
+         "  --type T              type of the large matrices: f32 (default), f16, bf16, q8_0; norms, small\n"
+         "                        vectors, the router and conv kernels stay f32\n";
+    for (const tools::ModelGenerator * g : gens) {
+        u += "\n";
+        u += g->usage();
+    }
     return u;
+}
+
+// One parsed override.
+tools::GenSetting setting(const std::string & flag, int64_t integer = 0, double real = 0, std::string text = {}) {
+    tools::GenSetting s;
+    s.flag = flag;
+    s.integer = integer;
+    s.real = real;
+    s.text = std::move(text);
+    return s;
 }
 
 // The value of the last `flag VALUE` pair among the arguments (the parser reads them again later).
@@ -75,20 +91,20 @@ int gen_model_main(const std::vector<std::string> & args) {
             std::vector<tools::GenSetting> * out = &request.settings;
             switch (o.kind) {
             case tools::GenOption::Kind::Flag:
-                p.custom_flag({flag.c_str()}, [=] { out->push_back({flag}); });
+                p.custom_flag({flag.c_str()}, [=] { out->push_back(setting(flag)); });
                 break;
             case tools::GenOption::Kind::Integer:
                 p.custom({flag.c_str()}, [=](const std::string & v) {
-                    out->push_back({flag, tools::parse_integer(flag, v, static_cast<int64_t>(o.lo), static_cast<int64_t>(o.hi))});
+                    out->push_back(setting(flag, tools::parse_integer(flag, v, static_cast<int64_t>(o.lo), static_cast<int64_t>(o.hi))));
                 });
                 break;
             case tools::GenOption::Kind::Real:
                 p.custom({flag.c_str()}, [=](const std::string & v) {
-                    out->push_back({flag, 0, tools::parse_real(flag, v, static_cast<float>(o.lo), static_cast<float>(o.hi))});
+                    out->push_back(setting(flag, 0, tools::parse_real(flag, v, static_cast<float>(o.lo), static_cast<float>(o.hi))));
                 });
                 break;
             case tools::GenOption::Kind::Text:
-                p.custom({flag.c_str()}, [=](const std::string & v) { out->push_back({flag, 0, 0, v}); });
+                p.custom({flag.c_str()}, [=](const std::string & v) { out->push_back(setting(flag, 0, 0, v)); });
                 break;
             }
         }
@@ -112,6 +128,6 @@ int gen_model_main(const std::vector<std::string> & args) {
 
 }  // namespace
 
-OFFGRID_COMMAND("gen-model", "write a deterministic random-weight GGUF model of any architecture", gen_model_main);
+OFFGRID_COMMAND("gen-model", "write a deterministic random-weight GGUF model of a registered architecture", gen_model_main);
 
 }  // namespace offgrid::cli
