@@ -1,10 +1,10 @@
 // `offgrid bench-serve`: a load generator for an OpenAI-compatible server (offgrid serve, llama-server, ...).
 #include <cstdio>
 
-#include "cli/command.h"
+#include "command.h"
 #include "offgrid/error.h"
-#include "runtime/cli_args.h"
-#include "server/load_gen.h"
+#include "args/cli_args.h"
+#include "benches/load_gen.h"
 
 namespace offgrid::cli {
 
@@ -29,12 +29,12 @@ constexpr const char * kUsage =
     "  --json                JSON instead of the table\n";
 
 int bench_serve_main(const std::vector<std::string> & args) {
-    return runtime::run_with_usage("bench-serve", [&]() -> int {
+    return tools::run_with_usage("bench-serve", [&]() -> int {
         std::string url = "http://127.0.0.1:8080";
-        server::LoadConfig cfg;
+        tools::LoadConfig cfg;
         int64_t clients = 1, requests = 16, prompt = 64, shared = 0, max_tokens = 64, seed = 1;
         bool as_json = false;
-        runtime::ArgParser p;
+        tools::ArgParser p;
         p.text({"--url"}, &url);
         p.integer({"-c", "--clients"}, &clients, 1, 1024);
         p.integer({"-n", "--requests"}, &requests, 1, 1 << 20);
@@ -51,20 +51,20 @@ int bench_serve_main(const std::vector<std::string> & args) {
         }
         std::string rest = url;
         if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
-        else if (rest.find("://") != std::string::npos) throw runtime::UsageError("--url: only http:// is supported");
+        else if (rest.find("://") != std::string::npos) throw tools::UsageError("--url: only http:// is supported");
         while (!rest.empty() && rest.back() == '/') rest.pop_back();
         const size_t colon = rest.rfind(':');
-        if (colon == std::string::npos) throw runtime::UsageError("--url: give http://HOST:PORT");
+        if (colon == std::string::npos) throw tools::UsageError("--url: give http://HOST:PORT");
         cfg.host = rest.substr(0, colon);
-        cfg.port = static_cast<int>(runtime::parse_integer("--url port", rest.substr(colon + 1), 1, 65535));
+        cfg.port = static_cast<int>(tools::parse_integer("--url port", rest.substr(colon + 1), 1, 65535));
         cfg.clients = static_cast<int>(clients);
         cfg.requests = static_cast<int>(requests);
         cfg.prompt_tokens = static_cast<int>(prompt);
         cfg.shared_prefix = static_cast<int>(shared);
         cfg.max_tokens = static_cast<int>(max_tokens);
         cfg.seed = static_cast<uint64_t>(seed);
-        const server::LoadReport r = server::run_load(cfg);
-        std::fputs((as_json ? server::report_json(cfg, r) : server::report_table(cfg, r)).c_str(), stdout);
+        const tools::LoadReport r = tools::run_load(cfg);
+        std::fputs((as_json ? tools::report_json(cfg, r) : tools::report_table(cfg, r)).c_str(), stdout);
         return r.failed == 0 ? 0 : 1;
     });
 }

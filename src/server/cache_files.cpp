@@ -1,9 +1,9 @@
 #include "server/cache_files.h"
 
-#include "common/crc32c.h"
-#include "common/files.h"
+#include "offgrid/crc32c.h"
 #include "offgrid/error.h"
-#include "runtime/prompt_file.h"
+#include "offgrid/files.h"
+#include "offgrid/prompt_file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -56,7 +56,7 @@ private:
 };
 
 // File names come from the folder: control bytes in them must not reach the terminal.
-std::string shown(const fs::path & p) { return runtime::printable(p.string(), 4096); }
+std::string shown(const fs::path & p) { return printable(p.string(), 4096); }
 
 bool is_cache_name(const std::string & name) {
     return name.size() > std::strlen(kPrefix) + std::strlen(kSuffix) && name.rfind(kPrefix, 0) == 0 &&

@@ -14,7 +14,7 @@
 #include "offgrid/context.h"
 #include "offgrid/speculative.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 struct SpecBenchParams {
     SpecParams spec;
@@ -47,4 +47,4 @@ struct SpecBenchResult {
 // Throws offgrid::Error when the text is too short for one prompt or the model's context cannot hold a test.
 std::vector<SpecBenchResult> run_spec_bench(const std::shared_ptr<const Model> & model, const SpecBenchParams & p);
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

@@ -1,10 +1,10 @@
-#include "runtime/spec_bench.h"
+#include "benches/spec_bench.h"
 
 #include <chrono>
 
 #include "offgrid/sampler.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 namespace {
 
@@ -153,4 +153,4 @@ std::vector<SpecBenchResult> run_spec_bench(const std::shared_ptr<const Model> &
     return results;
 }
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

@@ -11,7 +11,7 @@
 
 #include "offgrid/context.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 struct DepthBenchParams {
     std::vector<uint32_t> depths{0, 1024, 16384};
@@ -77,4 +77,4 @@ std::string depth_state_path(const std::string & dir, uint32_t depth);
 // context shape, ...).
 std::vector<DepthBenchResult> run_depth_bench(const std::shared_ptr<const Model> & model, const DepthBenchParams & params);
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

@@ -1,14 +1,14 @@
-#include "runtime/workload.h"
+#include "workload/workload.h"
 
 #include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
-#include "common/error.h"
-#include "common/files.h"
+#include "offgrid/error.h"
+#include "offgrid/files.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 std::vector<int32_t> rand_tokens(int64_t n, uint64_t seed, int32_t n_vocab) {
     constexpr uint64_t kMul = 6364136223846793005ull;
@@ -388,4 +388,4 @@ Workload Workload::load(const std::string & path) {
     return parse(read_file_text(path, "workload script"), path);
 }
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

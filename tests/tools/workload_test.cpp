@@ -4,10 +4,10 @@
 
 #include "common/error.h"
 #include "common/shared_dir.h"
-#include "runtime/logrec.h"
-#include "runtime/workload.h"
+#include "workload/logrec.h"
+#include "workload/workload.h"
 
-using namespace offgrid::runtime;
+using namespace offgrid::tools;
 
 // The examples the golden README gives for its generator.
 TEST(Workload, RandMatchesTheGoldenReadmeExamples) {

@@ -1,5 +1,6 @@
+#include "models/default_model.h"
+
 #include <algorithm>
-#include "runtime/default_model.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -11,11 +12,10 @@
 
 #include <unistd.h>
 
-#include "common/error.h"
-#include "runtime/byte_vocab.h"
-#include "runtime/tokenizer.h"
+#include "models/model_generator.h"
+#include "offgrid/error.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 namespace {
 
@@ -34,37 +34,6 @@ std::string env(const char * name) {
 }
 
 }  // namespace
-
-model::qwen4exp::GenConfig with_byte_vocab(model::qwen4exp::GenConfig config) {
-    const TokenizerSpec & spec = byte_vocab_spec();
-    config.n_vocab = std::max(config.n_vocab, static_cast<uint32_t>(spec.tokens.size()));
-    config.eos_token = static_cast<uint32_t>(spec.eos.value_or(0));
-    return config;
-}
-
-std::vector<gguf::KeyValue> byte_vocab_metadata(uint32_t n_vocab) {
-    const TokenizerSpec & base = byte_vocab_spec();
-    if (n_vocab <= base.tokens.size()) return tokenizer_metadata(base);
-    // A wider head than the vocabulary (the bench shape): the extra ids are Unused tokens, which tokenizing never
-    // produces and detokenizing prints as nothing, so the embedding and output matrices have the asked rows.
-    TokenizerSpec spec = base;
-    if (spec.token_types.empty()) spec.token_types.assign(spec.tokens.size(), static_cast<int32_t>(TokenType::Normal));
-    for (size_t id = base.tokens.size(); id < n_vocab; ++id) {
-        spec.tokens.push_back("<|unused_" + std::to_string(id) + "|>");
-        spec.token_types.push_back(static_cast<int32_t>(TokenType::Unused));
-    }
-    return tokenizer_metadata(spec);
-}
-
-void write_model_file(const model::qwen4exp::GenConfig & config, const std::string & path) {
-    const model::qwen4exp::GenConfig c = with_byte_vocab(config);
-    model::qwen4exp::generate_model(c, byte_vocab_metadata(c.n_vocab)).write_file(path);  // atomic
-}
-
-void write_model_file(model::glm5next::GenConfig config, const std::string & path) {
-    config.n_vocab = static_cast<uint32_t>(byte_vocab_spec().tokens.size());
-    model::glm5next::generate_model(config, byte_vocab_metadata()).write_file(path);  // atomic
-}
 
 std::string cache_dir() {
     if (const std::string d = env("OFFGRID_CACHE"); !d.empty()) return d;
@@ -107,8 +76,8 @@ std::string default_model_path() {
     if (std::filesystem::is_regular_file(path, ec)) return path;
     std::filesystem::create_directories(dir, ec);
     if (ec) throw Error(dir + ": cannot create the cache directory: " + ec.message());
-    write_model_file(model::qwen4exp::gen_preset("tiny"), path);
+    model_generators().front()->configure(GenRequest{})->write(path);
     return path;
 }
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

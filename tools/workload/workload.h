@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 // One item of a token list: an id, rand(N,SEED), range(A,B) or rep(N,TOK).
 struct TokenItem {
@@ -73,4 +73,4 @@ struct Workload {
     static Workload load(const std::string & path);
 };
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

@@ -1,12 +1,12 @@
-#include "runtime/depth_bench.h"
+#include "benches/depth_bench.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include "common/error.h"
+#include "offgrid/error.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 namespace {
 
@@ -232,4 +232,4 @@ std::vector<ParallelBenchResult> run_parallel_bench(const std::shared_ptr<const 
     return out;
 }
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

@@ -11,21 +11,21 @@
 #include "model/qwen4exp/model.h"
 #include "model/qwen4exp/weights.h"
 
-namespace offgrid::runtime {
+namespace offgrid::model::qwen4exp {
 
 class MtpDraftFile {
 public:
     // Throws offgrid::Error naming the file when it has no MTP block, when a trunk tensor is present but the
     // trunk is incomplete, or when its width, stream count or vocabulary differ from the target's.
-    MtpDraftFile(const std::string & path, const model::qwen4exp::Model & target);
+    MtpDraftFile(const std::string & path, const Model & target);
 
-    const model::qwen4exp::Hparams & hparams() const { return hp_; }
-    const model::qwen4exp::MtpWeights & weights() const { return w_; }
+    const Hparams & hparams() const { return hp_; }
+    const MtpWeights & weights() const { return w_; }
 
 private:
     std::unique_ptr<gguf::Reader> reader_;
-    model::qwen4exp::Hparams hp_;
-    model::qwen4exp::MtpWeights w_;
+    Hparams hp_;
+    MtpWeights w_;
 };
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::model::qwen4exp

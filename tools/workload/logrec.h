@@ -12,7 +12,7 @@ namespace offgrid {
 class AtomicFile;
 }
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 struct LogitRow {
     int32_t step = 0;
@@ -47,4 +47,4 @@ struct Logrec {
     static Logrec read(const std::string & path);  // throws offgrid::FileError on a malformed file
 };
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

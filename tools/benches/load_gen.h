@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-namespace offgrid::server {
+namespace offgrid::tools {
 
 struct LoadConfig {
     std::string host = "127.0.0.1";
@@ -40,4 +40,4 @@ LoadReport run_load(const LoadConfig & cfg);
 std::string report_table(const LoadConfig & cfg, const LoadReport & r);
 std::string report_json(const LoadConfig & cfg, const LoadReport & r);
 
-}  // namespace offgrid::server
+}  // namespace offgrid::tools

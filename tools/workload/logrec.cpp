@@ -1,13 +1,13 @@
-#include "runtime/logrec.h"
+#include "workload/logrec.h"
 
 #include <cstring>
 #include <fstream>
 #include <iterator>
 
-#include "common/error.h"
-#include "common/files.h"
+#include "offgrid/error.h"
+#include "offgrid/files.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 namespace {
 constexpr char kMagic[8] = {'L', 'O', 'G', 'R', 'E', 'C', '0', '1'};
@@ -61,4 +61,4 @@ Logrec Logrec::read(const std::string & path) {
     return rec;
 }
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

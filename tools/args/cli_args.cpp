@@ -1,6 +1,6 @@
-#include "runtime/cli_args.h"
+#include "args/cli_args.h"
 
-#include "runtime/prompt_file.h"
+#include "offgrid/prompt_file.h"
 
 #include <cerrno>
 #include <charconv>
@@ -9,7 +9,7 @@
 #include <cctype>
 #include <cstdlib>
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 int64_t parse_integer(const std::string & what, const std::string & text, int64_t lo, int64_t hi) {
     int64_t v = 0;
@@ -62,6 +62,10 @@ void ArgParser::add(std::initializer_list<const char *> names, bool takes_value,
 
 void ArgParser::flag(std::initializer_list<const char *> names, bool * out) {
     add(names, false, [out](const std::string &, const std::string &) { *out = true; });
+}
+
+void ArgParser::custom_flag(std::initializer_list<const char *> names, std::function<void()> fn) {
+    add(names, false, [fn = std::move(fn)](const std::string &, const std::string &) { fn(); });
 }
 
 void ArgParser::weight_load(WeightLoad * out) {
@@ -133,4 +137,4 @@ int run_with_usage(const std::string & command, const std::function<int()> & bod
     }
 }
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

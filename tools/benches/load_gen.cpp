@@ -1,4 +1,4 @@
-#include "server/load_gen.h"
+#include "benches/load_gen.h"
 
 #include <algorithm>
 #include <atomic>
@@ -13,7 +13,7 @@
 
 #include "offgrid/error.h"
 
-namespace offgrid::server {
+namespace offgrid::tools {
 
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
@@ -219,4 +219,4 @@ std::string report_json(const LoadConfig & cfg, const LoadReport & r) {
     return j.dump(2) + "\n";
 }
 
-}  // namespace offgrid::server
+}  // namespace offgrid::tools

@@ -1,5 +1,7 @@
 // A small command-line flag parser shared by the `offgrid` subcommands: typed values with range checks, one
 // clear message per mistake (unknown flag, missing or malformed value), and positional arguments.
+//
+// Thread safety: an ArgParser is used by one thread; the parse_* functions keep no state.
 #pragma once
 
 #include <cstdint>
@@ -8,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "common/error.h"
+#include "offgrid/error.h"
 #include "offgrid/context.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 // A mistake on the command line (the commands exit with status 2 for it, 1 for other errors).
 class UsageError : public Error {
@@ -30,6 +32,8 @@ public:
     void real(std::initializer_list<const char *> names, float * out, float lo, float hi);
     // --mmap (WeightLoad::Map) and --no-mmap (WeightLoad::Read); the last one given wins, neither leaves *out.
     void weight_load(WeightLoad * out);
+    // A flag without a value that calls fn each time it is given.
+    void custom_flag(std::initializer_list<const char *> names, std::function<void()> fn);
     // Any other value: fn gets the value text and throws UsageError (or Error) when it is wrong.
     void custom(std::initializer_list<const char *> names, std::function<void(const std::string &)> fn);
     // Positional arguments are refused unless allowed.
@@ -64,4 +68,4 @@ std::vector<int64_t> parse_integer_list(const std::string & what, const std::str
 // Other exceptions propagate (the dispatcher prints them and exits 1).
 int run_with_usage(const std::string & command, const std::function<int()> & body);
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "offgrid/context.h"
-#include "runtime/workload.h"
+#include "workload/workload.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 struct ReplayOptions {
     std::string bin_path;   // LOGREC01 output; empty = none
@@ -31,4 +31,4 @@ struct ReplaySummary {
 // directory) is refused before the first command.
 ReplaySummary replay(std::shared_ptr<const Model> model, const Workload & workload, const ReplayOptions & options);
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools

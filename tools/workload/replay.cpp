@@ -1,4 +1,4 @@
-#include "runtime/replay.h"
+#include "workload/replay.h"
 
 #include <algorithm>
 #include <charconv>
@@ -10,12 +10,11 @@
 #include <map>
 #include <optional>
 
-#include "common/error.h"
-#include "common/files.h"
-#include "ops/thread_pool.h"
-#include "runtime/logrec.h"
+#include "offgrid/error.h"
+#include "offgrid/files.h"
+#include "workload/logrec.h"
 
-namespace offgrid::runtime {
+namespace offgrid::tools {
 
 namespace {
 
@@ -63,8 +62,8 @@ class Runner {
 public:
     Runner(std::shared_ptr<const Model> model, const Workload & wl, const ReplayOptions & opt)
         : model_(std::move(model)), wl_(wl), opt_(opt), n_vocab_(model_->n_vocab()) {
-        if (opt.n_threads < 0 || opt.n_threads > ops::ThreadPool::kMaxThreads) {
-            throw Error("-t " + std::to_string(opt.n_threads) + " is outside 1.." + std::to_string(ops::ThreadPool::kMaxThreads));
+        if (opt.n_threads < 0 || opt.n_threads > kMaxThreads) {
+            throw Error("-t " + std::to_string(opt.n_threads) + " is outside 1.." + std::to_string(kMaxThreads));
         }
         // Both outputs go through temporary files renamed into place at the end: a script that fails leaves no
         // partial output, and an output path that is the model itself is refused before anything runs.
@@ -176,7 +175,7 @@ private:
         else if (key == "n_rs_seq") s_.n_rs_seq = u32(1024);
         else if (key == "type_k") s_.type_k = value;
         else if (key == "type_v") s_.type_v = value;
-        else if (key == "threads") s_.threads = static_cast<int>(u32(ops::ThreadPool::kMaxThreads));
+        else if (key == "threads") s_.threads = static_cast<int>(u32(kMaxThreads));
         else if (key == "expect_failures") s_.expect_failures = u32(1) != 0;
         else if (key == "outputs") {
             if (value != "all" && value != "last") fail("set outputs: expected all or last");
@@ -457,4 +456,4 @@ ReplaySummary replay(std::shared_ptr<const Model> model, const Workload & worklo
     return r.run();
 }
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid::tools
