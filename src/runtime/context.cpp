@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "gguf/reader.h"
 #include "memory/hybrid_memory.h"
+#include "memory/plan_check.h"
 #include "runtime/available_memory.h"
 #include "memory/state_io.h"
 #include "model/architecture.h"
@@ -224,10 +225,17 @@ public:
 
         try {
             mem_ = std::make_unique<memory::HybridMemory>(memory_params(params_.n_ctx, params_.n_ubatch));
+            // The forward's scratch, once for the largest ubatch and the longest sequence this context can hold.
+            model::WorkspaceLimits limits;
+            limits.n_ubatch = params_.n_ubatch;
+            limits.n_seq_cells = per_stream;
+            limits.n_threads = pool_.n_threads();
+            workspace_.reserve(pool_.n_threads(), m.workspace_size(limits));
         } catch (const std::bad_alloc &) {
             throw Error("not enough memory for a context of " + std::to_string(params_.n_ctx) +
                         " cells; ask for fewer (n_ctx, -c)");
         }
+        plan_limits_ = {m.n_vocab(), m.memory_traits().kpool};
     }
 
     memory::MemoryParams memory_params(uint32_t n_ctx, uint32_t n_ubatch) {
@@ -317,7 +325,8 @@ public:
         const size_t n_embd = model_->impl().hidden_width();
         std::vector<float> hidden(params_.embeddings ? vb.size() * n_embd : 0);  // batch order
         const size_t n_wide = params_.mtp_hidden ? model_->impl().wide_hidden_width() : 0;
-        std::vector<float> wide(vb.size() * n_wide);  // batch order
+        std::vector<float> & wide = spare_wide_;  // batch order, every row written below
+        wide.resize(vb.size() * n_wide);
 
         try {
             while (mem_->has_next()) {
@@ -326,19 +335,29 @@ public:
                     return {DecodeStatus::Aborted, "decode: aborted by the callback"};
                 }
                 const memory::Plan & plan = mem_->apply();
-                model::ForwardOptions fo;
-                fo.dense = params_.qsa_dense;
-                fo.hidden = params_.embeddings;
-                fo.wide_hidden = n_wide > 0;
-                const model::ForwardResult res = model_->impl().forward(shape_, plan, *mem_, &pool_, fo);
-                const std::vector<float> & out = res.logits;
+                memory::check_plan(plan, plan_limits_, plan_seen_);
+                const size_t T = plan.tokens.size();
+                size_t n_plan_out = 0;
+                for (const auto & t : plan.tokens) n_plan_out += t.output ? 1 : 0;
+                // Ubatch-order rows, in buffers that only grow (a steady decode step allocates nothing).
+                auto rows_of = [](std::vector<float> & v, size_t n) {
+                    if (v.size() < n) v.resize(n);
+                    return n > 0 ? v.data() : nullptr;
+                };
+                model::ForwardContext fc{shape_, plan, *mem_, &pool_, workspace_, params_.qsa_dense, {}};
+                fc.out.logits = rows_of(ubatch_logits_, n_plan_out * n_vocab);
+                fc.out.hidden = params_.embeddings ? rows_of(ubatch_hidden_, T * n_embd) : nullptr;
+                fc.out.wide_hidden = n_wide > 0 ? rows_of(ubatch_wide_, T * n_wide) : nullptr;
+                workspace_.reset();
+                model_->impl().forward(fc);
+                const float * out = fc.out.logits;
                 if (params_.embeddings) {
-                    for (size_t t = 0; t < plan.tokens.size(); ++t) {
-                        std::memcpy(&hidden[plan.tokens[t].index * n_embd], &res.hidden[t * n_embd], n_embd * sizeof(float));
+                    for (size_t t = 0; t < T; ++t) {
+                        std::memcpy(&hidden[plan.tokens[t].index * n_embd], &fc.out.hidden[t * n_embd], n_embd * sizeof(float));
                     }
                 }
-                for (size_t t = 0; t < plan.tokens.size() && n_wide > 0; ++t) {
-                    std::memcpy(&wide[plan.tokens[t].index * n_wide], &res.wide_hidden[t * n_wide], n_wide * sizeof(float));
+                for (size_t t = 0; t < T && n_wide > 0; ++t) {
+                    std::memcpy(&wide[plan.tokens[t].index * n_wide], &fc.out.wide_hidden[t * n_wide], n_wide * sizeof(float));
                 }
                 size_t k = 0;
                 for (const auto & t : plan.tokens) {
@@ -359,7 +378,7 @@ public:
         mem_->finish();
         std::swap(logits_, rows);
         n_outputs_ = n_out;
-        wide_ = std::move(wide);
+        std::swap(wide_, wide);
         return {};
     }
 
@@ -417,6 +436,10 @@ public:
     ops::ThreadPool pool_;
     memory::CacheShape shape_;
     std::unique_ptr<memory::HybridMemory> mem_;
+    ops::Workspace workspace_;            // the forward's scratch (model::Architecture::workspace_size)
+    memory::PlanLimits plan_limits_;
+    std::vector<uint8_t> plan_seen_;      // memory::check_plan's working space
+    std::vector<float> ubatch_logits_, ubatch_hidden_, ubatch_wide_;  // one ubatch's rows, ubatch order
     std::function<bool()> abort_;
     std::vector<float> logits_;
     std::vector<float> spare_logits_;  // the buffer the next decode writes into (swapped with logits_)
@@ -424,6 +447,7 @@ public:
     std::vector<float> embd_;                          // pooling None: output rows
     std::map<int32_t, std::vector<float>> embd_seq_;   // pooled, per sequence
     std::vector<float> wide_;                          // mtp_hidden: every token's wide residual, batch order
+    std::vector<float> spare_wide_;                    // the buffer the next decode writes into (swapped with wide_)
 };
 
 }  // namespace runtime

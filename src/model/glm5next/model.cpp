@@ -53,9 +53,10 @@ MemoryTraits Model::memory_traits() const {
     return t;
 }
 
-ForwardResult Model::forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
-                             ops::ThreadPool * pool, const ForwardOptions & options) const {
-    return glm5next::forward_full(*this, shape, plan, storage, pool, options);
+void Model::forward(const ForwardContext & fc) const { glm5next::forward(*this, fc); }
+
+ops::WorkspaceSize Model::workspace_size(const WorkspaceLimits & limits) const {
+    return glm5next::workspace_size(*this, limits);
 }
 
 std::string Model::describe() const {

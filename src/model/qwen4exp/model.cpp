@@ -66,9 +66,10 @@ MemoryTraits Model::memory_traits() const {
 // decoded alone. So no batch rule is needed beyond the memory's own.
 std::string Model::check_token_seqs(const std::vector<memory::SeqId> &) const { return {}; }
 
-ForwardResult Model::forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
-                             ops::ThreadPool * pool, const ForwardOptions & options) const {
-    return qwen4exp::forward_full(*this, shape, plan, storage, pool, options);
+void Model::forward(const ForwardContext & fc) const { qwen4exp::forward(*this, fc); }
+
+ops::WorkspaceSize Model::workspace_size(const WorkspaceLimits & limits) const {
+    return qwen4exp::workspace_size(*this, limits);
 }
 
 void Model::rerotate_keys(const memory::CacheShape & shape, memory::Storage & storage, uint32_t cell,

@@ -163,7 +163,8 @@ void MtpHead::step(MtpCache & cache, int32_t token, int32_t pos, const float * h
     common::gated_hc_combine(hcs, R, y.data(), inject.data(), 1);
 
     common::gated_hc_mix(hcs, w_.block.hc_ffn, R, 1, a.data(), inject.data(), pool);
-    detail::moe_ffn(hp_, w_.block.moe, pool, 1, a.data(), y.data());
+    ops::Workspace ws(pool ? pool->n_threads() : 1, {});  // grows to what the block takes
+    detail::moe_ffn(hp_, w_.block.moe, pool, ws, 1, a.data(), y.data());
     common::gated_hc_combine(hcs, R, y.data(), inject.data(), 1);
 
     common::gated_hc_mix(hcs, w_.hc_head, R, 1, z.data(), nullptr, pool);
