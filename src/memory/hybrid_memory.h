@@ -88,7 +88,7 @@ struct BeginResult {
 
 struct BreakdownEntry {
     std::string cache;  // "attention", "indexer", "recurrent"
-    std::string part;   // "k", "v", "rows", "conv", "ssm", "ple"
+    std::string part;   // "k", "v", "rows", "conv", "ssm", "row"
     tensor::ElemType type;
     uint64_t bytes;
 };
@@ -163,7 +163,7 @@ public:
     PoolKeyTable pool_keys(uint32_t attn_layer, SeqId seq) override;  // pool_keys.cpp
     float * conv_state(uint32_t recr_layer, uint32_t row) override { return rec_.conv(recr_layer, row); }
     float * ssm_state(uint32_t recr_layer, uint32_t row) override { return rec_.ssm(recr_layer, row); }
-    float * ple_state(uint32_t row) override { return rec_.ple(row); }
+    float * row_state(uint32_t row) override { return rec_.row_state(row); }
     RecurrentRewrite recurrent_rewrite(uint32_t recr_layer, uint32_t row) override {
         const RecurrentCache::Rewrite r = rec_.rewrite(recr_layer, row);
         return {r.conv_in, r.ssm_in, r.conv_out, r.ssm_out};

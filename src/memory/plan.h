@@ -37,12 +37,12 @@ struct SeqView {
     std::span<const uint32_t> reps;  // reps.size() == pools.size()
 };
 
-// A pool the model must (re)compute in this ubatch: mean of the members' raw indexer keys, norm, rope at
-// pos4 (the first member's 4-component M-RoPE position (pos, y, x, pos)), stored into the pooled half of rep's row.
+// A pool the model must (re)compute in this ubatch from its members' indexer rows, stored into the pooled part of
+// rep's row (how it is pooled, and whether its key is rotated at `pos`, is the model's matter).
 struct NewPool {
     std::span<const uint32_t> members;  // kpool global cells, in sequence order
     uint32_t rep;                       // global cell of the last member
-    std::array<Pos, 4> pos4;
+    Pos pos;                            // the first member's position
 };
 
 struct TokenPlan {
@@ -78,10 +78,10 @@ struct Plan {
     std::vector<NewPool> new_pools;      // pooled once even when shared by several sequences
     uint32_t kpool = 0;                  // 0 when the model has no QSA layer
 
-    // Read access to a sequence's cells and pools (for dense attention, pool selection, PLE predecessors).
+    // Read access to a sequence's cells and pools (for dense attention, pool selection, a token's predecessors).
     // Implemented by the memory; valid while the plan is.
     virtual SeqView seq_view(SeqId seq) const = 0;
-    // Token id stored in a cell (PLE predecessors).
+    // Token id stored in a cell (a token's predecessors, for models that read them).
     virtual Token cell_token(uint32_t cell) const = 0;
     virtual ~Plan() = default;
 };
@@ -98,7 +98,8 @@ struct CacheShape {
     uint32_t n_recr_layers = 0;   // recurrent layers, numbered 0.. in model order
     uint32_t conv_floats = 0;     // per recurrent layer and row: conv history
     uint32_t ssm_floats = 0;      // per recurrent layer and row: delta-rule state
-    uint32_t ple_floats = 0;      // per row: PLE conv history (0 = no PLE)
+    uint32_t row_floats = 0;      // per recurrent row, outside any layer: state the model carries along a
+                                  // sequence beside its layers' (0 = none)
     tensor::ElemType type_k = tensor::ElemType::F16;  // K rows: F32, F16 or Q8_0 (k_width a multiple of 32)
     tensor::ElemType type_v = tensor::ElemType::F16;  // V rows: F32, F16 or Q8_0 (v_width a multiple of 32)
     tensor::ElemType type_idx = tensor::ElemType::F16;  // indexer rows: F32 or F16 (the model derives it from type_k)
@@ -151,7 +152,7 @@ struct Storage {
     }
     virtual float * conv_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ssm_state(uint32_t recr_layer, uint32_t row) = 0;
-    virtual float * ple_state(uint32_t row) = 0;
+    virtual float * row_state(uint32_t row) = 0;  // row_floats floats
     // A recurrent layer's conv and ssm rows of `row` for a step that reads the whole state and then writes every
     // float of both (one token, no snapshot due): the new state goes to *_out, computed from *_in, which may be
     // other rows (the memory keeps the old state there for undo, so nothing is copied) or the same ones.

@@ -66,9 +66,9 @@ void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w
             for (size_t i = 0; i < Di; ++i) sum[i] *= inv_r;
             ops::rms_norm(sum.data(), Di, hp.rms_eps, w.idx_k_norm.data(), pooled.data());
             // Text positions throughout: tokens are roped at (p, p, p, 0) from TokenPlan.pos alone, so a pool is
-            // roped at (p0, p0, p0, p0) from its first member's position; the 2-D components of pos4 are not used
-            // (the reference's text cells carry y = x = p, which this reproduces whatever the plan puts there).
-            const memory::Pos p0 = np.pos4[0];
+            // roped at (p0, p0, p0, p0) from its first member's position (NewPool::pos): the reference's text cells
+            // carry y = x = p, which this reproduces.
+            const memory::Pos p0 = np.pos;
             ops::imrope(pooled.data(), 1, static_cast<int>(Di), rp, {p0, p0, p0, p0});
             auto * rep = static_cast<uint8_t *>(b.storage.idx_row(li, np.rep));
             ops::store_cache_row(rep + half_bytes, type, pooled.data(), Di);

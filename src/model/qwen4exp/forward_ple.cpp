@@ -97,13 +97,13 @@ void ple_block(const Batch & b, uint32_t il, const uint32_t * rows, float * R) {
 
     // Dilated causal conv along each sequence group, history in the group's recurrent row.
     const size_t Kp = hp.ple_conv_kernel, N = hp.ple_ngram;
-    const size_t state_floats = b.shape.ple_floats;
+    const size_t state_floats = b.shape.row_floats;
     const std::span<float> conv = scope.take<float>(dim);
     auto copy_row = [&](uint32_t from, uint32_t to) {
-        std::memcpy(b.storage.ple_state(to), b.storage.ple_state(from), state_floats * sizeof(float));
+        std::memcpy(b.storage.row_state(to), b.storage.row_state(from), state_floats * sizeof(float));
     };
     for (const memory::SeqGroup & g : b.plan.groups) {
-        float * history = b.storage.ple_state(g.row);
+        float * history = b.storage.row_state(g.row);
         snapshot_if_due(g, 0, copy_row);
         for (size_t i = 0; i < g.tokens.size(); ++i) {
             const size_t t = g.tokens[i];

@@ -45,7 +45,8 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
     s.n_recr_layers = hp_.n_recr_layers();
     s.conv_floats = (hp_.ssm_d_conv - 1) * hp_.ssm_conv_dim();
     s.ssm_floats = hp_.ssm_d_state * hp_.ssm_d_state * hp_.ssm_n_v_heads;
-    s.ple_floats = hp_.has_ple ? (hp_.ple_conv_kernel - 1) * hp_.ple_ngram * hp_.hc * hp_.n_embd : 0;
+    // The PLE conv history lives in the recurrent row, beside the layers' states.
+    s.row_floats = hp_.has_ple ? (hp_.ple_conv_kernel - 1) * hp_.ple_ngram * hp_.hc * hp_.n_embd : 0;
     s.type_k = type_k;
     s.type_v = type_v;
     s.type_idx = type_k == tensor::ElemType::Q8_0 ? tensor::ElemType::F16 : type_k;
