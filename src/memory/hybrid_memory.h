@@ -60,7 +60,7 @@ struct MemoryParams {
     uint32_t n_rs_seq = 0;      // recurrent rollback snapshots per sequence
     uint32_t n_ubatch = 512;    // most tokens per ubatch
     uint32_t kpool = 0;         // pool size of the indexer (0: no pools)
-    bool by_order = true;       // pools by sequence order (qwen4exp), else by aligned positions
+    bool by_order = true;       // pools by sequence order, else by aligned positions
     uint32_t n_vocab = 0;       // token ids are checked against it (0: unchecked)
     bool multi_pos = false;     // M-RoPE positions (batch rule V4)
     // Sliding window of the attention cache (default none). It cannot be combined with kpool > 0: the pools are

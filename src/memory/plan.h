@@ -53,7 +53,7 @@ struct TokenPlan {
     bool output;          // a logits row is wanted
     uint32_t n_visible;   // entries of seq's cells with pos <= this token's pos
     // With a sliding window, entries [0, first_visible) are outside the token's window: dense attention reads
-    // entries [first_visible, n_visible). Always 0 without a window (qwen4exp).
+    // entries [first_visible, n_visible). Always 0 without a window.
     uint32_t first_visible = 0;
     uint32_t n_pools;     // pools of seq that end at or before this token (selectable pools: pools[0..n_pools))
     std::span<const uint32_t> tail;  // incomplete tail cells, the token itself first then older (size < kpool)
@@ -87,14 +87,14 @@ struct Plan {
 };
 
 // What the model needs stored, given when the memory is created. Attention and indexer rows exist per global
-// cell for each full-attention layer; recurrent rows per recurrent row index for each recurrent (GDN) layer.
+// cell for each full-attention layer; recurrent rows per recurrent row index for each recurrent layer.
 struct CacheShape {
     uint32_t n_attn_layers = 0;   // full-attention layers, numbered 0.. in model order
-    uint32_t k_width = 0;         // elements of one K row (head size * KV heads, or an MLA latent)
-    uint32_t v_width = 0;         // elements of one V row; 0 = no V rows (MLA: values are read from the K row)
+    uint32_t k_width = 0;         // elements of one K row (head size * KV heads, or a latent)
+    uint32_t v_width = 0;         // elements of one V row; 0 = no V rows (the model reads values from its K rows)
     uint32_t idx_width = 0;       // Di, the width of one part of an indexer row; 0 = no indexer
-    uint32_t idx_parts = 2;       // parts of an indexer row, each Di wide, the pooled key last: qwen4exp
-                                  // [raw key | pooled], glm5-next [key | gate | pooled]
+    uint32_t idx_parts = 2;       // parts of an indexer row, each idx_width wide, the pooled key last (the
+                                  // parts before it are the model's: a raw key, a gate, ...)
     uint32_t n_recr_layers = 0;   // recurrent layers, numbered 0.. in model order
     uint32_t conv_floats = 0;     // per recurrent layer and row: conv history
     uint32_t ssm_floats = 0;      // per recurrent layer and row: delta-rule state

@@ -90,7 +90,7 @@ public:
     void journal_undo();
 
     // Row pointers for the model, which may write through them. During a decode call the first access to a
-    // journaled slot's layer (or PLE rows) saves that part into the journal first, so a call copies each part
+    // journaled slot's layer (or per-row states) saves that part into the journal first, so a call copies each part
     // right before the model reads it (from cache afterwards) and never copies a part it does not touch.
     float * conv(uint32_t layer, uint32_t row) {
         before_access(layer, row);
@@ -123,7 +123,7 @@ public:
     uint64_t undo_bank_bytes() const { return conv_bytes() + ssm_bytes() + row_state_bytes(); }
     uint32_t slot_floats() const;  // floats of all planes of one slot, all layers
 
-    // Raw copy of one slot's planes (state I/O), in a fixed order: per plane, per layer conv then ssm, then PLE.
+    // Raw copy of one slot's planes (state I/O), in a fixed order: per plane, per layer conv then ssm, then the per-row state.
     void read_slot(uint32_t slot, uint32_t planes, std::vector<float> & out) const;
     void write_slot(uint32_t slot, uint32_t planes, const float * in);
     // Plane `plane` of `slot` in the same per-layer order (one plane only).
@@ -148,7 +148,7 @@ public:
 
 private:
     using RowFn = std::function<void(float *, size_t)>;
-    // fn(row data, floats) for every layer's conv and ssm rows, then the PLE row, of planes [0, planes).
+    // fn(row data, floats) for every layer's conv and ssm rows, then the per-row state, of planes [0, planes).
     void for_each_row(uint32_t slot, uint32_t planes, const RowFn & fn);
     // Journal parts: one per recurrent layer (conv and ssm rows of every plane), then one for the per-row states.
     uint32_t n_parts() const { return (uint32_t)conv_.size() + 1; }

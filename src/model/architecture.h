@@ -28,8 +28,8 @@ namespace offgrid::model {
 // How the memory must book-keep for this model.
 struct MemoryTraits {
     uint32_t kpool = 0;          // pool size of the indexer (0: no pools)
-    bool kpool_by_order = true;  // pools are runs of a sequence's cells in order (qwen4exp), or kpool
-                                 // consecutive positions aligned to the sequence's first position (glm5-next)
+    bool kpool_by_order = true;  // pools are runs of a sequence's cells in order, or kpool consecutive
+                                 // positions aligned to the sequence's first position
     memory::Window window;       // sliding window of the attention cache (none: every cell stays visible)
 };
 
