@@ -59,7 +59,8 @@ void Arena::release_to(size_t mark) {
 
 void Arena::reset() {
     release_to(0);
-    if (high_water_ > capacity_) reserve(high_water_);
+    // At least half again: a workspace whose need creeps up (a cache that grows by a row a step) grows rarely.
+    if (high_water_ > capacity_) reserve(std::max(high_water_, capacity_ + capacity_ / 2));
 }
 
 void Workspace::reserve(int n_threads, const WorkspaceSize & size) {

@@ -8,8 +8,9 @@
 //  2. Arena i is used only by thread i of the pool (ThreadPool::thread_index()); arena 0 also holds the buffers of
 //     the whole pass, taken on the calling thread outside parallel regions.
 //  3. A take beyond the reserved bytes still succeeds: it is served by a heap block of its own, freed with its
-//     scope, and the arena is enlarged to its high-water mark at the next reset() (growths() counts that). A
-//     model whose declared sizes are right never grows its workspace.
+//     scope, and the arena is enlarged to at least its high-water mark at the next reset() (growths() counts the
+//     overflowing takes). A model whose declared sizes are right never grows its workspace; one used without
+//     a declared size (the MTP head) grows to its high-water mark and then allocates nothing.
 #pragma once
 
 #include <cstddef>

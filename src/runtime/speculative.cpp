@@ -118,7 +118,7 @@ public:
             const float * src = k == 0 ? s.pending_h.data() : ctx_.mtp_hidden(row0 + static_cast<int32_t>(k) - 1);
             std::copy(src, src + wide_, &h[k * wide_]);
         }
-        head_->catch_up(s.cache, tokens, pos.data(), h.data(), n);
+        head_->catch_up(s.cache, tokens, pos.data(), h.data(), n, nullptr, &head_ws_);
     }
 
     DecodeResult prefill(int32_t seq, const std::vector<int32_t> & tokens) {
@@ -155,7 +155,7 @@ public:
                 const float * src = k == 0 ? s.pending_h.data() : ctx_.mtp_hidden(idx[k - 1]);
                 std::copy(src, src + wide_, &h[k * wide_]);
             }
-            head_->catch_up(s.cache, toks.data(), pos.data(), h.data(), toks.size());
+            head_->catch_up(s.cache, toks.data(), pos.data(), h.data(), toks.size(), nullptr, &head_ws_);
             const float * last = ctx_.mtp_hidden(idx.back());
             s.pending_h.assign(last, last + wide_);
         }
@@ -170,7 +170,7 @@ public:
             std::vector<float> logits(head_->n_vocab()), h = s.pending_h, h_out(wide_);
             int32_t tok = last;
             for (int32_t j = 0; j < n_cap; ++j) {
-                head_->step(s.cache, tok, pos + j, h.data(), logits.data(), h_out.data());
+                head_->step(s.cache, tok, pos + j, h.data(), logits.data(), h_out.data(), nullptr, &head_ws_);
                 const auto [id, p] = draft_pick(logits.data(), logits.size());
                 if (p < spec_.p_min) break;
                 d.push_back(id);
@@ -271,13 +271,14 @@ public:
             const float * src = ctx_.mtp_hidden(row0 + static_cast<int32_t>(k));
             std::copy(src, src + wide_, &h[k * wide_]);
         }
-        head_->catch_up(s.cache, tokens, pos.data(), h.data(), n);
+        head_->catch_up(s.cache, tokens, pos.data(), h.data(), n, nullptr, &head_ws_);
     }
 
     Context & ctx_;
     SpecParams spec_;
     std::unique_ptr<MtpDraftFile> sidecar_;
     std::unique_ptr<model::qwen4exp::MtpHead> head_;
+    ops::Workspace head_ws_;  // the head's scratch, kept from step to step
     size_t wide_ = 0;
     std::map<int32_t, SeqState> seqs_;
     SpecStats stats_;
