@@ -289,7 +289,12 @@ public:
             return {DecodeStatus::InvalidBatch, "batch: " + std::to_string(in.size()) + " tokens, more than n_batch " +
                                                     std::to_string(params_.n_batch)};
         }
-        memory::Batch b;
+        // The memory's copy of the batch, in buffers kept from call to call.
+        memory::Batch & b = batch_;
+        b.tokens.clear();
+        b.pos.clear();
+        b.output.clear();
+        if (b.seqs.size() < in.size()) b.seqs.resize(in.size());
         const bool auto_pos = in[0].pos < 0;
         for (size_t i = 0; i < in.size(); ++i) {
             const auto & t = in[i];
@@ -301,9 +306,10 @@ public:
             if (!why.empty()) return {DecodeStatus::InvalidBatch, "batch: token " + std::to_string(i) + ": " + why};
             b.tokens.push_back(t.token);
             if (!auto_pos) b.pos.push_back(t.pos);
-            b.seqs.push_back(t.seqs);
+            b.seqs[i].assign(t.seqs.begin(), t.seqs.end());
             b.output.push_back(t.output ? 1 : 0);
         }
+        b.seqs.resize(in.size());  // one list per token (a steady step keeps its one list)
         apply_shifts();
 
         const memory::BeginResult br = mem_->begin(b);
@@ -312,7 +318,8 @@ public:
 
         // Output rows go back in batch order; a ubatch reorders tokens by sequence.
         const auto & vb = mem_->call_batch();
-        std::vector<int32_t> row_of(vb.size(), -1);
+        std::vector<int32_t> & row_of = row_of_;
+        row_of.assign(vb.size(), -1);
         int32_t n_out = 0;
         for (size_t i = 0; i < vb.size(); ++i) {
             if (vb.output[i]) row_of[i] = n_out++;
@@ -439,6 +446,8 @@ public:
     ops::Workspace workspace_;            // the forward's scratch (model::Architecture::workspace_size)
     memory::PlanLimits plan_limits_;
     std::vector<uint8_t> plan_seen_;      // memory::check_plan's working space
+    memory::Batch batch_;                 // decode's copy of the batch for the memory
+    std::vector<int32_t> row_of_;         // decode's output row of each batch token
     std::vector<float> ubatch_logits_, ubatch_hidden_, ubatch_wide_;  // one ubatch's rows, ubatch order
     std::function<bool()> abort_;
     std::vector<float> logits_;
