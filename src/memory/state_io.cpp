@@ -25,7 +25,7 @@ std::vector<std::pair<const char *, uint32_t>> fingerprint(const HybridMemory & 
         {"idx_width", p.shape.idx_width},        {"idx_parts", p.shape.idx_width > 0 ? p.shape.idx_parts : 0u},
         {"type_k", (uint32_t)p.shape.type_k},    {"type_v", (uint32_t)p.shape.type_v},
         {"n_recr_layers", p.shape.n_recr_layers}, {"conv_floats", p.shape.conv_floats},
-        {"ssm_floats", p.shape.ssm_floats},      {"ple_floats", p.shape.ple_floats},
+        {"ssm_floats", p.shape.ssm_floats},      {"row_floats", p.shape.row_floats},
         {"n_rs_seq", p.n_rs_seq},                {"kpool", p.kpool},
         {"by_order", p.by_order ? 1u : 0u},
     };

@@ -4,6 +4,7 @@
 #include "model/qwen4exp/model.h"
 #include "model/qwen4exp/mtp_draft_file.h"
 #include "model/qwen4exp/mtp_head.h"
+#include "ops/workspace.h"
 
 namespace offgrid::model::qwen4exp {
 
@@ -15,6 +16,7 @@ public:
     int32_t end() const override { return rows.end(); }
     void truncate(int32_t pos) override { rows.truncate(pos); }
     MtpCache rows;
+    ops::Workspace ws;  // the head's scratch for this sequence, kept from step to step
 };
 
 class Head final : public DraftHead {
@@ -30,11 +32,13 @@ public:
     std::unique_ptr<DraftHead::Cache> new_cache() const override { return std::make_unique<RowCache>(); }
     void catch_up(DraftHead::Cache & cache, const int32_t * tokens, const int32_t * pos, const float * h,
                   size_t n) const override {
-        head_.catch_up(static_cast<RowCache &>(cache).rows, tokens, pos, h, n);
+        auto & c = static_cast<RowCache &>(cache);
+        head_.catch_up(c.rows, tokens, pos, h, n, nullptr, &c.ws);
     }
     void step(DraftHead::Cache & cache, int32_t token, int32_t pos, const float * h, float * logits,
               float * h_out) const override {
-        head_.step(static_cast<RowCache &>(cache).rows, token, pos, h, logits, h_out);
+        auto & c = static_cast<RowCache &>(cache);
+        head_.step(c.rows, token, pos, h, logits, h_out, nullptr, &c.ws);
     }
 
 private:
