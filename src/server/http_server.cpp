@@ -179,6 +179,21 @@ std::string metrics_text(const SchedulerStats & st, uint32_t n_slots, uint64_t h
     metric("prefix_cache_tokens_saved_total", "counter", "prompt tokens restored instead of prefilled", static_cast<double>(st.cache_tokens_saved));
     metric("prefix_cache_bytes", "gauge", "RAM held by prefix cache snapshots", static_cast<double>(st.cache_bytes));
     metric("prefix_cache_entries", "gauge", "snapshots in the prefix cache", static_cast<double>(st.cache_entries));
+    {
+        // The cache's bytes by kind: rows stored once per path, what each snapshot adds, and logits.
+        const double rows = static_cast<double>(st.cache_row_bytes), logits = static_cast<double>(st.cache_logits_bytes);
+        out += "# HELP offgrid_prefix_cache_kind_bytes prefix cache RAM by kind (rows: K, V and indexer rows of the cached "
+               "tokens, each held once; state: recurrent states, conv histories and books per snapshot; logits)\n"
+               "# TYPE offgrid_prefix_cache_kind_bytes gauge\n";
+        char line[160];
+        std::snprintf(line, sizeof(line), "offgrid_prefix_cache_kind_bytes{kind=\"rows\"} %.0f\n", rows);
+        out += line;
+        std::snprintf(line, sizeof(line), "offgrid_prefix_cache_kind_bytes{kind=\"state\"} %.0f\n",
+                      static_cast<double>(st.cache_bytes) - rows - logits);
+        out += line;
+        std::snprintf(line, sizeof(line), "offgrid_prefix_cache_kind_bytes{kind=\"logits\"} %.0f\n", logits);
+        out += line;
+    }
     metric("queue_length", "gauge", "choices waiting for a slot", static_cast<double>(st.queue_length));
     metric("slots_busy", "gauge", "slots running a request", static_cast<double>(st.slots_busy));
     metric("slots_total", "gauge", "slots", n_slots);

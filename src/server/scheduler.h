@@ -45,6 +45,7 @@ struct GenRequest {
     int32_t top_logprobs = -1;    // -1: no logprobs; else the sampled token's plus this many alternatives
     int32_t index = 0;            // choice index in the response
     bool speculative = true;      // with a speculative server: draft and verify this choice (off: one token a step)
+    std::vector<size_t> message_ends;  // chat: where each message ends in the prompt (ascending), worth a snapshot
 };
 
 struct ChoiceEvent {
@@ -93,6 +94,7 @@ struct SchedulerStats {
     std::atomic<uint64_t> prompt_tokens{0}, prompt_tokens_decoded{0}, generated_tokens{0};
     std::atomic<uint64_t> cache_lookups{0}, cache_hits{0}, cache_tokens_saved{0};
     std::atomic<uint64_t> cache_bytes{0}, cache_entries{0};
+    std::atomic<uint64_t> cache_row_bytes{0}, cache_logits_bytes{0};  // parts of cache_bytes: K/V/indexer rows, logits
     std::atomic<uint64_t> queue_length{0}, slots_busy{0};
     std::atomic<uint64_t> steps{0}, step_us{0}, prefill_step_us{0};
     std::atomic<uint64_t> spec_rounds{0}, spec_drafted{0}, spec_accepted{0};  // speculative rounds and draft tokens
@@ -138,6 +140,8 @@ private:
     void speculate(const std::vector<Slot *> & slots);
     void finish(Slot & s, const std::string & reason, const std::string & error = {});
     void snapshot(Slot & s, size_t n_tokens, const float * logits);
+    void restore(int32_t seq, const Snapshot & snap);
+    void update_cache_stats();
 
     std::shared_ptr<const Model> model_;
     Tokenizer tok_;
@@ -146,6 +150,7 @@ private:
     std::unique_ptr<SpeculativeDecoder> spec_;  // null: no speculation
     uint32_t capacity_ = 0;
     int32_t n_vocab_ = 0;
+    size_t cell_row_bytes_ = 0;  // K, V and indexer bytes of one cell
     PrefixCache cache_;
     bool cache_files_loaded_ = false;  // --slot-save-path was read: the cache is saved there at shutdown
     SchedulerStats stats_;
