@@ -387,7 +387,7 @@ void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits) {
         return;
     }
     Snapshot snap;
-    if (s.base && s.base->cached && s.base_len > 0 && s.base_len < n_tokens) {
+    if (cfg_.tails && s.base && s.base->cached && s.base_len > 0 && s.base_len < n_tokens) {
         snap.from = s.base_len;
         snap.parent = s.base;
         snap.state = ctx_.state_get_tail(s.seq, static_cast<int32_t>(s.base_len));

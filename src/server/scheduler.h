@@ -86,6 +86,7 @@ struct SchedulerConfig {
     bool log = true;              // one line per request to stderr
     std::string cache_dir;        // not empty: the prefix cache is loaded from here at start and saved at shutdown
     SpecParams spec;              // speculative decoding of generating slots (type None: off)
+    bool tails = true;            // snapshots as tails of the one below (false: whole states, for comparisons)
 };
 
 // Counters for /metrics; written by the scheduler thread, read by anyone.
