@@ -4,6 +4,7 @@
 // earlier turns; and the answers equal those of a server without a prefix cache.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 
 #include "runtime/byte_vocab.h"
@@ -116,6 +117,88 @@ TEST(ChatReuse, EachTurnRestoresTheEarlierTurnsAndAnswersAsAColdServer) {
     ASSERT_EQ(c.status, 200) << c.body;
     EXPECT_EQ(cached(c), 0);
     EXPECT_EQ(c.j["choices"][0]["message"]["content"], replies.back().j["choices"][0]["message"]["content"]);
+}
+
+}  // namespace
+}  // namespace offgrid::test
+
+namespace offgrid::test {
+namespace {
+
+// --slot-save-path: a restarted server resumes a conversation without prefilling its earlier turns and answers as
+// a cold server; with the conversation's first (whole) snapshot damaged, the tails built on it are skipped with
+// their reason and the answer is the cold one.
+TEST(ChatReuse, ARestartedServerResumesTheConversationFromItsFiles) {
+    const fs::path dir = work_dir() / "resume";
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::vector<std::pair<std::string, std::string>> msgs = {{"system", words(240, 31)}, {"user", words(100, 32)}};
+    auto args = [&](const char * save) {
+        std::vector<std::string> a = {"-np", "1", "-c", "4096", "-b", "64", "-t", "2"};
+        if (save) a.insert(a.end(), {"--slot-save-path", save});
+        return a;
+    };
+    int previous_prompt = 0;
+    {
+        ServerProcess s(args(dir.c_str()), "resume1");
+        for (int turn = 0; turn < 2; ++turn) {
+            Reply r = post(s, "/v1/chat/completions", chat(msgs, 8));
+            ASSERT_EQ(r.status, 200) << r.body;
+            previous_prompt = prompt_tokens(r);
+            msgs.push_back({"assistant", r.j["choices"][0]["message"]["content"].get<std::string>()});
+            msgs.push_back({"user", words(80, 33 + turn)});
+        }
+        EXPECT_EQ(s.stop(), 0);
+    }
+    json cold;
+    {
+        ServerProcess c(args(nullptr), "resume_cold");
+        Reply r = post(c, "/v1/chat/completions", chat(msgs, 8));
+        ASSERT_EQ(r.status, 200) << r.body;
+        cold = r.j["choices"];
+    }
+    // Keep a copy of the files: the restarted server saves its own at shutdown.
+    const fs::path saved = work_dir() / "resume_saved";
+    fs::remove_all(saved);
+    fs::copy(dir, saved, fs::copy_options::recursive);
+    {
+        ServerProcess s(args(dir.c_str()), "resume2");
+        Reply r = post(s, "/v1/chat/completions", chat(msgs, 8));
+        ASSERT_EQ(r.status, 200) << r.body;
+        EXPECT_GE(cached(r), previous_prompt);
+        EXPECT_EQ(r.j["choices"], cold);
+        EXPECT_EQ(s.stop(), 0);
+    }
+    // Damage the whole-state file (the shortest path); the tails need it.
+    fs::remove_all(dir);
+    fs::copy(saved, dir, fs::copy_options::recursive);
+    fs::path folder;
+    for (const auto & e : fs::directory_iterator(dir)) folder = e.path();
+    fs::path root;
+    size_t shortest = SIZE_MAX;
+    for (const auto & e : fs::directory_iterator(folder)) {
+        const std::string data = slurp(e.path());
+        uint32_t n = 0, from = 0;
+        ASSERT_GT(data.size(), 28u);
+        std::memcpy(&n, data.data() + 20, 4);
+        std::memcpy(&from, data.data() + 24 + 4 * size_t(n), 4);
+        if (from == 0 && n < shortest) {
+            shortest = n;
+            root = e.path();
+        }
+    }
+    ASSERT_FALSE(root.empty());
+    std::string data = slurp(root);
+    data[data.size() / 2] = static_cast<char>(data[data.size() / 2] ^ 1);
+    std::ofstream(root, std::ios::binary | std::ios::trunc) << data;
+    ServerProcess s(args(dir.c_str()), "resume3");
+    Reply r = post(s, "/v1/chat/completions", chat(msgs, 8));
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.j["choices"], cold);
+    const std::string log = s.log();
+    EXPECT_NE(log.find("checksum mismatch"), std::string::npos) << log;
+    EXPECT_NE(log.find("was not loaded"), std::string::npos) << log;
+    EXPECT_EQ(s.stop(), 0);
 }
 
 }  // namespace
