@@ -25,6 +25,10 @@ json parse_body(const std::string & body) {
             throw ApiError(400, "the request body is not valid UTF-8: " + what, "invalid_request_error", {}, "invalid_utf8");
         }
         throw ApiError(400, "the request body is not valid JSON: " + what, "invalid_request_error", {}, "invalid_json");
+    } catch (const json::exception & e) {
+        // The parser's other refusal: a number beyond a double (1e999), out_of_range rather than parse_error.
+        throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "invalid_request_error", {},
+                       "invalid_json");
     }
 }
 
