@@ -61,7 +61,7 @@ class Soak:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.counts = {"agent_rounds": 0, "agent_requests_ok": 0, "agent_requests_failed": 0, "vanished": 0,
-                       "idle_opened": 0, "refusals": 0, "unexpected_status": 0, "health_ok": 0, "health_failed": 0}
+                       "idle_opened": 0, "idle_dropped": 0, "refusals": 0, "unexpected_status": 0, "health_ok": 0, "health_failed": 0}
         self.health_ms = []
         self.rss = []  # (seconds since start, MiB)
         self.errors = []
@@ -182,18 +182,18 @@ class Soak:
         for s in held:
             s.close()
 
-    @staticmethod
-    def alive(s):
+    def alive(self, s):
+        # Still waiting: nothing to read. Anything else (the server's 400 after its read timeout, a close, a reset)
+        # means the server let the connection go.
         try:
-            if s.recv(1, socket.MSG_PEEK) == b"":
-                s.close()
-                return False
-            return True
+            s.recv(4096)
         except BlockingIOError:
             return True
         except OSError:
-            s.close()
-            return False
+            pass
+        s.close()
+        self.count("idle_dropped")
+        return False
 
     def raw(self, data, timeout=30):
         s = socket.create_connection((self.host, self.port), timeout=timeout)
