@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <map>
+#include <regex>
 
 #include "server_helpers.h"
 
@@ -46,6 +48,22 @@ TEST(AgentWorkload, SmallSessionsCompleteAndReuseTheirEarlierTurns) {
     // prompt: well over half of all prompt tokens.
     EXPECT_GT(j["cached_fraction"].get<double>(), 0.5) << out;
     EXPECT_EQ(metric(s, "requests_failed_total"), 0);
+    // The cache's bytes by kind add up to its bytes; the rows are there, and so is a fixed part per snapshot.
+    auto c = s.client();
+    auto m = c.Get("/metrics");
+    ASSERT_TRUE(m);
+    double kinds = 0;
+    std::map<std::string, double> by_kind;
+    const std::regex re("\\noffgrid_prefix_cache_kind_bytes\\{kind=\"([a-z]+)\"\\} ([0-9.e+-]+)");
+    for (std::sregex_iterator it(m->body.begin(), m->body.end(), re), end; it != end; ++it) {
+        by_kind[(*it)[1]] = std::stod((*it)[2]);
+        kinds += std::stod((*it)[2]);
+    }
+    ASSERT_EQ(by_kind.size(), 3u) << m->body;
+    EXPECT_GT(by_kind["rows"], 0);
+    EXPECT_GT(by_kind["state"], 0);
+    EXPECT_GT(by_kind["logits"], 0);
+    EXPECT_EQ(kinds, metric(s, "prefix_cache_bytes"));
     EXPECT_EQ(s.stop(), 0);
 }
 
