@@ -395,12 +395,27 @@ void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits) {
         snap.state = ctx_.state_get(s.seq);
     }
     snap.row_bytes = (n_tokens - snap.from) * cell_row_bytes_;
+    // What a snapshot adds besides rows, as measured (the smallest seen: books grow a little with the cells).
+    if (snap.state.size() > snap.row_bytes) {
+        const size_t fixed = snap.state.size() - snap.row_bytes;
+        snapshot_fixed_bytes_ = snapshot_fixed_bytes_ == 0 ? fixed : std::min(snapshot_fixed_bytes_, fixed);
+    }
     if (logits) snap.logits.assign(logits, logits + n_vocab_);
     if (auto kept = cache_.insert(path, std::move(snap))) {
         s.base = std::move(kept);
         s.base_len = n_tokens;
     }
     update_cache_stats();
+}
+
+// A chunk boundary (not a place where prompts part or a message ends) is worth a snapshot once the rows since the
+// slot's last snapshot weigh at least what a snapshot adds besides rows (its recurrent state, conv histories and
+// books): so such snapshots never take more RAM than the rows they cover, whatever the model's recurrent state
+// weighs against its rows per token.
+bool Scheduler::chunk_snapshot_due(const Slot & s) const {
+    if (s.n_past < cfg_.min_snapshot) return false;
+    const size_t since = s.n_past - (s.base && s.base->cached ? s.base_len : 0);
+    return since >= cfg_.min_snapshot && since * cell_row_bytes_ >= snapshot_fixed_bytes_;
 }
 
 void Scheduler::update_cache_stats() {
@@ -499,7 +514,7 @@ bool Scheduler::step() {
             stats_.prompt_tokens_decoded += p.n;
             if (!p.output) {
                 // A chunk boundary: later prompts sharing this prefix restore it.
-                if (s.n_past >= cfg_.min_snapshot || s.cuts.count(s.n_past)) snapshot(s, s.n_past, nullptr);
+                if (s.cuts.count(s.n_past) || chunk_snapshot_due(s)) snapshot(s, s.n_past, nullptr);
                 continue;
             }
             s.prefilling = false;

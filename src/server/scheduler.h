@@ -82,7 +82,7 @@ struct SchedulerConfig {
     int n_threads = 1;
     size_t cache_bytes = 256u << 20;  // prefix cache budget (0: off)
     uint32_t max_queue = 64;      // waiting requests beyond the slots
-    uint32_t min_snapshot = 32;   // no chunk-boundary snapshot below this many tokens
+    uint32_t min_snapshot = 32;   // no chunk-boundary snapshot below this many tokens, nor this close to the last
     bool log = true;              // one line per request to stderr
     std::string cache_dir;        // not empty: the prefix cache is loaded from here at start and saved at shutdown
     SpecParams spec;              // speculative decoding of generating slots (type None: off)
@@ -142,6 +142,7 @@ private:
     void finish(Slot & s, const std::string & reason, const std::string & error = {});
     void snapshot(Slot & s, size_t n_tokens, const float * logits);
     void restore(int32_t seq, const Snapshot & snap);
+    bool chunk_snapshot_due(const Slot & s) const;
     void update_cache_stats();
 
     std::shared_ptr<const Model> model_;
@@ -152,6 +153,7 @@ private:
     uint32_t capacity_ = 0;
     int32_t n_vocab_ = 0;
     size_t cell_row_bytes_ = 0;  // K, V and indexer bytes of one cell
+    size_t snapshot_fixed_bytes_ = 0;  // a snapshot's bytes besides rows (recurrent state, books), once one was taken
     PrefixCache cache_;
     bool cache_files_loaded_ = false;  // --slot-save-path was read: the cache is saved there at shutdown
     SchedulerStats stats_;
