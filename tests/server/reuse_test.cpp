@@ -53,7 +53,9 @@ TEST(ChatReuse, MessageEndsArePrefixesOfTheRenderedChat) {
         r.resize(r.size() - bare.size());
         ASSERT_EQ(r.size(), ends[k]) << "message " << k;
         EXPECT_TRUE(std::equal(r.begin(), r.end(), full.begin())) << "message " << k;
-        if (k > 0) EXPECT_GT(ends[k], ends[k - 1]);
+        if (k > 0) {
+            EXPECT_GT(ends[k], ends[k - 1]);
+        }
     }
     EXPECT_LT(ends.back(), full.size());
 }
@@ -104,7 +106,9 @@ TEST(ChatReuse, EachTurnRestoresTheEarlierTurnsAndAnswersAsAColdServer) {
             last_request = chat(msgs, 8);
             Reply r = post(s, "/v1/chat/completions", last_request);
             ASSERT_EQ(r.status, 200) << r.body;
-            if (turn > 0) EXPECT_GE(cached(r), previous_prompt) << "turn " << turn;
+            if (turn > 0) {
+                EXPECT_GE(cached(r), previous_prompt) << "turn " << turn;
+            }
             previous_prompt = prompt_tokens(r);
             msgs.push_back({"assistant", r.j["choices"][0]["message"]["content"].get<std::string>()});
             msgs.push_back({"tool", words(120, 40 + turn)});
