@@ -1,9 +1,12 @@
 // `offgrid bench-serve`: a load generator for an OpenAI-compatible server (offgrid serve, llama-server, ...).
 #include <cstdio>
+#include <tuple>
+#include <utility>
 
 #include "command.h"
 #include "offgrid/error.h"
 #include "args/cli_args.h"
+#include "benches/agent_workload.h"
 #include "benches/load_gen.h"
 
 namespace offgrid::cli {
@@ -26,17 +29,44 @@ constexpr const char * kUsage =
     "  --model NAME          model id (default: the first of /v1/models)\n"
     "  --api-key KEY         sent as 'Authorization: Bearer KEY'\n"
     "  --seed N              prompt seed (default 1)\n"
-    "  --json                JSON instead of the table\n";
+    "  --json                JSON instead of the table\n"
+    "\n"
+    "--workload agent: CLIENTS sessions (default 8) of streamed /v1/chat/completions conversations, greedy and\n"
+    "ignore_eos, each turn sending back the previous reply and a tool output; prints TTFT per turn (median over the\n"
+    "sessions), output tokens/s and the cached fraction of prompt tokens. Lengths are in the server's tokens (sized\n"
+    "with its /tokenize and /detokenize, which llama-server has too).\n"
+    "  --workload W          completions (default) or agent\n"
+    "  --turns N             turns per session (default 20)\n"
+    "  --system-tokens N     shared system prompt (default 1500)\n"
+    "  --tool-tokens MIN,MAX tool output per turn (default 300,2000)\n"
+    "  --reply-tokens MIN,MAX max_tokens per turn (default 50,200)\n";
+
+// "MIN,MAX" with 1 <= MIN <= MAX.
+std::pair<int, int> parse_range(const std::string & flag, const std::string & text) {
+    const size_t comma = text.find(',');
+    if (comma == std::string::npos) throw tools::UsageError(flag + ": give MIN,MAX (e.g. 300,2000), got '" + text + "'");
+    const int64_t lo = tools::parse_integer(flag + " MIN", text.substr(0, comma), 1, 1 << 20);
+    const int64_t hi = tools::parse_integer(flag + " MAX", text.substr(comma + 1), 1, 1 << 20);
+    if (lo > hi) throw tools::UsageError(flag + ": MIN " + std::to_string(lo) + " is above MAX " + std::to_string(hi));
+    return {static_cast<int>(lo), static_cast<int>(hi)};
+}
 
 int bench_serve_main(const std::vector<std::string> & args) {
     return tools::run_with_usage("bench-serve", [&]() -> int {
         std::string url = "http://127.0.0.1:8080";
         tools::LoadConfig cfg;
-        int64_t clients = 1, requests = 16, prompt = 64, shared = 0, max_tokens = 64, seed = 1;
+        int64_t clients = 0, requests = 16, prompt = 64, shared = 0, max_tokens = 64, seed = 1;
+        int64_t turns = 20, system_tokens = 1500;
+        std::string workload = "completions", tool_range = "300,2000", reply_range = "50,200";
         bool as_json = false;
         tools::ArgParser p;
         p.text({"--url"}, &url);
         p.integer({"-c", "--clients"}, &clients, 1, 1024);
+        p.text({"--workload"}, &workload);
+        p.integer({"--turns"}, &turns, 1, 10000);
+        p.integer({"--system-tokens"}, &system_tokens, 1, 1 << 20);
+        p.text({"--tool-tokens"}, &tool_range);
+        p.text({"--reply-tokens"}, &reply_range);
         p.integer({"-n", "--requests"}, &requests, 1, 1 << 20);
         p.integer({"-p", "--prompt-tokens"}, &prompt, 1, 1 << 20);
         p.integer({"--shared-prefix"}, &shared, 0, 1 << 20);

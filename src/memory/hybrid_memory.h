@@ -140,7 +140,7 @@ public:
 
     // --- state (format and failure rules: memory/state_io.h; code: state_io.cpp and each cache's *_state.cpp) ---
     // REQUIRES: no call in progress; seq in [-1, n_seq_max) (-1: the whole memory). Else offgrid::Error.
-    std::vector<uint8_t> save_state(SeqId seq, uint32_t flags = 0) const;
+    std::vector<uint8_t> save_state(SeqId seq, uint32_t flags = 0, Pos from = 0) const;
     void load_state(std::span<const uint8_t> data, SeqId seq, uint32_t flags = 0, const std::string & name = "state");
 
     // --- invariants (the list at the top of this file) ---

@@ -565,6 +565,16 @@ void Context::state_set(const std::vector<uint8_t> & data, int32_t seq) {
     memory::state_load(*impl_->mem_, data, seq, 0, "state");
 }
 
+std::vector<uint8_t> Context::state_get_tail(int32_t seq, int32_t from) const {
+    if (seq < 0 || from < 0) throw Error("state_get_tail: needs a sequence id and a position >= 0");
+    return memory::state_save(*impl_->mem_, seq, memory::kAppend, from);
+}
+
+void Context::state_append(const std::vector<uint8_t> & data, int32_t seq) {
+    if (seq < 0) throw Error("state_append: needs a sequence id");
+    memory::state_load(*impl_->mem_, data, seq, memory::kAppend, "state");
+}
+
 // State file (version 2): magic "OGSTATE1", u32 version, u64 model fingerprint, i32 seq (-1: whole context),
 // u32 n_tokens, i32 tokens[n_tokens], u64 n_bytes, u32 CRC-32C of every byte before it, then the memory state
 // [n_bytes] (which carries its own checksums, memory/state_io.h).
