@@ -87,7 +87,24 @@ int bench_serve_main(const std::vector<std::string> & args) {
         if (colon == std::string::npos) throw tools::UsageError("--url: give http://HOST:PORT");
         cfg.host = rest.substr(0, colon);
         cfg.port = static_cast<int>(tools::parse_integer("--url port", rest.substr(colon + 1), 1, 65535));
-        cfg.clients = static_cast<int>(clients);
+        if (workload == "agent") {
+            tools::AgentConfig ac;
+            ac.host = cfg.host;
+            ac.port = cfg.port;
+            ac.model = cfg.model;
+            ac.api_key = cfg.api_key;
+            ac.sessions = clients > 0 ? static_cast<int>(clients) : 8;
+            ac.turns = static_cast<int>(turns);
+            ac.system_tokens = static_cast<int>(system_tokens);
+            std::tie(ac.tool_min, ac.tool_max) = parse_range("--tool-tokens", tool_range);
+            std::tie(ac.reply_min, ac.reply_max) = parse_range("--reply-tokens", reply_range);
+            ac.seed = static_cast<uint64_t>(seed);
+            const tools::AgentReport r = tools::run_agent(ac);
+            std::fputs((as_json ? tools::agent_json(ac, r) : tools::agent_table(ac, r)).c_str(), stdout);
+            return r.failed == 0 ? 0 : 1;
+        }
+        if (workload != "completions") throw tools::UsageError("--workload: completions or agent, got '" + workload + "'");
+        cfg.clients = clients > 0 ? static_cast<int>(clients) : 1;
         cfg.requests = static_cast<int>(requests);
         cfg.prompt_tokens = static_cast<int>(prompt);
         cfg.shared_prefix = static_cast<int>(shared);
