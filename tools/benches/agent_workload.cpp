@@ -10,6 +10,7 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "benches/load_gen.h"
 #include "offgrid/error.h"
 
 namespace offgrid::tools {
@@ -18,13 +19,6 @@ using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-uint64_t splitmix(uint64_t & s) {
-    uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
 
 int uniform(uint64_t & s, int lo, int hi) {
     if (hi <= lo) return lo;

@@ -18,14 +18,14 @@ namespace offgrid::tools {
 using json = nlohmann::json;
 using Clock = std::chrono::steady_clock;
 
-namespace {
-
 uint64_t splitmix(uint64_t & s) {
     uint64_t z = (s += 0x9E3779B97F4A7C15ull);
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     return z ^ (z >> 31);
 }
+
+namespace {
 
 std::vector<int32_t> make_prompt(const LoadConfig & cfg, int index) {
     std::vector<int32_t> ids;

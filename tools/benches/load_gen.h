@@ -9,6 +9,9 @@
 
 namespace offgrid::tools {
 
+// splitmix64: the prompts' seeded token and length draws (load generator and agent workload).
+uint64_t splitmix(uint64_t & state);
+
 struct LoadConfig {
     std::string host = "127.0.0.1";
     int port = 8080;
