@@ -18,13 +18,8 @@ constexpr int64_t kIterations = 20000;
 
 std::unique_ptr<HybridMemory> filled(uint32_t n_used) {
     MemoryParams p;
-    p.shape.n_attn_layers = 2;
-    p.shape.k_width = 8;
-    p.shape.v_width = 8;
-    p.shape.idx_width = 4;
-    p.shape.n_recr_layers = 2;
-    p.shape.conv_floats = 8;
-    p.shape.ssm_floats = 16;
+    p.shape.layers.assign(2, LayerCache::attention_rows(8, 8, 4, 2));
+    p.shape.layers.insert(p.shape.layers.end(), 2, LayerCache::recurrent_rows(8, 16));
     p.shape.type_k = offgrid::tensor::ElemType::F16;
     p.shape.type_v = offgrid::tensor::ElemType::F16;
     p.n_ctx = n_used + kIterations + 4096;

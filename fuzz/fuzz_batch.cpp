@@ -20,13 +20,7 @@ struct Input {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     if (size < 4) return 0;
     MemoryParams p;
-    p.shape.n_attn_layers = 1;
-    p.shape.k_width = 2;
-    p.shape.v_width = 2;
-    p.shape.idx_width = 2;
-    p.shape.n_recr_layers = 1;
-    p.shape.conv_floats = 2;
-    p.shape.ssm_floats = 1;
+    p.shape.layers = {LayerCache::attention_rows(2, 2, 2, 2), LayerCache::recurrent_rows(2, 1)};
     p.shape.type_k = offgrid::tensor::ElemType::F32;
     p.shape.type_v = offgrid::tensor::ElemType::F32;
     p.n_ctx = 48;

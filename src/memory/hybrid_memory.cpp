@@ -38,7 +38,14 @@ const MemoryParams & checked(const MemoryParams & p) {
     if (p.n_rs_seq > 0 && p.n_ubatch < p.n_rs_seq + 1)
         throw Error("n_ubatch: must be at least n_rs_seq + 1 = " + std::to_string(p.n_rs_seq + 1) +
                     " to keep a sequence's last tokens in one ubatch");
-    if (p.kpool > 0 && p.shape.idx_width == 0) throw Error("kpool: pools need an indexer (idx_width > 0)");
+    for (const LayerCache & l : p.shape.layers) {
+        for (uint32_t w : {l.k_width, l.v_width, l.idx_width, l.idx_parts, l.conv_floats, l.state_floats}) {
+            if (w >= kMaxCacheWidth)
+                throw Error("cache shape: a layer declares a width of " + std::to_string(w) + ", over the limit of " +
+                            std::to_string(kMaxCacheWidth));
+        }
+    }
+    if (p.kpool > 0 && !p.shape.has_indexer()) throw Error("kpool: pools need an indexer (a layer with idx_width > 0)");
     if (p.kpool > 4096) throw Error("kpool: " + std::to_string(p.kpool) + " is too large");
     p.window.check();
     if (p.window.active() && p.kpool > 0)
@@ -83,12 +90,12 @@ private:
 
 HybridMemory::HybridMemory(const MemoryParams & params)
     : params_(checked(params)),
-      has_recurrent_(params.shape.n_recr_layers > 0 || params.shape.row_floats > 0),
+      has_recurrent_(params.shape.n_recr_layers() > 0 || params.shape.row_floats > 0),
       kv_(params.shape, stream_cells(params), params.unified ? 1 : params.n_seq_max, params.window),
       rec_(params.shape, params.n_seq_max, params.n_rs_seq),
       layout_(params.kpool, params.by_order),
       rep_mark_(kv_.n_cells(), 0) {
-    if (has_pools()) pool_keys_.assign(params_.shape.n_attn_layers, std::vector<PoolKeys>(params_.n_seq_max));
+    if (has_pools()) pool_keys_.assign(params_.shape.n_attn_layers(), std::vector<PoolKeys>(params_.n_seq_max));
 }
 
 HybridMemory::~HybridMemory() = default;

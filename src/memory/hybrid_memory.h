@@ -153,12 +153,13 @@ public:
     void * k_row(uint32_t attn_layer, uint32_t cell) override { return kv_.k_row(attn_layer, cell); }
     void * v_row(uint32_t attn_layer, uint32_t cell) override { return kv_.v_row(attn_layer, cell); }
     void * idx_row(uint32_t attn_layer, uint32_t cell) override { return kv_.idx_row(attn_layer, cell); }
-    RowTable k_rows(uint32_t attn_layer) override { return {kv_.k_row(attn_layer, 0), kv_.k_row_bytes()}; }
+    RowTable k_rows(uint32_t attn_layer) override { return {kv_.k_row(attn_layer, 0), kv_.k_row_bytes(attn_layer)}; }
     RowTable v_rows(uint32_t attn_layer) override {
-        return kv_.has_v() ? RowTable{kv_.v_row(attn_layer, 0), kv_.v_row_bytes()} : RowTable{};
+        return kv_.v_row_bytes(attn_layer) ? RowTable{kv_.v_row(attn_layer, 0), kv_.v_row_bytes(attn_layer)} : RowTable{};
     }
     RowTable idx_rows(uint32_t attn_layer) override {
-        return kv_.has_idx() ? RowTable{kv_.idx_row(attn_layer, 0), kv_.idx_row_bytes()} : RowTable{};
+        return kv_.idx_row_bytes(attn_layer) ? RowTable{kv_.idx_row(attn_layer, 0), kv_.idx_row_bytes(attn_layer)}
+                                             : RowTable{};
     }
     PoolKeyTable pool_keys(uint32_t attn_layer, SeqId seq) override;  // pool_keys.cpp
     float * conv_state(uint32_t recr_layer, uint32_t row) override { return rec_.conv(recr_layer, row); }
@@ -195,7 +196,7 @@ private:
     void check_seq(SeqId s, const char * op, bool allow_all = false) const;
     void check_idle(const char * op) const;
     void remove_whole(SeqId s);
-    bool has_pools() const { return params_.kpool > 0 && params_.shape.idx_width > 0; }
+    bool has_pools() const { return params_.kpool > 0 && params_.shape.has_indexer(); }
     Pos stale_pos(SeqId s, Pos p0) const;
     bool shares_cells_unevenly(SeqId s, Pos p0, Pos p1, bool any_sharer = false) const;
     std::string coupling_conflict(const ValidBatch & b) const;

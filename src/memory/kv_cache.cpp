@@ -43,14 +43,20 @@ KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, 
     if (kv_size == 0) throw Error("kv_size: a cache needs at least one cell per stream");
     if (n_stream == 0 || n_stream > (uint32_t)kMaxSeq) throw Error("n_stream: must be in [1, 256]");
     streams_.assign(n_stream, CellStream(kv_size));
-    if (shape.idx_width > 0 && shape.idx_parts < 2) throw Error("idx_parts: an indexer row needs a key and a pooled part");
-    k_row_bytes_ = cache_row_bytes(shape.type_k, shape.k_width, "type_k");
-    v_row_bytes_ = cache_row_bytes(shape.type_v, shape.v_width, "type_v");
-    idx_row_bytes_ = shape.idx_parts * shape.idx_width * cache_elem_bytes(shape.type_idx, "indexer type");
     const size_t cells = (size_t)kv_size * n_stream;
-    k_.assign(shape.n_attn_layers, RowArray(cells * k_row_bytes_));
-    if (v_row_bytes_ > 0) v_.assign(shape.n_attn_layers, RowArray(cells * v_row_bytes_));
-    if (shape.idx_width > 0) idx_.assign(shape.n_attn_layers, RowArray(cells * idx_row_bytes_));
+    for (const LayerCache & l : shape.layers) {
+        if (!l.attention()) {
+            if (l.v_width > 0 || l.indexer()) throw Error("cache shape: V or indexer rows on a layer without K rows");
+            continue;
+        }
+        if (l.indexer() && l.idx_parts < 2) throw Error("idx_parts: an indexer row needs a key and a pooled part");
+        k_row_bytes_.push_back(cache_row_bytes(shape.type_k, l.k_width, "type_k"));
+        v_row_bytes_.push_back(cache_row_bytes(shape.type_v, l.v_width, "type_v"));
+        idx_row_bytes_.push_back(l.indexer() ? l.idx_parts * l.idx_width * cache_elem_bytes(shape.type_idx, "indexer type") : 0);
+        k_.emplace_back(cells * k_row_bytes_.back());
+        v_.emplace_back(cells * v_row_bytes_.back());
+        idx_.emplace_back(cells * idx_row_bytes_.back());
+    }
 }
 
 std::vector<uint32_t> KvCache::heads() const {
@@ -120,9 +126,9 @@ void KvCache::record(uint32_t cell, bool save_rows) {
     if (save_rows && !cs.is_empty(i)) {
         c.has_rows = true;
         for (uint32_t l = 0; l < n_layers(); ++l) {
-            journal_rows_.insert(journal_rows_.end(), k_row(l, cell), k_row(l, cell) + k_row_bytes_);
-            if (!v_.empty()) journal_rows_.insert(journal_rows_.end(), v_row(l, cell), v_row(l, cell) + v_row_bytes_);
-            if (!idx_.empty()) journal_rows_.insert(journal_rows_.end(), idx_row(l, cell), idx_row(l, cell) + idx_row_bytes_);
+            journal_rows_.insert(journal_rows_.end(), k_row(l, cell), k_row(l, cell) + k_row_bytes_[l]);
+            if (v_row_bytes_[l]) journal_rows_.insert(journal_rows_.end(), v_row(l, cell), v_row(l, cell) + v_row_bytes_[l]);
+            if (idx_row_bytes_[l]) journal_rows_.insert(journal_rows_.end(), idx_row(l, cell), idx_row(l, cell) + idx_row_bytes_[l]);
         }
     }
     journal_.push_back(c);
@@ -199,15 +205,15 @@ void KvCache::rollback(size_t mark, const std::vector<uint32_t> & heads) {
         if (c.has_rows) {
             const uint8_t * r = journal_rows_.data() + c.rows_at;
             for (uint32_t l = 0; l < n_layers(); ++l) {
-                std::memcpy(k_row(l, c.cell), r, k_row_bytes_);
-                r += k_row_bytes_;
-                if (!v_.empty()) {
-                    std::memcpy(v_row(l, c.cell), r, v_row_bytes_);
-                    r += v_row_bytes_;
+                std::memcpy(k_row(l, c.cell), r, k_row_bytes_[l]);
+                r += k_row_bytes_[l];
+                if (v_row_bytes_[l]) {
+                    std::memcpy(v_row(l, c.cell), r, v_row_bytes_[l]);
+                    r += v_row_bytes_[l];
                 }
-                if (!idx_.empty()) {
-                    std::memcpy(idx_row(l, c.cell), r, idx_row_bytes_);
-                    r += idx_row_bytes_;
+                if (idx_row_bytes_[l]) {
+                    std::memcpy(idx_row(l, c.cell), r, idx_row_bytes_[l]);
+                    r += idx_row_bytes_[l];
                 }
             }
         }
@@ -249,9 +255,9 @@ SeqSet KvCache::seq_rm(SeqId s, Pos p0, Pos p1) {
 
 void KvCache::copy_rows(uint32_t dst, uint32_t src) {
     for (uint32_t l = 0; l < n_layers(); ++l) {
-        std::memcpy(k_row(l, dst), k_row(l, src), k_row_bytes_);
-        if (!v_.empty()) std::memcpy(v_row(l, dst), v_row(l, src), v_row_bytes_);
-        if (!idx_.empty()) std::memcpy(idx_row(l, dst), idx_row(l, src), idx_row_bytes_);
+        std::memcpy(k_row(l, dst), k_row(l, src), k_row_bytes_[l]);
+        if (v_row_bytes_[l]) std::memcpy(v_row(l, dst), v_row(l, src), v_row_bytes_[l]);
+        if (idx_row_bytes_[l]) std::memcpy(idx_row(l, dst), idx_row(l, src), idx_row_bytes_[l]);
     }
 }
 

@@ -89,22 +89,23 @@ public:
     bool has_shift() const;
     void apply_shifts(const std::function<void(uint32_t, Pos, Pos)> & rotate);
 
-    // Row storage.
-    uint32_t k_row_bytes() const { return k_row_bytes_; }
-    uint32_t v_row_bytes() const { return v_row_bytes_; }
-    uint32_t idx_row_bytes() const { return idx_row_bytes_; }
+    // Row storage, per attention layer (widths are the layer's own: CacheShape::attn).
+    uint32_t k_row_bytes(uint32_t layer) const { return k_row_bytes_[layer]; }
+    uint32_t v_row_bytes(uint32_t layer) const { return v_row_bytes_[layer]; }      // 0: no V rows
+    uint32_t idx_row_bytes(uint32_t layer) const { return idx_row_bytes_[layer]; }  // 0: no indexer rows
     uint32_t n_layers() const { return (uint32_t)k_.size(); }
-    uint8_t * k_row(uint32_t layer, uint32_t cell) { return k_[layer].data() + (size_t)cell * k_row_bytes_; }
-    // Null when the model stores no V rows (v_width 0: the model reads values from its K rows).
+    uint8_t * k_row(uint32_t layer, uint32_t cell) { return k_[layer].data() + (size_t)cell * k_row_bytes_[layer]; }
+    // Null when the layer stores no V rows (v_width 0: the model reads values from its K rows).
     uint8_t * v_row(uint32_t layer, uint32_t cell) {
-        return v_.empty() ? nullptr : v_[layer].data() + (size_t)cell * v_row_bytes_;
+        return v_row_bytes_[layer] == 0 ? nullptr : v_[layer].data() + (size_t)cell * v_row_bytes_[layer];
     }
-    uint8_t * idx_row(uint32_t layer, uint32_t cell) { return idx_[layer].data() + (size_t)cell * idx_row_bytes_; }
-    bool has_idx() const { return !idx_.empty(); }
-    uint64_t k_bytes() const { return (uint64_t)k_row_bytes_ * n_cells() * k_.size(); }
-    uint64_t v_bytes() const { return (uint64_t)v_row_bytes_ * n_cells() * v_.size(); }
-    bool has_v() const { return !v_.empty(); }
-    uint64_t idx_bytes() const { return (uint64_t)idx_row_bytes_ * n_cells() * idx_.size(); }
+    // Null when the layer stores no indexer rows.
+    uint8_t * idx_row(uint32_t layer, uint32_t cell) {
+        return idx_row_bytes_[layer] == 0 ? nullptr : idx_[layer].data() + (size_t)cell * idx_row_bytes_[layer];
+    }
+    uint64_t k_bytes() const { return sum_bytes(k_row_bytes_); }
+    uint64_t v_bytes() const { return sum_bytes(v_row_bytes_); }
+    uint64_t idx_bytes() const { return sum_bytes(idx_row_bytes_); }
 
     // --- state sections (memory/state_io.h; kv_state.cpp). Parsing changes nothing and throws FileError.
     struct StateCell {
@@ -130,6 +131,11 @@ public:
 
 private:
     void copy_rows(uint32_t dst_cell, uint32_t src_cell);
+    uint64_t sum_bytes(const std::vector<uint32_t> & row_bytes) const {
+        uint64_t n = 0;
+        for (uint32_t b : row_bytes) n += (uint64_t)b * n_cells();
+        return n;
+    }
 
     // One cell's books before a change; rows_at indexes journal_rows_ when its rows were saved.
     struct CellChange {
@@ -153,9 +159,9 @@ private:
     std::vector<CellStream> streams_;
     std::vector<CellChange> journal_;
     std::vector<uint8_t> journal_rows_;
-    uint32_t k_row_bytes_, v_row_bytes_, idx_row_bytes_;
+    std::vector<uint32_t> k_row_bytes_, v_row_bytes_, idx_row_bytes_;  // per layer; 0: the layer has none
     using RowArray = std::vector<uint8_t, HugePageAllocator<uint8_t>>;  // memory/huge_pages.h
-    std::vector<RowArray> k_, v_, idx_;
+    std::vector<RowArray> k_, v_, idx_;  // per layer (empty where the layer has no such rows)
 };
 
 }  // namespace offgrid::memory

@@ -86,25 +86,72 @@ struct Plan {
     virtual ~Plan() = default;
 };
 
-// What the model needs stored, given when the memory is created. Attention and indexer rows exist per global
-// cell for each full-attention layer; recurrent rows per recurrent row index for each recurrent layer.
+// Every width of a LayerCache stays below this (the memory refuses more): a row of that many elements is far
+// beyond any model, and the state header can tell a width from a digest of per-layer widths (state_io.cpp).
+inline constexpr uint32_t kMaxCacheWidth = 1u << 28;
+
+// What one model layer keeps in the memory, declared by the model. Each layer has its own widths; a layer declares
+// any of these caches (none: it keeps nothing, e.g. a feed-forward-only layer).
+//  * Attention caches, rows per global cell: K rows, optional V rows, optional indexer rows. A layer with K rows
+//    is an attention layer; attention layers are numbered 0.. in model order (Storage's attn_layer).
+//  * Recurrent caches, floats per recurrent row: conv history and recurrent state. A layer with either is a
+//    recurrent layer; recurrent layers are numbered 0.. in model order (Storage's recr_layer).
+struct LayerCache {
+    uint32_t k_width = 0;       // elements of one K row (type_k); 0: not an attention layer
+    uint32_t v_width = 0;       // elements of one V row (type_v); 0: no V rows (values are read from the K rows)
+    uint32_t idx_width = 0;     // elements of one indexer part (type_idx); 0: no indexer rows
+    uint32_t idx_parts = 0;     // parts of an indexer row, each idx_width wide, the pooled key last (at least 2:
+                                // the parts before it are the model's, such as a raw key and a gate)
+    uint32_t conv_floats = 0;   // floats of conv history per recurrent row
+    uint32_t state_floats = 0;  // floats of recurrent state per recurrent row
+
+    bool attention() const { return k_width > 0; }
+    bool recurrent() const { return conv_floats > 0 || state_floats > 0; }
+    bool indexer() const { return idx_width > 0; }
+    bool operator==(const LayerCache &) const = default;
+
+    static LayerCache attention_rows(uint32_t k_width, uint32_t v_width, uint32_t idx_width = 0, uint32_t idx_parts = 0) {
+        return {k_width, v_width, idx_width, idx_parts, 0, 0};
+    }
+    static LayerCache recurrent_rows(uint32_t conv_floats, uint32_t state_floats) {
+        return {0, 0, 0, 0, conv_floats, state_floats};
+    }
+};
+
+// What the model needs stored (Architecture::cache_shape), from which the memory builds its caches once.
 struct CacheShape {
-    uint32_t n_attn_layers = 0;   // full-attention layers, numbered 0.. in model order
-    uint32_t k_width = 0;         // elements of one K row (head size * KV heads, or a latent)
-    uint32_t v_width = 0;         // elements of one V row; 0 = no V rows (the model reads values from its K rows)
-    uint32_t idx_width = 0;       // Di, the width of one part of an indexer row; 0 = no indexer
-    uint32_t idx_parts = 2;       // parts of an indexer row, each idx_width wide, the pooled key last (the
-                                  // parts before it are the model's: a raw key, a gate, ...)
-    uint32_t n_recr_layers = 0;   // recurrent layers, numbered 0.. in model order
-    uint32_t conv_floats = 0;     // per recurrent layer and row: conv history
-    uint32_t ssm_floats = 0;      // per recurrent layer and row: delta-rule state
-    uint32_t row_floats = 0;      // per recurrent row, outside any layer: state the model carries along a
-                                  // sequence beside its layers' (0 = none)
+    std::vector<LayerCache> layers;  // one per model layer, in model order
+    uint32_t row_floats = 0;         // per recurrent row, outside any layer: state the model carries along a
+                                     // sequence beside its layers' (0 = none)
     tensor::ElemType type_k = tensor::ElemType::F16;  // K rows: F32, F16 or Q8_0 (k_width a multiple of 32)
     tensor::ElemType type_v = tensor::ElemType::F16;  // V rows: F32, F16 or Q8_0 (v_width a multiple of 32)
     tensor::ElemType type_idx = tensor::ElemType::F16;  // indexer rows: F32 or F16 (the model derives it from type_k)
 
+    uint32_t n_attn_layers() const { return count(&LayerCache::attention); }
+    uint32_t n_recr_layers() const { return count(&LayerCache::recurrent); }
+    // The declaration of attention layer `attn_layer` / recurrent layer `recr_layer` (numbered as above).
+    const LayerCache & attn(uint32_t attn_layer) const { return nth(&LayerCache::attention, attn_layer); }
+    const LayerCache & recr(uint32_t recr_layer) const { return nth(&LayerCache::recurrent, recr_layer); }
+    bool has_indexer() const {
+        for (const LayerCache & l : layers)
+            if (l.attention() && l.indexer()) return true;
+        return false;
+    }
+
     bool operator==(const CacheShape &) const = default;
+
+private:
+    uint32_t count(bool (LayerCache::*kind)() const) const {
+        uint32_t n = 0;
+        for (const LayerCache & l : layers) n += (l.*kind)() ? 1 : 0;
+        return n;
+    }
+    const LayerCache & nth(bool (LayerCache::*kind)() const, uint32_t i) const {
+        for (const LayerCache & l : layers)
+            if ((l.*kind)() && i-- == 0) return l;
+        static const LayerCache none;
+        return none;
+    }
 };
 
 // One layer's rows of one cache as a single array: the row of global cell c starts at base + c * stride bytes.
@@ -130,13 +177,15 @@ struct PoolKeyTable {
     }
 };
 
-// Row access to the memory's storage, for the model. Rows have the element types of the CacheShape.
+// Row access to the memory's storage, for the model. Rows have the element types of the CacheShape and the widths
+// of their layer's LayerCache.
 // Invariant: k_row(l, c) == k_rows(l).row(c) for every cell (likewise V and indexer rows). The recurrent accessors
 // may be called from several threads at once for rows of distinct slots (a first access may journal the rows).
 struct Storage {
     virtual void * k_row(uint32_t attn_layer, uint32_t cell) = 0;
     virtual void * v_row(uint32_t attn_layer, uint32_t cell) = 0;     // null when v_width is 0
-    virtual void * idx_row(uint32_t attn_layer, uint32_t cell) = 0;   // idx_parts * idx_width elements
+    virtual void * idx_row(uint32_t attn_layer, uint32_t cell) = 0;   // idx_parts * idx_width elements; null
+                                                                      // for a layer without indexer rows
     virtual RowTable k_rows(uint32_t attn_layer) = 0;
     virtual RowTable v_rows(uint32_t attn_layer) = 0;    // base null when v_width is 0
     virtual RowTable idx_rows(uint32_t attn_layer) = 0;

@@ -80,7 +80,9 @@ PoolKeyTable HybridMemory::pool_keys(uint32_t attn_layer, SeqId seq) {
         return {};
     PoolKeys & pk = pool_keys_[attn_layer][seq];
     const std::vector<uint32_t> & reps = layout_.seq(seq).reps;
-    const size_t part = kv_.idx_row_bytes() / params_.shape.idx_parts, at = kv_.idx_row_bytes() - part;
+    const size_t row_bytes = kv_.idx_row_bytes(attn_layer);
+    if (row_bytes == 0) return {};  // a layer without indexer rows has no pooled keys
+    const size_t part = row_bytes / params_.shape.attn(attn_layer).idx_parts, at = row_bytes - part;
     const size_t elem = params_.shape.type_idx == tensor::ElemType::F32 ? 4 : 2, dim = part / elem;
     const size_t need = (reps.size() + kPoolKeyBlock - 1) / kPoolKeyBlock * kPoolKeyBlock * part;
     if (pk.keys.capacity() < need) pk.keys.reserve(std::max(need, 2 * pk.keys.capacity()));  // amortised growth

@@ -9,29 +9,33 @@
 namespace offgrid::memory {
 
 RecurrentCache::RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint32_t n_rs_seq)
-    : n_slots_(n_slots), n_rs_seq_(n_rs_seq), conv_floats_(shape.conv_floats), ssm_floats_(shape.ssm_floats),
-      row_floats_(shape.row_floats) {
+    : n_slots_(n_slots), n_rs_seq_(n_rs_seq), row_floats_(shape.row_floats) {
     if (n_slots == 0 || n_slots > (uint32_t)kMaxSeq) throw Error("n_seq_max: must be in [1, 256]");
     seqs_.assign(kMaxSeq, SeqState{});
     const size_t rows = 2 * (size_t)n_rows();  // two banks
-    conv_.assign(shape.n_recr_layers, std::vector<float>(rows * conv_floats_));
-    ssm_.assign(shape.n_recr_layers, std::vector<float, StateRowAllocator<float>>(rows * ssm_floats_));
+    for (const LayerCache & l : shape.layers) {
+        if (!l.recurrent()) continue;
+        conv_floats_.push_back(l.conv_floats);
+        ssm_floats_.push_back(l.state_floats);
+        conv_.emplace_back(rows * l.conv_floats);
+        ssm_.emplace_back(rows * l.state_floats);
+    }
     row_state_.assign(rows * row_floats_, 0.0f);
     bank_.assign((size_t)n_slots * n_parts(), 0);
     journal_index_.assign(n_slots, -1);
 }
 
 uint32_t RecurrentCache::slot_floats() const {
-    return (1 + n_rs_seq_) * ((conv_floats_ + ssm_floats_) * (uint32_t)conv_.size() + row_floats_);
+    return (1 + n_rs_seq_) * (uint32_t)(sum(conv_floats_) + sum(ssm_floats_) + row_floats_);
 }
 
 void RecurrentCache::read_plane(uint32_t slot, uint32_t plane, std::vector<float> & out) const {
     const uint32_t r = row(plane, slot);
     for (uint32_t l = 0; l < conv_.size(); ++l) {
         const float * c = conv_at(l, r);
-        out.insert(out.end(), c, c + conv_floats_);
+        out.insert(out.end(), c, c + conv_floats_[l]);
         const float * s = ssm_at(l, r);
-        out.insert(out.end(), s, s + ssm_floats_);
+        out.insert(out.end(), s, s + ssm_floats_[l]);
     }
     const float * p = row_state_at(r);
     out.insert(out.end(), p, p + row_floats_);
@@ -40,10 +44,10 @@ void RecurrentCache::read_plane(uint32_t slot, uint32_t plane, std::vector<float
 void RecurrentCache::write_plane(uint32_t slot, uint32_t plane, const float * in) {
     const uint32_t r = row(plane, slot);
     for (uint32_t l = 0; l < conv_.size(); ++l) {
-        std::memcpy(conv_at(l, r), in, 4ull * conv_floats_);
-        in += conv_floats_;
-        std::memcpy(ssm_at(l, r), in, 4ull * ssm_floats_);
-        in += ssm_floats_;
+        std::memcpy(conv_at(l, r), in, 4ull * conv_floats_[l]);
+        in += conv_floats_[l];
+        std::memcpy(ssm_at(l, r), in, 4ull * ssm_floats_[l]);
+        in += ssm_floats_[l];
     }
     if (row_floats_ > 0) {  // a model without per-row state has no buffer (memcpy from null is undefined even for 0 bytes)
         std::memcpy(row_state_at(r), in, 4ull * row_floats_);
@@ -63,8 +67,8 @@ void RecurrentCache::for_each_row(uint32_t slot, uint32_t planes, const RowFn & 
     for (uint32_t k = 0; k < planes; ++k) {
         const uint32_t r = row(k, slot);
         for (uint32_t l = 0; l < conv_.size(); ++l) {
-            fn(conv_at(l, r), conv_floats_);
-            fn(ssm_at(l, r), ssm_floats_);
+            fn(conv_at(l, r), conv_floats_[l]);
+            fn(ssm_at(l, r), ssm_floats_[l]);
         }
         if (row_floats_ > 0) fn(row_state_at(r), row_floats_);
     }
@@ -78,9 +82,10 @@ void RecurrentCache::flip(uint32_t slot, uint32_t part, uint32_t first_plane) {
         const size_t from = old_bank * n_rows() + row(k, slot), to = (old_bank ^ 1) * n_rows() + row(k, slot);
         if (part < conv_.size()) {
             float * c = conv_[part].data();
-            std::memcpy(c + to * conv_floats_, c + from * conv_floats_, 4ull * conv_floats_);
+            const size_t cf = conv_floats_[part], sf = ssm_floats_[part];
+            std::memcpy(c + to * cf, c + from * cf, 4ull * cf);
             float * s = ssm_[part].data();
-            std::memcpy(s + to * ssm_floats_, s + from * ssm_floats_, 4ull * ssm_floats_);
+            std::memcpy(s + to * sf, s + from * sf, 4ull * sf);
         } else if (row_floats_ > 0) {
             std::memcpy(row_state_.data() + to * row_floats_, row_state_.data() + from * row_floats_, 4ull * row_floats_);
         }
@@ -141,8 +146,8 @@ void RecurrentCache::copy_slot(uint32_t dst, uint32_t src) {
     for (uint32_t k = 0; k < 1 + n_rs_seq_; ++k) {
         const uint32_t rd = row(k, dst), rs = row(k, src);
         for (uint32_t l = 0; l < conv_.size(); ++l) {
-            std::memcpy(conv_at(l, rd), conv_at(l, rs), 4ull * conv_floats_);
-            std::memcpy(ssm_at(l, rd), ssm_at(l, rs), 4ull * ssm_floats_);
+            std::memcpy(conv_at(l, rd), conv_at(l, rs), 4ull * conv_floats_[l]);
+            std::memcpy(ssm_at(l, rd), ssm_at(l, rs), 4ull * ssm_floats_[l]);
         }
         if (row_floats_ > 0) std::memcpy(row_state_at(rd), row_state_at(rs), 4ull * row_floats_);
     }

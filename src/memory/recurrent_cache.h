@@ -2,9 +2,9 @@
 // (slot = sequence id), each with 1 + n_rs_seq planes of rows. Plane 0 is the live state; plane k holds the state
 // as it was before the last k tokens of the sequence's latest ubatch (rollback snapshots).
 //
-// Row r = plane * n_slots + slot. Per recurrent layer a row holds conv_floats of conv history and ssm_floats of
-// delta state; the per-row state outside any layer (row_floats) is per row. After a copy, the destination shares the source's slot
-// until either of them is written (copy on write). Writes during a decode call are journaled, so a failed call
+// Row r = plane * n_slots + slot. Per recurrent layer a row holds that layer's conv_floats of conv history and
+// state_floats of recurrent state (CacheShape::recr); the per-row state outside any layer (row_floats) is per
+// row. After a copy, the destination shares the source's slot until either of them is written (copy on write). Writes during a decode call are journaled, so a failed call
 // can be undone exactly.
 //
 // Storage: every part of a slot (a recurrent layer's conv and ssm rows of every plane, or the per-row states) exists in
@@ -117,8 +117,8 @@ public:
     Rewrite rewrite(uint32_t layer, uint32_t row);
     // Bytes of the state (one bank), and of the second bank that holds the state before the call for undo (as
     // much again: the memory reports both, since both are held).
-    uint64_t conv_bytes() const { return 4ull * conv_floats_ * n_rows() * conv_.size(); }
-    uint64_t ssm_bytes() const { return 4ull * ssm_floats_ * n_rows() * ssm_.size(); }
+    uint64_t conv_bytes() const { return 4ull * sum(conv_floats_) * n_rows(); }
+    uint64_t ssm_bytes() const { return 4ull * sum(ssm_floats_) * n_rows(); }
     uint64_t row_state_bytes() const { return 4ull * row_floats_ * n_rows(); }
     uint64_t undo_bank_bytes() const { return conv_bytes() + ssm_bytes() + row_state_bytes(); }
     uint32_t slot_floats() const;  // floats of all planes of one slot, all layers
@@ -166,14 +166,14 @@ private:
     size_t bank_row(uint32_t part, uint32_t row) const {  // row index within the part's two-bank buffer
         return (size_t)bank_[(size_t)(row % n_slots_) * n_parts() + part] * n_rows() + row;
     }
-    float * conv_at(uint32_t layer, uint32_t row) { return conv_[layer].data() + bank_row(layer, row) * conv_floats_; }
-    float * ssm_at(uint32_t layer, uint32_t row) { return ssm_[layer].data() + bank_row(layer, row) * ssm_floats_; }
+    float * conv_at(uint32_t layer, uint32_t row) { return conv_[layer].data() + bank_row(layer, row) * conv_floats_[layer]; }
+    float * ssm_at(uint32_t layer, uint32_t row) { return ssm_[layer].data() + bank_row(layer, row) * ssm_floats_[layer]; }
     float * row_state_at(uint32_t row) { return row_state_.data() + bank_row((uint32_t)conv_.size(), row) * row_floats_; }
     const float * conv_at(uint32_t layer, uint32_t row) const {
-        return conv_[layer].data() + bank_row(layer, row) * conv_floats_;
+        return conv_[layer].data() + bank_row(layer, row) * conv_floats_[layer];
     }
     const float * ssm_at(uint32_t layer, uint32_t row) const {
-        return ssm_[layer].data() + bank_row(layer, row) * ssm_floats_;
+        return ssm_[layer].data() + bank_row(layer, row) * ssm_floats_[layer];
     }
     const float * row_state_at(uint32_t row) const {
         return row_state_.data() + bank_row((uint32_t)conv_.size(), row) * row_floats_;
@@ -184,8 +184,15 @@ private:
     void copy_slot(uint32_t dst, uint32_t src);
     void zero_slot(uint32_t slot);
 
+    static uint64_t sum(const std::vector<uint32_t> & v) {
+        uint64_t n = 0;
+        for (uint32_t x : v) n += x;
+        return n;
+    }
+
     uint32_t n_slots_, n_rs_seq_;
-    uint32_t conv_floats_, ssm_floats_, row_floats_;
+    std::vector<uint32_t> conv_floats_, ssm_floats_;  // per recurrent layer
+    uint32_t row_floats_;
     std::vector<SeqState> seqs_;
     // Per layer: two banks of n_rows() rows each. The ssm rows (the bulk of the state, streamed once a token) are
     // cache-line aligned for non-temporal stores, in huge pages when large (fewer TLB misses).

@@ -16,17 +16,37 @@ namespace offgrid::memory {
 
 namespace {
 
+// A width of the header, over the attention (or recurrent) layers of the declaration: their common value (0
+// without such layers), or, when the layers differ, 0x80000000 | a checksum of the per-layer values (a width
+// stays below kMaxCacheWidth), so a memory whose layers differ in any width refuses the state.
+template <class Of>
+uint32_t layer_field(const CacheShape & shape, bool (LayerCache::*kind)() const, Of of) {
+    std::vector<uint32_t> values;
+    for (const LayerCache & l : shape.layers)
+        if ((l.*kind)()) values.push_back(of(l));
+    if (values.empty()) return 0;
+    if (std::all_of(values.begin(), values.end(), [&](uint32_t v) { return v == values[0]; })) return values[0];
+    return 0x80000000u | (crc32c(values.data(), values.size() * sizeof(uint32_t)) & 0x7fffffffu);
+}
+
 // Everything in the header that must match the memory reading it.
 std::vector<std::pair<const char *, uint32_t>> fingerprint(const HybridMemory & mem) {
     const MemoryParams & p = mem.params();
+    const CacheShape & s = p.shape;
+    const auto attn = [&](auto of) { return layer_field(s, &LayerCache::attention, of); };
+    const auto recr = [&](auto of) { return layer_field(s, &LayerCache::recurrent, of); };
     return {
         {"n_stream", mem.kv().n_stream()},       {"cells_per_stream", mem.kv().kv_size()},
-        {"n_seq_max", p.n_seq_max},              {"n_attn_layers", p.shape.n_attn_layers},
-        {"k_width", p.shape.k_width},            {"v_width", p.shape.v_width},
-        {"idx_width", p.shape.idx_width},        {"idx_parts", p.shape.idx_width > 0 ? p.shape.idx_parts : 0u},
-        {"type_k", (uint32_t)p.shape.type_k},    {"type_v", (uint32_t)p.shape.type_v},
-        {"n_recr_layers", p.shape.n_recr_layers}, {"conv_floats", p.shape.conv_floats},
-        {"ssm_floats", p.shape.ssm_floats},      {"row_floats", p.shape.row_floats},
+        {"n_seq_max", p.n_seq_max},              {"n_attn_layers", s.n_attn_layers()},
+        {"k_width", attn([](const LayerCache & l) { return l.k_width; })},
+        {"v_width", attn([](const LayerCache & l) { return l.v_width; })},
+        {"idx_width", attn([](const LayerCache & l) { return l.idx_width; })},
+        {"idx_parts", attn([](const LayerCache & l) { return l.indexer() ? l.idx_parts : 0u; })},
+        {"type_k", (uint32_t)s.type_k},          {"type_v", (uint32_t)s.type_v},
+        {"n_recr_layers", s.n_recr_layers()},
+        {"conv_floats", recr([](const LayerCache & l) { return l.conv_floats; })},
+        {"ssm_floats", recr([](const LayerCache & l) { return l.state_floats; })},
+        {"row_floats", s.row_floats},
         {"n_rs_seq", p.n_rs_seq},                {"kpool", p.kpool},
         {"by_order", p.by_order ? 1u : 0u},
     };

@@ -115,14 +115,18 @@ TEST(Glm5Next, LoadsTheTinyPresetWithItsCacheShape) {
     EXPECT_EQ(m->architecture(), "glm5-next");
     const glm::Model & g = impl(*m);
     const auto s = g.cache_shape(offgrid::tensor::ElemType::F32, offgrid::tensor::ElemType::F32);
-    EXPECT_EQ(s.n_attn_layers, 2u);
-    EXPECT_EQ(s.k_width, 32u);   // the latent R
-    EXPECT_EQ(s.v_width, 0u);    // no V cache
-    EXPECT_EQ(s.idx_width, 16u);
-    EXPECT_EQ(s.idx_parts, 3u);  // key | gate | pooled
-    EXPECT_EQ(s.n_recr_layers, 4u);
-    EXPECT_EQ(s.conv_floats, 3u * 3u * 64u);
-    EXPECT_EQ(s.ssm_floats, 16u * 16u * 4u);
+    EXPECT_EQ(s.n_attn_layers(), 2u);
+    EXPECT_EQ(s.n_recr_layers(), 4u);
+    for (uint32_t l = 0; l < 2; ++l) {
+        EXPECT_EQ(s.attn(l).k_width, 32u);   // the latent R
+        EXPECT_EQ(s.attn(l).v_width, 0u);    // no V cache
+        EXPECT_EQ(s.attn(l).idx_width, 16u);
+        EXPECT_EQ(s.attn(l).idx_parts, 3u);  // key | gate | pooled
+    }
+    for (uint32_t l = 0; l < 4; ++l) {
+        EXPECT_EQ(s.recr(l).conv_floats, 3u * 3u * 64u);
+        EXPECT_EQ(s.recr(l).state_floats, 16u * 16u * 4u);
+    }
     EXPECT_EQ(g.memory_traits().kpool, 4u);
     EXPECT_FALSE(g.memory_traits().kpool_by_order);
     EXPECT_FALSE(g.hparams().idx_full[5]);

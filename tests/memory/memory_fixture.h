@@ -17,13 +17,8 @@ namespace offgrid::memory::test {
 // indexer of width 2, all rows F32.
 inline CacheShape small_shape(bool recurrent = true, bool indexer = true) {
     CacheShape s;
-    s.n_attn_layers = 1;
-    s.k_width = 2;
-    s.v_width = 2;
-    s.idx_width = indexer ? 2 : 0;
-    s.n_recr_layers = recurrent ? 1 : 0;
-    s.conv_floats = recurrent ? 2 : 0;
-    s.ssm_floats = recurrent ? 1 : 0;
+    s.layers.push_back(LayerCache::attention_rows(2, 2, indexer ? 2 : 0, indexer ? 2 : 0));
+    if (recurrent) s.layers.push_back(LayerCache::recurrent_rows(2, 1));
     s.row_floats = 0;
     s.type_k = tensor::ElemType::F32;
     s.type_v = tensor::ElemType::F32;
@@ -70,11 +65,11 @@ inline float pool_signature(HybridMemory & mem, std::span<const uint32_t> member
 inline void fake_forward(const Plan & plan, HybridMemory & mem) {
     const auto & shape = mem.params().shape;
     for (const TokenPlan & t : plan.tokens) {
-        if (shape.n_attn_layers == 0) break;  // a pure recurrent memory has no rows
+        if (shape.n_attn_layers() == 0) break;  // a pure recurrent memory has no rows
         float * k = (float *)mem.k_row(0, t.cell);
         k[0] = (float)t.token;
         k[1] = (float)t.pos;
-        if (shape.idx_width > 0) {
+        if (shape.has_indexer()) {
             float * idx = (float *)mem.idx_row(0, t.cell);
             idx[0] = (float)t.token;
             idx[1] = (float)t.pos;
@@ -88,9 +83,9 @@ inline void fake_forward(const Plan & plan, HybridMemory & mem) {
         idx[3] = (float)np.pos;
     }
     // As the model does before scoring: the pooled keys in pool order of each sequence of the ubatch.
-    if (shape.idx_width > 0 && mem.params().kpool > 0)
+    if (shape.has_indexer() && mem.params().kpool > 0)
         for (const TokenPlan & t : plan.tokens) (void)mem.pool_keys(0, t.seq);
-    if (shape.n_recr_layers == 0) return;
+    if (shape.n_recr_layers() == 0) return;
     for (const SeqGroup & g : plan.groups) {
         float * st = mem.conv_state(0, g.row);
         float n = st[0], h = st[1];
@@ -163,11 +158,11 @@ namespace offgrid::memory::test {
 // present sequence's recurrent state holds exactly its tokens. Returns "" or what is wrong.
 // Storage::pool_keys of every sequence equals the pooled parts of its rep rows, key for key.
 inline std::string check_pool_keys(HybridMemory & mem) {
-    if (mem.params().kpool == 0 || mem.params().shape.idx_width == 0) return "";
+    if (mem.params().kpool == 0 || !mem.params().shape.has_indexer()) return "";
     for (SeqId s = 0; s < (SeqId)mem.params().n_seq_max; ++s) {
         const SeqLayout & sq = mem.layout().seq(s);
         const PoolKeyTable keys = mem.pool_keys(0, s);
-        const size_t part = mem.kv().idx_row_bytes() / 2;
+        const size_t part = mem.kv().idx_row_bytes(0) / 2;
         if (!sq.reps.empty() && (keys.base == nullptr || keys.dim * keys.elem != part))
             return "seq " + std::to_string(s) + ": no pool keys";
         for (size_t k = 0; k < sq.reps.size(); ++k) {
@@ -197,7 +192,7 @@ inline std::string check_contents(HybridMemory & mem) {
                            std::to_string(members.back()) + ") holds a stale pooled key";
             }
         }
-        if (mem.params().shape.n_recr_layers > 0 && mem.recurrent().present(s)) {
+        if (mem.params().shape.n_recr_layers() > 0 && mem.recurrent().present(s)) {
             if (rec_state(mem, s) != expected_state(mem, s))
                 return "seq " + std::to_string(s) + " recurrent state does not hold exactly its tokens (" +
                        std::to_string(rec_state(mem, s).first) + " vs " + std::to_string(expected_state(mem, s).first) +

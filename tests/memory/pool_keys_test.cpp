@@ -15,7 +15,7 @@ using namespace test;
 
 // Writes random f16 halves into the pooled part of every new pool's rep row, as the model's pooling does.
 void write_new_pools(const Plan & plan, HybridMemory & mem, std::mt19937 & rng) {
-    const size_t part = mem.kv().idx_row_bytes() / 2;
+    const size_t part = mem.kv().idx_row_bytes(0) / 2;
     for (const NewPool & np : plan.new_pools) {
         auto * h = reinterpret_cast<uint16_t *>(static_cast<uint8_t *>(mem.idx_row(0, np.rep)) + part);
         for (size_t e = 0; e < part / 2; ++e) h[e] = static_cast<uint16_t>(rng() & 0x7bff);  // finite halves
@@ -36,7 +36,7 @@ void append(HybridMemory & mem, size_t n, Pos & pos, std::mt19937 & rng) {
 TEST(PoolKeys, F16BlocksHoldEveryKey) {
     for (uint32_t width : {128u, 24u, 20u}) {  // 20: not a multiple of 8 (element by element)
         MemoryParams p = small_params(2048, 1, true, 0, 512, 4, true, false);
-        p.shape.idx_width = width;
+        p.shape.layers[0].idx_width = width;
         p.shape.type_k = p.shape.type_v = p.shape.type_idx = tensor::ElemType::F16;
         HybridMemory mem(p);
         std::mt19937 rng(width);

@@ -12,9 +12,7 @@ namespace {
 
 CacheShape shape() {
     CacheShape s;
-    s.n_recr_layers = 3;
-    s.conv_floats = 6;
-    s.ssm_floats = 10;
+    s.layers.assign(3, LayerCache::recurrent_rows(6, 10));
     s.row_floats = 5;
     return s;
 }

@@ -14,9 +14,7 @@ constexpr uint32_t kConv = 6, kSsm = 10, kPle = 5, kLayers = 3;
 
 CacheShape shape() {
     CacheShape s;
-    s.n_recr_layers = kLayers;
-    s.conv_floats = kConv;
-    s.ssm_floats = kSsm;
+    s.layers.assign(kLayers, LayerCache::recurrent_rows(kConv, kSsm));
     s.row_floats = kPle;
     return s;
 }

@@ -41,8 +41,7 @@ constexpr size_t kAttentionAt = kHeaderBytes + 4 + kFrame;  // the attention sec
 // A pure recurrent memory (model class R): no attention or indexer rows, one state per sequence.
 MemoryParams recurrent_only(uint32_t n_rs_seq = 0) {
     MemoryParams p = small_params(64, 4, true, n_rs_seq, 16, 0);
-    p.shape.n_attn_layers = 0;
-    p.shape.idx_width = 0;
+    std::erase_if(p.shape.layers, [](const LayerCache & l) { return l.attention(); });
     return p;
 }
 

@@ -193,7 +193,7 @@ TEST(State, OtherShapeRefusedWithFieldName) {
     dec(a, 0, 0, 3);
     const Bytes b = state_save(a, 0);
     MemoryParams p = small_params();
-    p.shape.k_width = 4;
+    p.shape.layers[0].k_width = 4;
     HybridMemory other(p);
     dec(other, 0, 0, 2);
     EXPECT_NE(load_error(other, b, 0).find("k_width"), std::string::npos);

@@ -309,9 +309,9 @@ TEST(Forward, SnapshotsHoldTheStateBeforeTheLastTokens) {
         test::TestMemory ref(m, 16, m.hparams().kpool);
         ref.decode({tokens.begin(), tokens.end() - k}, std::vector<bool>(12 - k, false));
         const auto & s = mem.shape();
-        for (uint32_t l = 0; l < s.n_recr_layers; ++l) {
-            EXPECT_EQ(0, std::memcmp(mem.storage().conv_state(l, k), ref.storage().conv_state(l, 0), s.conv_floats * 4));
-            EXPECT_EQ(0, std::memcmp(mem.storage().ssm_state(l, k), ref.storage().ssm_state(l, 0), s.ssm_floats * 4));
+        for (uint32_t l = 0; l < s.n_recr_layers(); ++l) {
+            EXPECT_EQ(0, std::memcmp(mem.storage().conv_state(l, k), ref.storage().conv_state(l, 0), s.recr(l).conv_floats * 4));
+            EXPECT_EQ(0, std::memcmp(mem.storage().ssm_state(l, k), ref.storage().ssm_state(l, 0), s.recr(l).state_floats * 4));
         }
         EXPECT_EQ(0, std::memcmp(mem.storage().row_state(k), ref.storage().row_state(0), s.row_floats * 4));
     }
@@ -369,14 +369,15 @@ TEST(Shift, RerotatedKeysEqualKeysRopedAtTheNewPosition) {
     const auto & s = mem.shape();
     const uint32_t cell = 4;
     const int old_pos = 4, new_pos = 41;
-    std::vector<std::vector<float>> before(s.n_attn_layers, std::vector<float>(s.k_width));
-    for (uint32_t l = 0; l < s.n_attn_layers; ++l) {
-        std::memcpy(before[l].data(), mem.storage().k_row(l, cell), s.k_width * 4);
+    std::vector<std::vector<float>> before(s.n_attn_layers());
+    for (uint32_t l = 0; l < s.n_attn_layers(); ++l) {
+        before[l].resize(s.attn(l).k_width);
+        std::memcpy(before[l].data(), mem.storage().k_row(l, cell), s.attn(l).k_width * 4);
     }
     rerotate_keys(b.model, s, mem.storage(), cell, old_pos, new_pos);
     // Expected: NeoX pairs turned by (new - old) * theta_i in double; dimensions past n_rot untouched.
     const size_t D = hp.head_dim, half = hp.n_rot / 2;
-    for (uint32_t l = 0; l < s.n_attn_layers; ++l) {
+    for (uint32_t l = 0; l < s.n_attn_layers(); ++l) {
         const float * after = static_cast<const float *>(mem.storage().k_row(l, cell));
         for (size_t h = 0; h < hp.n_head_kv; ++h) {
             for (size_t i = 0; i < half; ++i) {
@@ -390,9 +391,9 @@ TEST(Shift, RerotatedKeysEqualKeysRopedAtTheNewPosition) {
     }
     // And back again.
     rerotate_keys(b.model, s, mem.storage(), cell, new_pos, old_pos);
-    for (uint32_t l = 0; l < s.n_attn_layers; ++l) {
+    for (uint32_t l = 0; l < s.n_attn_layers(); ++l) {
         const float * back = static_cast<const float *>(mem.storage().k_row(l, cell));
-        for (size_t i = 0; i < s.k_width; ++i) EXPECT_NEAR(back[i], before[l][i], 1e-5);
+        for (size_t i = 0; i < before[l].size(); ++i) EXPECT_NEAR(back[i], before[l][i], 1e-5);
     }
 }
 

@@ -44,13 +44,16 @@ TEST(Load, TinyModelLoadsWithDerivedValues) {
     EXPECT_EQ(m.attn_index(3), 1);
     EXPECT_EQ(m.recr_index(2), 1);
     const auto s = m.cache_shape(tensor::ElemType::F32, tensor::ElemType::F16);
-    EXPECT_EQ(s.n_attn_layers, 2u);
-    EXPECT_EQ(s.k_width, 16u);
-    EXPECT_EQ(s.v_width, 16u);
-    EXPECT_EQ(s.idx_width, 16u);
-    EXPECT_EQ(s.n_recr_layers, 2u);
-    EXPECT_EQ(s.conv_floats, 3u * (2 * 16 + 32));
-    EXPECT_EQ(s.ssm_floats, 8u * 8 * 4);
+    EXPECT_EQ(s.n_attn_layers(), 2u);
+    EXPECT_EQ(s.n_recr_layers(), 2u);
+    for (uint32_t l = 0; l < 2; ++l) {
+        EXPECT_EQ(s.attn(l).k_width, 16u);
+        EXPECT_EQ(s.attn(l).v_width, 16u);
+        EXPECT_EQ(s.attn(l).idx_width, 16u);
+        EXPECT_EQ(s.attn(l).idx_parts, 2u);  // raw | pooled
+        EXPECT_EQ(s.recr(l).conv_floats, 3u * (2 * 16 + 32));
+        EXPECT_EQ(s.recr(l).state_floats, 8u * 8 * 4);
+    }
     EXPECT_EQ(s.row_floats, 2u * 3 * 3 * 32);
     EXPECT_THROW(m.cache_shape(tensor::ElemType::Q8_0, tensor::ElemType::F16), Error);
 }

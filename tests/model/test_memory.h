@@ -16,37 +16,46 @@ namespace offgrid::test {
 
 class TestStorage : public memory::Storage {
 public:
-    TestStorage(const memory::CacheShape & s, uint32_t n_cells, uint32_t n_rows) : s_(s), n_cells_(n_cells) {
+    // Rows of every layer as the shape declares them: n_cells rows per attention layer, n_rows per recurrent one.
+    TestStorage(const memory::CacheShape & s, uint32_t n_cells, uint32_t n_rows) : s_(s), n_rows_(n_rows) {
         const size_t ek = s.type_k == tensor::ElemType::F32 ? 4 : 2, ev = s.type_v == tensor::ElemType::F32 ? 4 : 2;
-        k_bytes_ = s.k_width * ek;
-        v_bytes_ = s.v_width * ev;
-        idx_bytes_ = s.idx_parts * s.idx_width * ek;
-        k_.assign(size_t(s.n_attn_layers) * n_cells * k_bytes_, 0);
-        v_.assign(size_t(s.n_attn_layers) * n_cells * v_bytes_, 0);
-        idx_.assign(size_t(s.n_attn_layers) * n_cells * idx_bytes_, 0);
-        conv_.assign(size_t(s.n_recr_layers) * n_rows * s.conv_floats, 0.0f);
-        ssm_.assign(size_t(s.n_recr_layers) * n_rows * s.ssm_floats, 0.0f);
+        for (uint32_t l = 0; l < s.n_attn_layers(); ++l) {
+            const memory::LayerCache & c = s.attn(l);
+            k_.push_back({std::vector<uint8_t>(size_t(n_cells) * c.k_width * ek), c.k_width * ek});
+            v_.push_back({std::vector<uint8_t>(size_t(n_cells) * c.v_width * ev), c.v_width * ev});
+            idx_.push_back({std::vector<uint8_t>(size_t(n_cells) * c.idx_parts * c.idx_width * ek), c.idx_parts * c.idx_width * ek});
+        }
+        for (uint32_t l = 0; l < s.n_recr_layers(); ++l) {
+            conv_.push_back({std::vector<float>(size_t(n_rows) * s.recr(l).conv_floats), s.recr(l).conv_floats});
+            ssm_.push_back({std::vector<float>(size_t(n_rows) * s.recr(l).state_floats), s.recr(l).state_floats});
+        }
         ple_.assign(size_t(n_rows) * s.row_floats, 0.0f);
-        n_rows_ = n_rows;
     }
-    void * k_row(uint32_t l, uint32_t c) override { return &k_[(size_t(l) * n_cells_ + c) * k_bytes_]; }
-    void * v_row(uint32_t l, uint32_t c) override { return &v_[(size_t(l) * n_cells_ + c) * v_bytes_]; }
-    void * idx_row(uint32_t l, uint32_t c) override { return &idx_[(size_t(l) * n_cells_ + c) * idx_bytes_]; }
-    memory::RowTable k_rows(uint32_t l) override { return {static_cast<uint8_t *>(k_row(l, 0)), k_bytes_}; }
-    memory::RowTable v_rows(uint32_t l) override { return {static_cast<uint8_t *>(v_row(l, 0)), v_bytes_}; }
-    memory::RowTable idx_rows(uint32_t l) override {
-        return idx_bytes_ ? memory::RowTable{static_cast<uint8_t *>(idx_row(l, 0)), idx_bytes_} : memory::RowTable{};
-    }
-    float * conv_state(uint32_t l, uint32_t r) override { return &conv_[(size_t(l) * n_rows_ + r) * s_.conv_floats]; }
-    float * ssm_state(uint32_t l, uint32_t r) override { return &ssm_[(size_t(l) * n_rows_ + r) * s_.ssm_floats]; }
+    void * k_row(uint32_t l, uint32_t c) override { return k_[l].row(c); }
+    void * v_row(uint32_t l, uint32_t c) override { return v_[l].row(c); }
+    void * idx_row(uint32_t l, uint32_t c) override { return idx_[l].row(c); }
+    memory::RowTable k_rows(uint32_t l) override { return k_[l].table(); }
+    memory::RowTable v_rows(uint32_t l) override { return v_[l].table(); }
+    memory::RowTable idx_rows(uint32_t l) override { return idx_[l].table(); }
+    float * conv_state(uint32_t l, uint32_t r) override { return conv_[l].row(r); }
+    float * ssm_state(uint32_t l, uint32_t r) override { return ssm_[l].row(r); }
     float * row_state(uint32_t r) override { return ple_.data() + size_t(r) * s_.row_floats; }
 
 private:
+    template <class T>
+    struct Rows {
+        std::vector<T> data;
+        size_t width;  // elements of one row (0: the layer has none)
+        T * row(uint32_t i) { return width ? data.data() + size_t(i) * width : nullptr; }
+        memory::RowTable table() {
+            return width ? memory::RowTable{reinterpret_cast<uint8_t *>(data.data()), width * sizeof(T)} : memory::RowTable{};
+        }
+    };
     memory::CacheShape s_;
-    uint32_t n_cells_, n_rows_ = 1;
-    size_t k_bytes_, v_bytes_, idx_bytes_;
-    std::vector<uint8_t> k_, v_, idx_;
-    std::vector<float> conv_, ssm_, ple_;
+    uint32_t n_rows_ = 1;
+    std::vector<Rows<uint8_t>> k_, v_, idx_;
+    std::vector<Rows<float>> conv_, ssm_;
+    std::vector<float> ple_;
 };
 
 class TestPlan : public memory::Plan {

@@ -67,7 +67,8 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         }
     }
 
-    const size_t hist = (K - 1) * d_in, conv_floats = b.shape.conv_floats, ssm_floats = b.shape.ssm_floats;
+    const size_t hist = (K - 1) * d_in, conv_floats = b.shape.recr(ri).conv_floats,
+                 ssm_floats = b.shape.recr(ri).state_floats;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
     const std::span<float> o = scope.take<float>(T * d_in);
     auto copy_row = [&](uint32_t from, uint32_t to) {

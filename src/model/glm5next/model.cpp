@@ -30,16 +30,15 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
             throw Error("cache type " + std::to_string(static_cast<uint32_t>(t)) + " is not supported (f32, f16)");
         }
     }
+    // Per trunk layer: KDA keeps its q, k and v conv histories and one state matrix per head; DSA keeps the
+    // normed latent as its K row (V reads the same row: no V rows) and indexer rows [key | gate | pooled].
     memory::CacheShape s;
-    s.n_attn_layers = hp_.n_attn_layers();
-    s.k_width = hp_.kv_lora_rank;  // the normed latent; V reads the same row
-    s.v_width = 0;
-    s.idx_width = hp_.idx_dim;
-    s.idx_parts = 3;               // key | gate | pooled
-    s.n_recr_layers = hp_.n_recr_layers();
-    s.conv_floats = 3 * (hp_.conv_kernel - 1) * hp_.d_inner();  // q, k, v histories
-    s.ssm_floats = hp_.kda_head_dim * hp_.kda_head_dim * hp_.n_head;
-    s.row_floats = 0;
+    for (uint32_t il = 0; il < hp_.n_layer; ++il) {
+        s.layers.push_back(hp_.is_recurrent[il]
+                               ? memory::LayerCache::recurrent_rows(3 * (hp_.conv_kernel - 1) * hp_.d_inner(),
+                                                                    hp_.kda_head_dim * hp_.kda_head_dim * hp_.n_head)
+                               : memory::LayerCache::attention_rows(hp_.kv_lora_rank, 0, hp_.idx_dim, 3));
+    }
     s.type_k = type_k;
     s.type_v = type_v;
     s.type_idx = type_k;

@@ -32,7 +32,8 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
 
     const std::span<float> o = scope.take<float>(T * vdim), c = scope.take<float>(conv_dim);
     const float out_scale = 1.0f / std::sqrt(static_cast<float>(dk));
-    const size_t conv_floats = b.shape.conv_floats, ssm_floats = b.shape.ssm_floats;
+    const size_t conv_floats = b.shape.recr(ri).conv_floats,
+                 ssm_floats = b.shape.recr(ri).state_floats;
     auto copy_row = [&](uint32_t from, uint32_t to) {
         std::memcpy(b.storage.conv_state(ri, to), b.storage.conv_state(ri, from), conv_floats * sizeof(float));
         std::memcpy(b.storage.ssm_state(ri, to), b.storage.ssm_state(ri, from), ssm_floats * sizeof(float));

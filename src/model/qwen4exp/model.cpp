@@ -36,15 +36,19 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
                         "straddle heads); this model's head size is " + std::to_string(hp_.head_dim));
         }
     }
+    // Per trunk layer: Gated DeltaNet keeps its conv history and delta-rule state; full attention keeps K and V
+    // rows of every KV head and, with k-pools, indexer rows [raw key | pooled key] (on every attention layer, QSA
+    // or not, so all attention layers share one row layout).
     memory::CacheShape s;
-    s.n_attn_layers = hp_.n_attn_layers();
-    s.k_width = hp_.head_dim * hp_.n_head_kv;
-    s.v_width = s.k_width;
-    s.idx_width = hp_.kpool > 0 ? hp_.idx_dim : 0;
-    s.idx_parts = 2;
-    s.n_recr_layers = hp_.n_recr_layers();
-    s.conv_floats = (hp_.ssm_d_conv - 1) * hp_.ssm_conv_dim();
-    s.ssm_floats = hp_.ssm_d_state * hp_.ssm_d_state * hp_.ssm_n_v_heads;
+    const uint32_t kv_width = hp_.head_dim * hp_.n_head_kv;
+    for (const bool recurrent : hp_.is_recurrent) {
+        s.layers.push_back(recurrent ? memory::LayerCache::recurrent_rows(
+                                           (hp_.ssm_d_conv - 1) * hp_.ssm_conv_dim(),
+                                           hp_.ssm_d_state * hp_.ssm_d_state * hp_.ssm_n_v_heads)
+                                     : memory::LayerCache::attention_rows(kv_width, kv_width,
+                                                                          hp_.kpool > 0 ? hp_.idx_dim : 0,
+                                                                          hp_.kpool > 0 ? 2 : 0));
+    }
     // The PLE conv history lives in the recurrent row, beside the layers' states.
     s.row_floats = hp_.has_ple ? (hp_.ple_conv_kernel - 1) * hp_.ple_ngram * hp_.hc * hp_.n_embd : 0;
     s.type_k = type_k;

@@ -9,7 +9,8 @@ namespace offgrid::model::qwen4exp {
 
 void rerotate_keys(const Model & model, const memory::CacheShape & shape, memory::Storage & storage, uint32_t cell,
                    memory::Pos old_pos, memory::Pos new_pos) {
-    if (old_pos == new_pos || shape.n_attn_layers == 0) return;
+    const uint32_t n_attn = model.hparams().n_attn_layers();
+    if (old_pos == new_pos || n_attn == 0) return;
     const Hparams & hp = model.hparams();
     ops::RopeParams p;
     p.n_rot = static_cast<int>(hp.n_rot);
@@ -20,8 +21,8 @@ void rerotate_keys(const Model & model, const memory::CacheShape & shape, memory
     const ops::RopeAngles from = ops::rope_angles(p, {old_pos, old_pos, old_pos, 0});
     const ops::RopeAngles to = ops::rope_angles(p, {new_pos, new_pos, new_pos, 0});
     const size_t D = hp.head_dim, half = hp.n_rot / 2;
-    std::vector<float> row(shape.k_width);
-    for (uint32_t l = 0; l < shape.n_attn_layers; ++l) {
+    std::vector<float> row(D * hp.n_head_kv);  // a K row: every KV head
+    for (uint32_t l = 0; l < n_attn; ++l) {
         void * k = storage.k_row(l, cell);
         ops::load_cache_row(k, shape.type_k, row.data(), row.size());
         for (size_t h = 0; h < hp.n_head_kv; ++h) {
