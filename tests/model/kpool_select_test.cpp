@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
 #include "model/common/kpool_select.h"
 #include "ops/elementwise.h"
+#include "ops/attention.h"
 
 namespace offgrid::model::common {
 namespace {
@@ -17,6 +19,40 @@ std::vector<uint32_t> twin(const std::vector<float> & v, size_t k) {
     std::vector<uint32_t> r = ops::top_k_ref(v.data(), v.size(), k);
     std::sort(r.begin(), r.end());
     return r;
+}
+
+// The weighted scores over the memory's element-major key blocks are the per-pool scores' bits (F32 and F16
+// keys, a last partial block, several heads), so the sparse selection of glm5-next does not depend on the path.
+TEST(ScorePoolBlocksWeighted, SameBitsAsPerPoolScores) {
+    constexpr size_t B = memory::kPoolKeyBlock;
+    std::mt19937 rng(11);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (tensor::ElemType type : {tensor::ElemType::F32, tensor::ElemType::F16}) {
+        const size_t elem = type == tensor::ElemType::F32 ? 4 : 2;
+        for (size_t n : {1u, 16u, 37u}) {
+            const size_t heads = 3, dim = 20;
+            std::vector<float> q(heads * dim), w(heads);
+            for (float & x : q) x = nd(rng);
+            for (float & x : w) x = nd(rng);
+            // Keys one after the other (the rep rows' pooled parts) and in blocks (the memory's table).
+            std::vector<uint8_t> rows(n * dim * elem), blocks((n + B - 1) / B * B * dim * elem, 0xff);
+            std::vector<const void *> keys(n);
+            for (size_t p = 0; p < n; ++p) {
+                std::vector<float> key(dim);
+                for (float & x : key) x = nd(rng);
+                ops::store_cache_row(&rows[p * dim * elem], type, key.data(), dim);
+                keys[p] = &rows[p * dim * elem];
+            }
+            const memory::PoolKeyTable table{blocks.data(), dim, elem};
+            for (size_t p = 0; p < n; ++p)
+                for (size_t e = 0; e < dim; ++e)
+                    std::memcpy(const_cast<uint8_t *>(table.element(p, e)), &rows[(p * dim + e) * elem], elem);
+            std::vector<float> per_pool(n), blocked(n);
+            score_pools_weighted(q.data(), w.data(), heads, dim, keys, type, per_pool.data());
+            score_pool_blocks_weighted(q.data(), w.data(), heads, dim, table, type, n, blocked.data());
+            for (size_t p = 0; p < n; ++p) ASSERT_EQ(blocked[p], per_pool[p]) << "pool " << p << " of " << n;
+        }
+    }
 }
 
 TEST(BestPools, LinearSelectionEqualsTopKTwin) {

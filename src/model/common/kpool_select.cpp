@@ -9,8 +9,27 @@
 #include "common/prefetch.h"
 #include "ops/attention.h"
 #include "ops/elementwise.h"
+#include "tensor/half.h"
 
 namespace offgrid::model::common {
+
+size_t take_pool_keys(const memory::Plan & plan, memory::Storage & storage, uint32_t layer, size_t budget,
+                      std::span<SeqPoolKeys> out) {
+    size_t n = 0;
+    for (const memory::TokenPlan & tp : plan.tokens) {
+        if (tp.n_pools <= budget) continue;
+        const auto known = out.first(n);
+        if (std::none_of(known.begin(), known.end(), [&](const SeqPoolKeys & e) { return e.seq == tp.seq; }))
+            out[n++] = {tp.seq, storage.pool_keys(layer, tp.seq)};
+    }
+    return n;
+}
+
+memory::PoolKeyTable pool_keys_of(std::span<const SeqPoolKeys> keys, memory::SeqId seq) {
+    for (const SeqPoolKeys & e : keys)
+        if (e.seq == seq) return e.table;
+    return {};
+}
 
 void pooled_keys(const memory::SeqView & view, const memory::TokenPlan & tp,
                  uint32_t kpool, memory::Storage & storage, uint32_t layer, size_t pooled_offset,
@@ -223,6 +242,34 @@ void score_pools_weighted(const float * q, const float * w, size_t n_heads, size
             s += ops::relu(dot) * w[h];
         }
         out[p] = s;
+    }
+}
+
+void score_pool_blocks_weighted(const float * q, const float * w, size_t n_heads, size_t dim,
+                                const memory::PoolKeyTable & keys, tensor::ElemType type, size_t n, float * out) {
+    constexpr size_t B = memory::kPoolKeyBlock;
+    if (type != tensor::ElemType::F32 && type != tensor::ElemType::F16)
+        throw Error("score_pool_blocks_weighted: pooled keys must be f32 or f16");
+    for (size_t b = 0; b * B < n; ++b) {
+        const uint8_t * block = keys.block(b);
+        float s[B] = {};
+        for (size_t h = 0; h < n_heads; ++h) {
+            const float * qh = q + h * dim;
+            float dot[B] = {};
+            for (size_t i = 0; i < dim; ++i) {  // element i of the block's 16 keys, side by side
+                float key[B];
+                if (type == tensor::ElemType::F32) {
+                    std::memcpy(key, block + i * B * 4, sizeof(key));
+                } else {
+                    const auto * k16 = reinterpret_cast<const uint16_t *>(block + i * B * 2);
+                    for (size_t l = 0; l < B; ++l) key[l] = tensor::f16_to_f32(k16[l]);
+                }
+                for (size_t l = 0; l < B; ++l) dot[l] += qh[i] * key[l];
+            }
+            for (size_t l = 0; l < B; ++l) s[l] += ops::relu(dot[l]) * w[h];
+        }
+        const size_t lanes = std::min(B, n - b * B);  // the lanes of a last partial block hold no key
+        std::memcpy(out + b * B, s, lanes * sizeof(float));
     }
 }
 

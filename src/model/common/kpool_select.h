@@ -1,4 +1,4 @@
-// K-pool selection shared by the sparse-attention models (the seed's design): a token scores the pooled keys of
+// K-pool selection shared by the sparse-attention models: a token scores the pooled keys of
 // the pools visible to it, keeps the best `budget` whole pools and adds its incomplete tail. The memory's plan
 // says which pools a token may select (TokenPlan::n_pools) and which cells are its tail; the model says how a
 // pool is scored.
@@ -13,6 +13,18 @@
 #include "tensor/types.h"
 
 namespace offgrid::model::common {
+
+// A sequence's pooled keys as the memory keeps them (Storage::pool_keys), taken once per layer and ubatch.
+struct SeqPoolKeys {
+    memory::SeqId seq;
+    memory::PoolKeyTable table;  // base null: not kept (the caller reads the rep rows)
+};
+// The pooled keys of every sequence with a token that selects among its pools (more than `budget` of them), into
+// out (room for one per token); returns how many. Call it after the layer's new pools are written, on one thread.
+size_t take_pool_keys(const memory::Plan & plan, memory::Storage & storage, uint32_t layer, size_t budget,
+                      std::span<SeqPoolKeys> out);
+// The table of seq among them (base null when it was not taken or not kept).
+memory::PoolKeyTable pool_keys_of(std::span<const SeqPoolKeys> keys, memory::SeqId seq);
 
 // Pointers to the pooled keys of the token's selectable pools: the rep row (last member) of each pool p <
 // tp.n_pools, offset by `pooled_offset` bytes, in sequence order. Throws offgrid::Error for a pool beyond the
@@ -43,12 +55,17 @@ void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint
 size_t pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,
                   std::span<const uint32_t> pools, bool with_tail, uint32_t * cells);
 
-// Weighted indexer scores (glm5-next): out[p] = sum_h relu(q_h . key_p) * w_h, heads in order, each dot product
+// Weighted indexer scores (a lightning indexer with per-token head weights): out[p] = sum_h relu(q_h . key_p) * w_h, heads in order, each dot product
 // summed in index order in float. keys[p] points at dim elements of `type`.
 void score_pools_weighted(const float * q, const float * w, size_t n_heads, size_t dim,
                           const std::vector<const void *> & keys, tensor::ElemType type, float * out);
 // The same with `key` (dim floats) as working space.
 void score_pools_weighted(const float * q, const float * w, size_t n_heads, size_t dim,
                           std::span<const void * const> keys, tensor::ElemType type, float * out, float * key);
+// The same scores (the same bits: per pool the same products and sums in the same order) over a sequence's pooled
+// keys as the memory keeps them (Storage::pool_keys, element-major blocks of memory::kPoolKeyBlock pools, F32 or
+// F16), pools [0, n): the pools of a block are scored side by side, each key element read once per head.
+void score_pool_blocks_weighted(const float * q, const float * w, size_t n_heads, size_t dim,
+                                const memory::PoolKeyTable & keys, tensor::ElemType type, size_t n, float * out);
 
 }  // namespace offgrid::model::common

@@ -111,6 +111,12 @@ void dsa_layer(const Batch & b, uint32_t il, const float * a, float * y, Selecti
         ops::matmul(x.proj, a, T, hw.data(), b.pool);
         const float wscale = 1.0f / std::sqrt(static_cast<float>(Di * Hi));
         for (float & v : hw) v *= wscale;
+        // Each sequence's pooled keys in pool order (the memory's blocks), taken once the new pools are written;
+        // a storage that keeps none leaves base null and scoring reads the pooled part of the rep rows.
+        const tensor::ElemType type_idx = b.shape.type_idx;
+        const std::span<common::SeqPoolKeys> pool_keys_all = scope.take<common::SeqPoolKeys>(T);
+        const std::span<const common::SeqPoolKeys> pool_keys =
+            pool_keys_all.first(b.dense ? 0 : common::take_pool_keys(b.plan, b.storage, li, budget, pool_keys_all));
         ops::parallel_for(b.pool, T, [&](size_t t0, size_t t1) {
             size_t most_pools = 0;  // working space for the range's tokens
             for (size_t t = t0; t < t1; ++t) most_pools = std::max<size_t>(most_pools, b.plan.tokens[t].n_pools);
@@ -127,9 +133,17 @@ void dsa_layer(const Batch & b, uint32_t il, const float * a, float * y, Selecti
                 if (b.dense || tp.n_pools <= budget) {
                     for (uint32_t p = 0; p < tp.n_pools; ++p) pools[n_pools++] = p;
                 } else {
-                    common::pooled_keys(view, tp, static_cast<uint32_t>(kp), b.storage, li, 2 * Di * elem_size(type_k), keys);
-                    common::score_pools_weighted(&iq[t * Hi * Di], &hw[t * Hi], Hi, Di,
-                                                 std::span<const void * const>(keys, tp.n_pools), type_k, scores, key);
+                    const memory::PoolKeyTable in_order = common::pool_keys_of(pool_keys, tp.seq);
+                    if (in_order.base) {
+                        common::score_pool_blocks_weighted(&iq[t * Hi * Di], &hw[t * Hi], Hi, Di, in_order, type_idx,
+                                                           tp.n_pools, scores);
+                    } else {
+                        common::pooled_keys(view, tp, static_cast<uint32_t>(kp), b.storage, li,
+                                            2 * Di * elem_size(type_idx), keys);
+                        common::score_pools_weighted(&iq[t * Hi * Di], &hw[t * Hi], Hi, Di,
+                                                     std::span<const void * const>(keys, tp.n_pools), type_idx, scores,
+                                                     key);
+                    }
                     n_pools = common::best_pools(scores, tp.n_pools, budget, scratch, pools);
                 }
                 const size_t n = n_pools * kp + (hp.select_tail ? tp.tail.size() : 0);
@@ -193,7 +207,8 @@ ops::WorkspaceSize dsa_bytes(const Hparams & hp, size_t T, size_t n_cells) {
     const size_t per_thread = std::max(select, attend);
     const size_t store = 3 * ops::arena_bytes<float>(T * Di) + 2 * ops::arena_bytes<float>(kp * Di) +
                          ops::arena_bytes<float>(kp) + ops::arena_bytes<float>(Di);
-    const size_t main = ops::arena_bytes<float>(T * Rq) + ops::arena_bytes<float>(T * H * Dn) +
+    const size_t main = ops::arena_bytes<common::SeqPoolKeys>(T) + ops::arena_bytes<float>(T * Rq) +
+                        ops::arena_bytes<float>(T * H * Dn) +
                         ops::arena_bytes<float>(T * R) + ops::arena_bytes<float>(T * H * R) +
                         ops::arena_bytes<float>(T * Dn) + ops::arena_bytes<float>(T * R) +
                         ops::arena_bytes<float>(T * Hi * Di) + ops::arena_bytes<float>(T * Hi) +

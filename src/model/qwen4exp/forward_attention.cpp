@@ -150,21 +150,9 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
 
     // Each sequence's pooled keys in pool order, taken after this layer's new pools are written (the memory copies
     // the keys it has not copied yet); a storage that keeps none leaves base null and scoring reads the rep rows.
-    struct SeqKeys {
-        memory::SeqId seq;
-        memory::PoolKeyTable table;
-    };
-    const std::span<SeqKeys> pool_keys_all = scope.take<SeqKeys>(T);  // at most one sequence per token
-    size_t n_pool_keys = 0;
-    if (qsa && !b.qsa_dense) {
-        for (const memory::TokenPlan & tp : b.plan.tokens) {
-            if (tp.n_pools <= budget) continue;
-            const auto known = pool_keys_all.first(n_pool_keys);
-            if (std::none_of(known.begin(), known.end(), [&](const SeqKeys & e) { return e.seq == tp.seq; }))
-                pool_keys_all[n_pool_keys++] = {tp.seq, b.storage.pool_keys(li, tp.seq)};
-        }
-    }
-    const std::span<const SeqKeys> pool_keys = pool_keys_all.first(n_pool_keys);
+    const std::span<common::SeqPoolKeys> pool_keys_all = scope.take<common::SeqPoolKeys>(T);  // one per token at most
+    const std::span<const common::SeqPoolKeys> pool_keys = pool_keys_all.first(
+        qsa && !b.qsa_dense ? common::take_pool_keys(b.plan, b.storage, li, budget, pool_keys_all) : 0);
 
     constexpr size_t kQueryBlock = 16;
     struct Block {
@@ -241,9 +229,7 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         uint32_t * const picked = local.take<uint32_t>(n_score > 0 ? budget : 0).data();
         uint32_t * const cells = local.take<uint32_t>(n_cells).data();
         if (n_score > 0) {
-            memory::PoolKeyTable in_order;
-            for (const SeqKeys & e : pool_keys)
-                if (e.seq == b.plan.tokens[t0].seq) in_order = e.table;
+            const memory::PoolKeyTable in_order = common::pool_keys_of(pool_keys, b.plan.tokens[t0].seq);
             if (in_order.base) {
                 // Whole blocks of 16 pools per range (the scan reads element-major blocks in one stream).
                 constexpr size_t B = memory::kPoolKeyBlock;
