@@ -1,5 +1,6 @@
 #include "ops/sequence.h"
 
+#include <cmath>
 #include <vector>
 
 #include "ops/cpu/vec.h"
@@ -102,6 +103,47 @@ void gated_delta_step_ref(float * state, size_t dk, size_t dv, const float * q, 
         float qs = 0.0f;
         for (size_t i = 0; i < dk; ++i) qs += state[i + dk * m] * q[i];
         out[m] = scale * qs;
+    }
+}
+
+void kda_step(float * state, size_t hd, const float * q, const float * k, const float * v, const float * g, float beta,
+              float scale, float * out, float * decay) {
+    // The decay of key channel i is the same for every row: one exp per channel (the values of an exp per
+    // element, so the twin's bits). A row is decayed and read in one pass, then updated and read in another.
+    for (size_t i = 0; i < hd; ++i) decay[i] = std::exp(g[i]);
+    for (size_t j = 0; j < hd; ++j) {
+        float * s = state + j * hd;
+        float u = 0.0f;
+        for (size_t i = 0; i < hd; ++i) {
+            s[i] *= decay[i];
+            u += s[i] * k[i];
+        }
+        const float delta = (v[j] - u) * beta;
+        float o = 0.0f;
+        for (size_t i = 0; i < hd; ++i) {
+            s[i] += k[i] * delta;
+            o += s[i] * q[i];
+        }
+        out[j] = o * scale;
+    }
+}
+
+void kda_step_ref(float * state, size_t hd, const float * q, const float * k, const float * v, const float * g,
+                  float beta, float scale, float * out) {
+    for (size_t j = 0; j < hd; ++j)
+        for (size_t i = 0; i < hd; ++i) state[i + hd * j] = state[i + hd * j] * std::exp(g[i]);
+    std::vector<float> delta(hd);
+    for (size_t j = 0; j < hd; ++j) {
+        float ks = 0.0f;
+        for (size_t i = 0; i < hd; ++i) ks += state[i + hd * j] * k[i];
+        delta[j] = (v[j] - ks) * beta;
+    }
+    for (size_t j = 0; j < hd; ++j)
+        for (size_t i = 0; i < hd; ++i) state[i + hd * j] = state[i + hd * j] + k[i] * delta[j];
+    for (size_t j = 0; j < hd; ++j) {
+        float qs = 0.0f;
+        for (size_t i = 0; i < hd; ++i) qs += state[i + hd * j] * q[i];
+        out[j] = qs * scale;
     }
 }
 

@@ -42,4 +42,19 @@ void gated_delta_step_into(const float * state_in, float * state_out, size_t dk,
 void gated_delta_step_ref(float * state, size_t dk, size_t dv, const float * q, const float * k, const float * v,
                           float decay, float beta, float scale, float * out);
 
+// One token of Kimi Delta Attention's delta rule for one head (hd x hd state): the gated delta rule with a decay
+// per key channel. state[i + hd * j] (i < hd key index, j < hd value index); g[i] <= 0 is channel i's log decay;
+// q and k are L2-normalised:
+//   S[i,j] <- exp(g[i]) * S[i,j];  delta[j] = (v[j] - sum_i S[i,j] k[i]) * beta;  S[i,j] += k[i] * delta[j]
+//   out[j] = (sum_i S[i,j] q[i]) * scale
+// Every sum runs in index order in float, so the bits do not depend on the ISA level. `decay` is hd floats of
+// working space (one exp per channel, shared by the rows).
+void kda_step(float * state, size_t hd, const float * q, const float * k, const float * v, const float * g, float beta,
+              float scale, float * out, float * decay);
+
+// Plain twin: the same maths over the whole state one phase at a time (decay every element with its own exp,
+// then every row's delta, then the updates, then the outputs), no working space shared between rows.
+void kda_step_ref(float * state, size_t hd, const float * q, const float * k, const float * v, const float * g,
+                  float beta, float scale, float * out);
+
 }  // namespace offgrid::ops

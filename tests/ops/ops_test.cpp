@@ -300,6 +300,30 @@ TEST(DeltaRule, MatchesTwinAndHandValue) {
     EXPECT_EQ(o, 8);
 }
 
+// The KDA step against its plain twin: the same bits, token after token, for several head sizes (the state,
+// the outputs); and a worked 1x1 case.
+TEST(Sequence, KdaStepMatchesTwinBitForBit) {
+    for (size_t hd : {1u, 7u, 16u, 64u}) {
+        std::vector<float> s_a = random_floats(hd * hd, 200 + hd), s_b = s_a, decay(hd);
+        for (int t = 0; t < 5; ++t) {
+            auto q = random_floats(hd, 210 + t), k = random_floats(hd, 220 + t);
+            const auto v = random_floats(hd, 230 + t);
+            auto g = random_floats(hd, 240 + t);
+            for (float & x : g) x = -std::fabs(x);  // log decays are <= 0
+            std::vector<float> oa(hd), ob(hd);
+            kda_step(s_a.data(), hd, q.data(), k.data(), v.data(), g.data(), 0.4f, 0.125f, oa.data(), decay.data());
+            kda_step_ref(s_b.data(), hd, q.data(), k.data(), v.data(), g.data(), 0.4f, 0.125f, ob.data());
+            for (size_t j = 0; j < hd; ++j) ASSERT_EQ(oa[j], ob[j]) << "hd " << hd << " token " << t << " out " << j;
+        }
+        for (size_t n = 0; n < s_a.size(); ++n) ASSERT_EQ(s_a[n], s_b[n]) << "hd " << hd << " state " << n;
+    }
+    // hd = 1: S = 2 decays by exp(log 0.5) to 1; delta = (3 - 1*2) * 0.5 = 0.5; S = 1 + 2*0.5 = 2; out = 2*4*1.
+    float s = 2, q = 4, k = 2, v = 3, g = std::log(0.5f), o, d;
+    kda_step(&s, 1, &q, &k, &v, &g, 0.5f, 1.0f, &o, &d);
+    EXPECT_FLOAT_EQ(s, 2);
+    EXPECT_FLOAT_EQ(o, 8);
+}
+
 TEST(Attention, MatchesTwinForF32AndF16Rows) {
     const size_t d = 16, width = 32, n = 9;
     const auto q = random_floats(d, 40);

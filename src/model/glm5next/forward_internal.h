@@ -46,9 +46,4 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y);
 void dsa_layer(const Batch & b, uint32_t il, const float * a, float * y, Selection & selection);
 void ffn_layer(const Batch & b, uint32_t il, const float * f, float * y);
 
-// One KDA token for one head: S[i + hd*j] (i key channel, j value channel) decays per key channel by
-// exp(g[i]), then the delta rule; out[j] = scale * sum_i S[i,j] q[i]. decay: hd floats of working space.
-void kda_step(float * S, size_t hd, const float * q, const float * k, const float * v, const float * g, float beta,
-              float scale, float * out, float * decay);
-
 }  // namespace offgrid::model::glm5next::detail

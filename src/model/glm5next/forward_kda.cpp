@@ -15,28 +15,6 @@
 
 namespace offgrid::model::glm5next::detail {
 
-void kda_step(float * S, size_t hd, const float * q, const float * k, const float * v, const float * g, float beta,
-              float scale, float * out, float * decay) {
-    // The decay of key channel i is the same for every row j: one exp per channel (the same values as an exp per
-    // element, so the same bits).
-    for (size_t i = 0; i < hd; ++i) decay[i] = std::exp(g[i]);
-    for (size_t j = 0; j < hd; ++j) {
-        float * s = S + j * hd;
-        float u = 0.0f;
-        for (size_t i = 0; i < hd; ++i) {
-            s[i] *= decay[i];
-            u += s[i] * k[i];
-        }
-        const float delta = (v[j] - u) * beta;
-        float o = 0.0f;
-        for (size_t i = 0; i < hd; ++i) {
-            s[i] += k[i] * delta;
-            o += s[i] * q[i];
-        }
-        out[j] = o * scale;
-    }
-}
-
 void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const Hparams & hp = b.hp;
     const KdaWeights & w = b.model.weights().layers[il].kda;
@@ -102,8 +80,8 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         ops::Scope local(b.ws.local());
         const std::span<float> head = local.take<float>(hd), decay = local.take<float>(hd);
         const float bt = ops::sigmoid(beta[t * H + h]);
-        kda_step(S + h * hd * hd, hd, &c[h * hd], &c[d_in + h * hd], &c[2 * d_in + h * hd], &g1[t * d_in + h * hd], bt,
-                 scale, head.data(), decay.data());
+        ops::kda_step(S + h * hd * hd, hd, &c[h * hd], &c[d_in + h * hd], &c[2 * d_in + h * hd], &g1[t * d_in + h * hd],
+                      bt, scale, head.data(), decay.data());
         float * oh = &o[t * d_in + h * hd];
         ops::rms_norm(head.data(), hd, hp.rms_eps, w.norm.data(), oh);
         for (size_t j = 0; j < hd; ++j) oh[j] *= ops::sigmoid(g2[t * d_in + h * hd + j]);
