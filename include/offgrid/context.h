@@ -100,13 +100,13 @@ struct ContextParams {
     std::string type_v = "f16";  // "f32", "f16" or "q8_0"
     int n_threads = 1;         // 1..kMaxThreads; more is refused
     bool qsa_dense = false;    // force dense attention on sparse-attention layers (for comparisons)
-    // Embeddings output: the model's hidden state per token (qwen4exp: the mean of the hyper-connection streams
-    // after the last layer, before the output mixer; glm5-next: RMSNorm(mean of the streams) * output_norm, the
-    // head's input), n_embd() floats, pooled as `pooling` says. Logits are still computed for output tokens.
+    // Embeddings output: the model's hidden state per token (the vector its architecture defines as its embedding,
+    // docs/architectures.md "Embeddings"), n_embd() floats, pooled as `pooling` says. Logits are still computed
+    // for output tokens.
     bool embeddings = false;
     Pooling pooling = Pooling::None;
-    // Keep every decoded token's final wide residual (qwen4exp: hc x E floats after the last layer, before the
-    // output mixer), the hidden input of an MTP draft head (offgrid/speculative.h). Read with mtp_hidden().
+    // Keep every decoded token's final wide residual (the last layer's output before the output mixer, in models
+    // with an MTP draft head), the hidden input of that head (offgrid/speculative.h). Read with mtp_hidden().
     bool mtp_hidden = false;
 };
 

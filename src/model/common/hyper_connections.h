@@ -1,8 +1,8 @@
 // Hyper-connections: the residual is hc streams of E floats per token (R[t][h][i] at (t*hc + h)*E + i). A block
 // reads one mix of the streams and writes its output back into every stream with its own weights. Two families:
-//  * gated mean (qwen4exp): per-stream RMSNorm, a low-rank sigmoid gate per element, the mean over streams;
+//  * gated mean: per-stream RMSNorm, a low-rank sigmoid gate per element, the mean over streams;
 //    the output goes back with 2 sigmoid(inject / hc) per stream.
-//  * manifold-constrained, mHC (glm5-next): one RMSNorm over all hc*E values, a linear map to pre, post and a
+//  * manifold-constrained, mHC: one RMSNorm over all hc*E values, a linear map to pre, post and a
 //    hc x hc mixing matrix made doubly stochastic by Sinkhorn iterations; X'[d] = post_d y + sum_s C[d,s] X[s].
 // Shared helpers: copy an embedding into every stream, the plain mean of the streams.
 #pragma once
@@ -21,7 +21,7 @@ void broadcast_to_streams(const float * x, size_t n, size_t hc, size_t E, float 
 // out[t][i] = (sum_h R[t][h][i]) * (1/hc), streams summed in order.
 void mean_of_streams(const float * R, size_t n, size_t hc, size_t E, float * out);
 
-// ---- gated mean (qwen4exp) ----
+// ---- gated mean ----
 
 struct GatedHcWeights {
     std::vector<float> norm;   // hc x E, stream-major (gamma[h][i] at h*E + i)
@@ -59,7 +59,7 @@ size_t gated_hc_mix_bytes(const GatedHcShape & s, size_t n);
 // R[t][h] += 2 sigmoid(inject[t][h] / hc) * y[t].
 void gated_hc_combine(const GatedHcShape & s, float * R, const float * y, const float * inject, size_t n);
 
-// ---- manifold-constrained (glm5-next) ----
+// ---- manifold-constrained (mHC) ----
 
 struct MhcWeights {
     ops::Matrix fn;            // (2 + hc) hc x hc*E
