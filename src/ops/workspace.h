@@ -87,6 +87,13 @@ struct WorkspaceSize {
     size_t per_thread_bytes = 0;
 };
 
+// The size that holds either: passes that run one after the other share their arenas.
+inline WorkspaceSize max_of(WorkspaceSize a, const WorkspaceSize & b) {
+    a.main_bytes = a.main_bytes > b.main_bytes ? a.main_bytes : b.main_bytes;
+    a.per_thread_bytes = a.per_thread_bytes > b.per_thread_bytes ? a.per_thread_bytes : b.per_thread_bytes;
+    return a;
+}
+
 // Bytes an arena needs for buffers of n elements of T (with the alignment each take may add).
 template <typename T>
 constexpr size_t arena_bytes(size_t n) {

@@ -43,6 +43,35 @@ struct GenRequest {
     std::vector<GenSetting> settings;     // in command-line order (a later one wins)
 };
 
+// A numeric override that sets one field of a generator's configuration: Integer into a uint32_t field, Real into
+// a float one, within [lo, hi]. A generator keeps a table of these and derives its options and settings from it.
+template <class Config>
+struct GenField {
+    const char * flag;
+    uint32_t Config::*u32 = nullptr;
+    float Config::*f32 = nullptr;
+    double lo = 0, hi = 0;
+};
+
+// The options of a field table, appended to `out` in table order.
+template <class Config>
+void append_field_options(const std::vector<GenField<Config>> & fields, std::vector<GenOption> & out) {
+    for (const GenField<Config> & f : fields)
+        out.push_back({f.flag, f.u32 ? GenOption::Kind::Integer : GenOption::Kind::Real, f.lo, f.hi});
+}
+
+// Sets the field `s` names; false when no field of the table has its flag.
+template <class Config>
+bool apply_field(const std::vector<GenField<Config>> & fields, const GenSetting & s, Config & config) {
+    for (const GenField<Config> & f : fields) {
+        if (s.flag != f.flag) continue;
+        if (f.u32) config.*f.u32 = static_cast<uint32_t>(s.integer);
+        else config.*f.f32 = static_cast<float>(s.real);
+        return true;
+    }
+    return false;
+}
+
 // A model ready to be written: its settings are valid.
 class GeneratedModel {
 public:

@@ -70,16 +70,6 @@ ops::WorkspaceSize ffn_bytes(const Model & m, size_t T) {
 
 }  // namespace detail
 
-namespace {
-
-ops::WorkspaceSize max_of(ops::WorkspaceSize a, const ops::WorkspaceSize & b) {
-    a.main_bytes = std::max(a.main_bytes, b.main_bytes);
-    a.per_thread_bytes = std::max(a.per_thread_bytes, b.per_thread_bytes);
-    return a;
-}
-
-}  // namespace
-
 ops::WorkspaceSize workspace_size(const Model & model, const WorkspaceLimits & limits) {
     const Hparams & hp = model.hparams();
     const size_t T = std::max<size_t>(1, limits.n_ubatch), E = hp.n_embd, hc = hp.hc;
@@ -93,9 +83,9 @@ ops::WorkspaceSize workspace_size(const Model & model, const WorkspaceLimits & l
                        ops::arena_bytes<uint32_t>(T * stride) + ops::arena_bytes<uint32_t>(T) +
                        ops::arena_bytes<float>(T * hc * E) + ops::arena_bytes<float>(T * E);
     ops::WorkspaceSize block{common::mhc_bytes(hcs, T), 0};
-    block = max_of(block, detail::kda_bytes(hp, T));
-    block = max_of(block, detail::dsa_bytes(hp, T, n_cells));
-    block = max_of(block, detail::ffn_bytes(model, T));
+    block = ops::max_of(block, detail::kda_bytes(hp, T));
+    block = ops::max_of(block, detail::dsa_bytes(hp, T, n_cells));
+    block = ops::max_of(block, detail::ffn_bytes(model, T));
     return {own + block.main_bytes, block.per_thread_bytes};
 }
 

@@ -21,12 +21,7 @@ using tools::GenOption;
 using Kind = GenOption::Kind;
 
 // The numeric overrides: each sets one field of GenConfig.
-struct Field {
-    const char * flag;
-    uint32_t GenConfig::*u32 = nullptr;
-    float GenConfig::*f32 = nullptr;
-    double lo = 0, hi = 0;
-};
+using Field = tools::GenField<GenConfig>;
 
 const std::vector<Field> & fields() {
     static const std::vector<Field> f{
@@ -74,7 +69,7 @@ public:
             for (const char * f : {"--dense-selection", "--no-clamp", "--softplus-decay", "--mtp"}) {
                 out.push_back({f, Kind::Flag});
             }
-            for (const Field & f : fields()) out.push_back({f.flag, f.u32 ? Kind::Integer : Kind::Real, f.lo, f.hi});
+            tools::append_field_options(fields(), out);
             return out;
         }();
         return o;
@@ -99,11 +94,7 @@ public:
             else if (s.flag == "--no-clamp") no_clamp = true;
             else if (s.flag == "--softplus-decay") softplus = true;
             else if (s.flag == "--mtp") mtp = true;
-            for (const Field & f : fields()) {
-                if (s.flag != f.flag) continue;
-                if (f.u32) c.*f.u32 = static_cast<uint32_t>(s.integer);
-                else c.*f.f32 = static_cast<float>(s.real);
-            }
+            tools::apply_field(fields(), s, c);
         }
         if (r.seed) c.seed = *r.seed;
         if (!r.weight_type.empty()) c.weight_type = common::gen_weight_type(r.weight_type);

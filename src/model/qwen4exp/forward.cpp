@@ -65,16 +65,6 @@ void moe_ffn(const Hparams & hp, const MoeWeights & m, ops::ThreadPool * pool, o
 
 }  // namespace detail
 
-namespace {
-
-ops::WorkspaceSize max_of(ops::WorkspaceSize a, const ops::WorkspaceSize & b) {
-    a.main_bytes = std::max(a.main_bytes, b.main_bytes);
-    a.per_thread_bytes = std::max(a.per_thread_bytes, b.per_thread_bytes);
-    return a;
-}
-
-}  // namespace
-
 ops::WorkspaceSize workspace_size(const Model & model, const WorkspaceLimits & limits) {
     const Hparams & hp = model.hparams();
     const size_t T = std::max<size_t>(1, limits.n_ubatch), E = hp.n_embd, hc = hp.hc;
@@ -84,10 +74,10 @@ ops::WorkspaceSize workspace_size(const Model & model, const WorkspaceLimits & l
                  ops::arena_bytes<uint32_t>(T * (hp.has_ple ? hp.ple_heads() : 0)) + ops::arena_bytes<float>(T * hc * E) +
                  ops::arena_bytes<float>(T * E);
     ops::WorkspaceSize block{common::gated_hc_mix_bytes(hcs, T), 0};
-    if (hp.has_ple) block = max_of(block, detail::ple_bytes(model, T));
-    block = max_of(block, detail::recurrent_bytes(model, T));
-    block = max_of(block, detail::attention_bytes(model, T, std::max<size_t>(1, limits.n_seq_cells)));
-    for (const LayerWeights & lw : model.weights().layers) block = max_of(block, detail::moe_bytes(hp, lw.moe, T));
+    if (hp.has_ple) block = ops::max_of(block, detail::ple_bytes(model, T));
+    block = ops::max_of(block, detail::recurrent_bytes(model, T));
+    block = ops::max_of(block, detail::attention_bytes(model, T, std::max<size_t>(1, limits.n_seq_cells)));
+    for (const LayerWeights & lw : model.weights().layers) block = ops::max_of(block, detail::moe_bytes(hp, lw.moe, T));
     return {own + block.main_bytes, block.per_thread_bytes};
 }
 
