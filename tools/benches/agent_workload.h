@@ -37,6 +37,7 @@ struct AgentReport {
     std::vector<double> ttft_median_ms;  // per turn (index 0: turn 1), over the sessions that got that far
     std::vector<double> prompt_median;   // per turn: median prompt tokens
     int64_t prompt_tokens = 0, cached_tokens = 0, output_tokens = 0;
+    int ttft_from_timings = 0;  // turns whose TTFT came from the server's `timings` (no text before the end)
     std::string first_error;
 };
 
