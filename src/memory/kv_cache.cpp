@@ -42,7 +42,8 @@ KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, 
     window_.check();
     if (kv_size == 0) throw Error("kv_size: a cache needs at least one cell per stream");
     if (n_stream == 0 || n_stream > (uint32_t)kMaxSeq) throw Error("n_stream: must be in [1, 256]");
-    streams_.assign(n_stream, CellStream(kv_size));
+    streams_.reserve(n_stream);
+    for (uint32_t st = 0; st < n_stream; ++st) streams_.emplace_back(kv_size);
     if (shape.idx_width > 0 && shape.idx_parts < 2) throw Error("idx_parts: an indexer row needs a key and a pooled part");
     k_row_bytes_ = cache_row_bytes(shape.type_k, shape.k_width, "type_k");
     v_row_bytes_ = cache_row_bytes(shape.type_v, shape.v_width, "type_v");
