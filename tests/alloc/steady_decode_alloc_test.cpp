@@ -8,8 +8,9 @@
 //  - sampling: nothing in a steady step;
 //  - the rest of the step (the memory's bookkeeping: validation, the split, the slot search, the cell index, the
 //    plan; and the runtime's batch handling): nothing either;
-//  - a second prompt of the size of one decoded before (several ubatches): nothing.
-// Every part is printed; all are asserted to be 0.
+//  - a second prompt of the size of one decoded before (several ubatches): nothing outside the forward (inside
+//    it, a kernel's per-thread buffer may see its first use on a pool thread that did no such work before).
+// Every part is printed; the steady step's parts are all asserted to be 0.
 //
 // OFFGRID_ALLOC_TRACE=1 prints the call stack of each counted allocation (to find one that appears).
 #include <gtest/gtest.h>
@@ -273,7 +274,11 @@ void expect_steady_zero(const StepCounts & c, const std::string & what) {
     EXPECT_EQ(forward, 0) << "the forward allocated in " << c.step_forward.size() << " steady steps";
     EXPECT_EQ(sampling, 0) << "sampling allocated in " << c.step_sampling.size() << " steady steps";
     EXPECT_EQ(total, 0) << "the whole steady steps allocated (" << c.step_total.size() << " steps)";
-    EXPECT_EQ(c.second_prompt, 0) << "a second prompt of the same size allocated";
+    // A second prompt of the same size: nothing outside the forward. Inside it, a kernel's grow-only per-thread
+    // buffer may still see its first use (which pool thread claims which part of a prompt's work is a matter of
+    // timing), so the forward is held to the same bound as the first prompt's.
+    EXPECT_EQ(c.second_prompt - c.second_prompt_forward, 0) << "a second prompt of the same size allocated";
+    EXPECT_LT(c.second_prompt_forward, 64) << "the second prompt's forward allocated per layer";
     // Every ubatch of the prompt fits the workspace: what the forward allocates there is the kernels' own
     // grow-only buffers on their first use, far fewer than one per layer and token.
     EXPECT_LT(c.prompt_forward, 64) << "the prompt's forward allocated per layer";
