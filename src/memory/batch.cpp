@@ -1,8 +1,7 @@
 #include "memory/batch.h"
 
 #include <algorithm>
-#include <map>
-#include <set>
+#include <array>
 #include <string>
 
 #include "common/error.h"
@@ -28,6 +27,16 @@ void check_size(size_t have, size_t n, const char * field) {
 }  // namespace
 
 ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const SeqRangeFn & memory_range) {
+    ValidBatch out;
+    validate_batch(batch, limits, memory_range, out);
+    return out;
+}
+
+// Per-sequence facts are kept in arrays indexed by sequence id and visited through the set of sequences the
+// batch names, in increasing id order (the order the rules are reported in), so validation takes no heap memory
+// beyond `out`'s buffers.
+void validate_batch(const Batch & batch, const BatchLimits & limits, const SeqRangeFn & memory_range,
+                    ValidBatch & out) {
     const size_t n = batch.tokens.size();
     if (n == 0) fail("n_tokens > 0", "the batch has no tokens");
     check_size(batch.pos.size(), n, "pos");
@@ -38,12 +47,12 @@ ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const
     if (limits.n_seq_max == 0 || limits.n_seq_max > (uint32_t)kMaxSeq)  // V1
         fail("V1 n_seq_max <= 256", "n_seq_max = " + std::to_string(limits.n_seq_max));
 
-    ValidBatch out;
-    out.tokens = batch.tokens;
+    out.tokens.assign(batch.tokens.begin(), batch.tokens.end());
     out.seqs.resize(n);
     out.first.resize(n);
     for (size_t i = 0; i < n; ++i) {
         const Token t = batch.tokens[i];
+        out.seqs[i].reset();
         if (limits.n_vocab != 0 && (t < 0 || (uint32_t)t >= limits.n_vocab))  // V2
             fail_at(i, "V2 token id in [0, n_vocab)",
                     "token id " + std::to_string(t) + " with n_vocab = " + std::to_string(limits.n_vocab));
@@ -64,22 +73,21 @@ ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const
     }
 
     // Memory ranges of every sequence the batch names, read once.
-    std::map<SeqId, SeqRange> mem;
-    for (size_t i = 0; i < n; ++i)
-        for (int s = 0; s < kMaxSeq; ++s)
-            if (out.seqs[i].test(s) && !mem.count(s)) mem[s] = memory_range(s);
+    SeqSet named;
+    for (size_t i = 0; i < n; ++i) named |= out.seqs[i];
+    std::array<SeqRange, kMaxSeq> mem;
+    for (size_t s = seq_begin(named); s < kMaxSeq; s = seq_next(named, s)) mem[s] = memory_range((SeqId)s);
 
     // Positions: explicit, or each sequence continues at pos_max + 1 (8.3).
     out.pos.resize(n);
     if (batch.pos.empty()) {
-        std::map<SeqId, Pos> next;
-        for (auto & [s, r] : mem) next[s] = r.max + 1;
+        std::array<Pos, kMaxSeq> next;
+        for (size_t s = seq_begin(named); s < kMaxSeq; s = seq_next(named, s)) next[s] = mem[s].max + 1;
         for (size_t i = 0; i < n; ++i) {
             const Pos p = next[out.first[i]];
             if (p >= kPosInf - 1) fail_at(i, "position range", "automatic position overflows");
             out.pos[i] = p;
-            for (int s = 0; s < kMaxSeq; ++s)
-                if (out.seqs[i].test(s)) next[s] = p + 1;
+            for (size_t s = seq_begin(out.seqs[i]); s < kMaxSeq; s = seq_next(out.seqs[i], s)) next[s] = p + 1;
         }
     } else {
         for (size_t i = 0; i < n; ++i) {
@@ -91,33 +99,41 @@ ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const
     }
     // A text token's M-RoPE position is (p, p, p, 0): its 2-D coordinates are its position. Pooled keys are
     // rotated at (pos, y, x, pos) of their first member, so they need these.
-    out.pos_x = batch.pos_x.empty() ? out.pos : batch.pos_x;
-    out.pos_y = batch.pos_y.empty() ? out.pos : batch.pos_y;
+    const std::vector<Pos> & px = batch.pos_x.empty() ? out.pos : batch.pos_x;
+    const std::vector<Pos> & py = batch.pos_y.empty() ? out.pos : batch.pos_y;
+    out.pos_x.assign(px.begin(), px.end());
+    out.pos_y.assign(py.begin(), py.end());
 
-    // Per-sequence position rules V4-V6 and V9, reported at the first offending token.
+    // Per-sequence position rules V4-V6 and V9, reported at the first offending token. Positions of a sequence
+    // never decrease (V9, checked on the way), so its distinct positions are its first one plus each change.
     struct SeqInfo {
         Pos min = kPosInf, max = -1;
         size_t first_tok = 0, last_tok = 0;
-        std::set<Pos> distinct;
+        size_t distinct = 0;
     };
-    std::map<SeqId, SeqInfo> info;
+    std::array<SeqInfo, kMaxSeq> info;
+    SeqSet seen;
     for (size_t i = 0; i < n; ++i) {
-        for (int s = 0; s < kMaxSeq; ++s) {
-            if (!out.seqs[i].test(s)) continue;
-            auto [it, fresh] = info.try_emplace(s);
-            SeqInfo & si = it->second;
-            if (fresh) si.first_tok = i;
+        for (size_t s = seq_begin(out.seqs[i]); s < kMaxSeq; s = seq_next(out.seqs[i], s)) {
+            SeqInfo & si = info[s];
+            const bool fresh = !seen.test(s);
+            if (fresh) {
+                seen.set(s);
+                si = SeqInfo{};
+                si.first_tok = i;
+            }
             if (!fresh && out.pos[i] < out.pos[si.last_tok])  // V9
                 fail_at(i, "V9 positions of a sequence never decrease",
                         "sequence " + std::to_string(s) + " goes from " + std::to_string(out.pos[si.last_tok]) +
                             " to " + std::to_string(out.pos[i]));
+            if (fresh || out.pos[i] != out.pos[si.last_tok]) ++si.distinct;
             si.last_tok = i;
             si.min = std::min(si.min, out.pos[i]);
             si.max = std::max(si.max, out.pos[i]);
-            si.distinct.insert(out.pos[i]);
         }
     }
-    for (auto & [s, si] : info) {
+    for (size_t s = seq_begin(seen); s < kMaxSeq; s = seq_next(seen, s)) {
+        const SeqInfo & si = info[s];
         const Pos x = mem[s].max;
         if (limits.multi_pos) {
             if (x >= 0 && !(x < si.min))  // V4
@@ -130,30 +146,34 @@ ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const
             fail_at(si.first_tok, "V5 sequence positions continue at pos_max + 1",
                     "sequence " + std::to_string(s) + " ends at " + std::to_string(x) + " in memory, the batch starts at " +
                         std::to_string(si.min) + " instead of " + std::to_string(x + 1));
-        if ((int64_t)si.max - si.min + 1 > (int64_t)si.distinct.size())  // V6
+        if ((int64_t)si.max - si.min + 1 > (int64_t)si.distinct)  // V6
             fail_at(si.first_tok, "V6 sequence positions have no gaps",
                     "sequence " + std::to_string(s) + " spans " + std::to_string(si.min) + ".." +
-                        std::to_string(si.max) + " with " + std::to_string(si.distinct.size()) + " distinct positions");
+                        std::to_string(si.max) + " with " + std::to_string(si.distinct) + " distinct positions");
     }
     // V8 (the reference's rule never fires, Q4): every token of a sequence carries the same sequence set, so
     // coupled sequences advance in lock step and keep identical cells (and identical pools).
     {
-        std::map<SeqId, size_t> first_tok;
+        std::array<size_t, kMaxSeq> first_tok;
+        SeqSet met;
         for (size_t i = 0; i < n; ++i) {
-            for (size_t s = seq_begin(out.seqs[i]); s < out.seqs[i].size(); s = seq_next(out.seqs[i], s)) {
-                auto [it, fresh] = first_tok.try_emplace((SeqId)s, i);
-                if (!fresh && out.seqs[it->second] != out.seqs[i])
+            for (size_t s = seq_begin(out.seqs[i]); s < kMaxSeq; s = seq_next(out.seqs[i], s)) {
+                if (!met.test(s)) {
+                    met.set(s);
+                    first_tok[s] = i;
+                } else if (out.seqs[first_tok[s]] != out.seqs[i]) {
                     fail_at(i, "V8 a sequence keeps one sequence set within a batch",
                             "sequence " + std::to_string(s) + " is in a different set of sequences than at token " +
-                                std::to_string(it->second));
+                                std::to_string(first_tok[s]));
+                }
             }
         }
     }
     // V7: sequences coupled in one token must agree in memory.
     for (size_t i = 0; i < n; ++i) {
         const SeqId s0 = out.first[i];
-        for (int s1 = 0; s1 < kMaxSeq; ++s1) {
-            if (s1 == s0 || !out.seqs[i].test(s1)) continue;
+        for (size_t s1 = seq_begin(out.seqs[i]); s1 < kMaxSeq; s1 = seq_next(out.seqs[i], s1)) {
+            if ((SeqId)s1 == s0) continue;
             if (mem[s0].min != mem[s1].min || mem[s0].max != mem[s1].max)
                 fail_at(i, "V7 coupled sequences agree in memory",
                         "sequence " + std::to_string(s0) + " is coupled to " + std::to_string(s1) +
@@ -167,11 +187,16 @@ ValidBatch validate_batch(const Batch & batch, const BatchLimits & limits, const
     } else {
         for (size_t i = 0; i < n; ++i) out.output[i] = batch.output[i] ? 1 : 0;
     }
-    return out;
 }
 
 bool split_equal(const ValidBatch & batch, uint32_t n_ubatch, bool separate_streams, uint32_t keep_tail,
-                 std::vector<Ubatch> & out, std::string & why) {
+                 Split & out, std::string & why) {
+    SplitScratch scratch;
+    return split_equal(batch, n_ubatch, separate_streams, keep_tail, out, why, scratch);
+}
+
+bool split_equal(const ValidBatch & batch, uint32_t n_ubatch, bool separate_streams, uint32_t keep_tail,
+                 Split & out, std::string & why, SplitScratch & sc) {
     out.clear();
     const size_t n = batch.size();
     if (n_ubatch == 0) {
@@ -192,91 +217,97 @@ bool split_equal(const ValidBatch & batch, uint32_t n_ubatch, bool separate_stre
             }
         }
     }
-    // Distinct sequence sets in order of first appearance, each with its token queue.
-    std::vector<SeqSet> sets;
-    std::vector<std::vector<uint32_t>> queue;
+    // Distinct sequence sets in order of first appearance, each with its token queue (queue_at[k] ..
+    // queue_at[k + 1] in `queue`, in batch order).
+    sc.sets.clear();
+    sc.set_of.resize(n);
     for (size_t i = 0; i < n; ++i) {
         size_t k = 0;
-        while (k < sets.size() && sets[k] != batch.seqs[i]) ++k;
-        if (k == sets.size()) {
-            sets.push_back(batch.seqs[i]);
-            queue.emplace_back();
-        }
-        queue[k].push_back((uint32_t)i);
+        while (k < sc.sets.size() && sc.sets[k] != batch.seqs[i]) ++k;
+        if (k == sc.sets.size()) sc.sets.push_back(batch.seqs[i]);
+        sc.set_of[i] = (uint32_t)k;
     }
-    std::vector<size_t> used(sets.size(), 0);
+    const size_t n_sets = sc.sets.size();
+    sc.queue_at.assign(n_sets + 1, 0);
+    for (size_t i = 0; i < n; ++i) ++sc.queue_at[sc.set_of[i] + 1];
+    for (size_t k = 0; k < n_sets; ++k) sc.queue_at[k + 1] += sc.queue_at[k];
+    sc.used.assign(n_sets, 0);  // as a fill count first
+    sc.queue.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+        const uint32_t k = sc.set_of[i];
+        sc.queue[sc.queue_at[k] + sc.used[k]++] = (uint32_t)i;
+    }
+    sc.used.assign(n_sets, 0);
+    auto queue_size = [&](size_t k) { return sc.queue_at[k + 1] - sc.queue_at[k]; };
+    auto queued = [&](size_t k, size_t j) { return sc.queue[sc.queue_at[k] + j]; };
 
     for (;;) {
         // Pick sets in order of their next unused token, skipping sets overlapping a picked one.
-        std::vector<size_t> order;
-        for (size_t k = 0; k < sets.size(); ++k)
-            if (used[k] < queue[k].size()) order.push_back(k);
-        if (order.empty()) break;
-        std::sort(order.begin(), order.end(),
-                  [&](size_t a, size_t b) { return queue[a][used[a]] < queue[b][used[b]]; });
-        std::vector<size_t> pick;
+        sc.order.clear();
+        for (size_t k = 0; k < n_sets; ++k)
+            if (sc.used[k] < queue_size(k)) sc.order.push_back(k);
+        if (sc.order.empty()) break;
+        std::sort(sc.order.begin(), sc.order.end(),
+                  [&](size_t a, size_t b) { return queued(a, sc.used[a]) < queued(b, sc.used[b]); });
+        sc.pick.clear();
         SeqSet taken;
-        for (size_t k : order) {
-            if ((sets[k] & taken).any()) continue;
-            pick.push_back(k);
-            taken |= sets[k];
-            if (pick.size() >= n_ubatch) break;  // Q5 fixed: never more sets than n_ubatch
+        for (size_t k : sc.order) {
+            if ((sc.sets[k] & taken).any()) continue;
+            sc.pick.push_back(k);
+            taken |= sc.sets[k];
+            if (sc.pick.size() >= n_ubatch) break;  // Q5 fixed: never more sets than n_ubatch
         }
         // Grow the picked sets in lock step.
         uint32_t per = 0;
         for (;;) {
             bool all = true;
-            for (size_t k : pick)
-                if (used[k] + per >= queue[k].size()) all = false;
-            if (!all || (uint64_t)(per + 1) * pick.size() > n_ubatch) break;
+            for (size_t k : sc.pick)
+                if (sc.used[k] + per >= queue_size(k)) all = false;
+            if (!all || (uint64_t)(per + 1) * sc.pick.size() > n_ubatch) break;
             ++per;
         }
         if (keep_tail > 0) {
             size_t keep = 0;
-            while (keep < pick.size()) {
-                const size_t rem = queue[pick[keep]].size() - used[pick[keep]] - per;
+            while (keep < sc.pick.size()) {
+                const size_t rem = queue_size(sc.pick[keep]) - sc.used[sc.pick[keep]] - per;
                 if (rem != 0 && rem < keep_tail) break;
                 ++keep;
             }
             if (keep == 0) {
                 // The first set alone: all of it if it fits, else leave keep_tail tokens for the next ubatch.
-                const size_t total = queue[pick[0]].size() - used[pick[0]];
+                const size_t total = queue_size(sc.pick[0]) - sc.used[sc.pick[0]];
                 per = (uint32_t)(total <= n_ubatch ? total : std::min<size_t>(n_ubatch, total - keep_tail));
                 keep = 1;
             }
-            pick.resize(keep);
+            sc.pick.resize(keep);
         }
-        Ubatch ub;
-        ub.n_seq_tokens = per;
-        for (size_t k : pick) {
-            ub.sets.push_back(sets[k]);
-            for (uint32_t t = 0; t < per; ++t) ub.idx.push_back(queue[k][used[k] + t]);
-            used[k] += per;
+        out.start(per);
+        for (size_t k : sc.pick) {
+            out.add_set(sc.sets[k]);
+            for (uint32_t t = 0; t < per; ++t) out.add_token(queued(k, sc.used[k] + t));
+            sc.used[k] += per;
         }
-        out.push_back(std::move(ub));
     }
     return true;
 }
 
-bool split_simple(const ValidBatch & batch, uint32_t n_ubatch, std::vector<Ubatch> & out, std::string & why) {
+bool split_simple(const ValidBatch & batch, uint32_t n_ubatch, Split & out, std::string & why) {
     out.clear();
     if (n_ubatch == 0) {
         why = "n_ubatch is 0";
         return false;
     }
     for (size_t i = 0; i < batch.size(); i += n_ubatch) {
-        Ubatch ub;
-        ub.n_seq_tokens = 1;
+        out.start(1);
         for (size_t j = i; j < batch.size() && j < i + n_ubatch; ++j) {
-            ub.idx.push_back((uint32_t)j);
-            ub.sets.push_back(batch.seqs[j]);
+            out.add_token((uint32_t)j);
+            out.add_set(batch.seqs[j]);
         }
-        out.push_back(std::move(ub));
     }
     return true;
 }
 
-bool split_seq(const ValidBatch & batch, uint32_t n_ubatch, std::vector<Ubatch> & out, std::string & why) {
+bool split_seq(const ValidBatch & batch, uint32_t n_ubatch, Split & out, std::string & why) {
     out.clear();
     if (n_ubatch == 0) {
         why = "n_ubatch is 0";
@@ -288,18 +319,19 @@ bool split_seq(const ValidBatch & batch, uint32_t n_ubatch, std::vector<Ubatch> 
     for (;;) {
         while (first < n && used[first]) ++first;
         if (first == n) break;
-        Ubatch ub;
-        ub.sets.push_back(batch.seqs[first]);
+        out.start(0);
+        out.add_set(batch.seqs[first]);
         SeqSet current = batch.seqs[first];
+        uint32_t taken = 0;
         // Only forward from the last taken token: tokens skipped here start or join a later ubatch.
-        for (size_t i = first; i < n && ub.idx.size() < n_ubatch; ++i) {
+        for (size_t i = first; i < n && taken < n_ubatch; ++i) {
             if (used[i] || (batch.seqs[i] & current) != batch.seqs[i]) continue;
-            ub.idx.push_back((uint32_t)i);
+            out.add_token((uint32_t)i);
+            ++taken;
             used[i] = true;
             current = batch.seqs[i];
         }
-        ub.n_seq_tokens = (uint32_t)ub.idx.size();
-        out.push_back(std::move(ub));
+        out.set_n_seq_tokens(taken);
     }
     return true;
 }

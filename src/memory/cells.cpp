@@ -2,7 +2,10 @@
 
 namespace offgrid::memory {
 
-CellStream::CellStream(uint32_t size) : pos_(size, -1), seq_(size), shift_(size, 0), ext_(size) {}
+CellStream::CellStream(uint32_t size)
+    : pos_(size, -1), seq_(size), shift_(size, 0), ext_(size), pool_(std::make_unique<NodePool>(size)) {
+    for (auto & sc : seq_pos_) sc = SeqCells(PoolAllocator<std::pair<Pos, uint32_t>>(pool_.get()));
+}
 
 void CellStream::index_remove(uint32_t i) {
     const SeqSet & set = seq_[i];

@@ -5,10 +5,12 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <set>
 #include <utility>
 #include <vector>
 
+#include "memory/node_pool.h"
 #include "memory/plan.h"
 #include "memory/seq_set.h"
 
@@ -21,12 +23,20 @@ struct CellExt {
     bool operator==(const CellExt &) const = default;
 };
 
-// (position, local cell) pairs of one sequence, in order.
-using SeqCells = std::set<std::pair<Pos, uint32_t>>;
+// (position, local cell) pairs of one sequence, in order. The nodes come from the stream's NodePool.
+using SeqCells = std::set<std::pair<Pos, uint32_t>, std::less<std::pair<Pos, uint32_t>>,
+                          PoolAllocator<std::pair<Pos, uint32_t>>>;
 
+// The per-sequence indexes take their nodes from one NodePool per stream, in chunks of `size` nodes (one per cell:
+// enough while every cell holds one sequence), so placing and freeing cells in a steady decode step allocates
+// nothing. A stream is moved, never copied (its indexes point into its own pool).
 class CellStream {
 public:
     explicit CellStream(uint32_t size);
+    CellStream(CellStream &&) = default;  // the pool moves with its indexes and keeps its address
+    CellStream(const CellStream &) = delete;
+    CellStream & operator=(const CellStream &) = delete;
+    CellStream & operator=(CellStream &&) = delete;
 
     uint32_t size() const { return (uint32_t)pos_.size(); }
     uint32_t used() const { return used_; }
@@ -71,6 +81,7 @@ private:
     std::vector<SeqSet> seq_;
     std::vector<Pos> shift_;
     std::vector<CellExt> ext_;
+    std::unique_ptr<NodePool> pool_;  // before seq_pos_: destroyed after the indexes that use it
     std::array<SeqCells, kMaxSeq> seq_pos_;
     uint32_t used_ = 0;
     bool has_shift_ = false;

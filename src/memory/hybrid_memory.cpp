@@ -1,7 +1,6 @@
 #include "memory/hybrid_memory.h"
 
 #include <algorithm>
-#include <map>
 
 #include "common/error.h"
 
@@ -57,18 +56,6 @@ const MemoryParams & checked(const MemoryParams & p) {
 
 }  // namespace
 
-// The state of one decode call between begin() and finish() / undo().
-struct HybridMemory::Call {
-    ValidBatch batch;
-    std::vector<Ubatch> ubatches;
-    std::vector<std::vector<uint32_t>> cells;
-    size_t next = 0;
-    std::vector<uint32_t> heads_before;
-    std::array<Pos, kMaxSeq> stale_before;
-    SeqSet seqs;
-    std::unique_ptr<PlanImpl> plan;
-};
-
 class HybridMemory::PlanImpl final : public Plan {
 public:
     explicit PlanImpl(const HybridMemory * mem) : mem_(mem) {}
@@ -82,10 +69,70 @@ public:
         if (cell >= mem_->kv_.n_cells()) return -1;
         return mem_->kv_.stream(cell / mem_->kv_.kv_size()).ext(cell % mem_->kv_.kv_size()).tok;
     }
+    // Makes `groups` n long with every group's lists empty. Groups dropped from the end are kept aside with their
+    // lists' capacity and come back first, so a plan of as many groups as an earlier one allocates nothing.
+    void set_groups(size_t n) {
+        while (groups.size() > n) {
+            spare_groups_.push_back(std::move(groups.back()));
+            groups.pop_back();
+        }
+        while (groups.size() < n) {
+            if (spare_groups_.empty()) {
+                groups.emplace_back();
+            } else {
+                groups.push_back(std::move(spare_groups_.back()));
+                spare_groups_.pop_back();
+            }
+        }
+        for (SeqGroup & g : groups) {
+            g.tokens.clear();
+            g.snapshots.clear();
+        }
+    }
+    void reserve(size_t n_ubatch, uint32_t kpool) {
+        tokens.reserve(n_ubatch);
+        groups.reserve(n_ubatch);
+        spare_groups_.reserve(n_ubatch);
+        new_pools.reserve(n_ubatch);
+        arena.reserve(2 * n_ubatch * kpool);
+    }
     std::vector<uint32_t> arena;  // tails and pool members; spans are set once it is complete
 
 private:
     const HybridMemory * mem_;
+    std::vector<SeqGroup> spare_groups_;
+};
+
+// The state of one decode call between begin() and finish() / undo(). One Call lives as long as the memory: its
+// buffers keep their capacity from call to call (clear() and resize() keep it), so a decode step like the one
+// before takes nothing from the heap. Everything in it is valid from begin() to the next begin(); `plan` is the
+// plan of the ubatch apply() returned last and stays readable after finish() until the next begin().
+struct HybridMemory::Call {
+    explicit Call(const HybridMemory * mem) : plan(mem) {}
+    ValidBatch batch;
+    Split split;
+    SplitScratch split_scratch;
+    std::vector<uint32_t> cells;  // every token's cell, in the split's order (Ubatch::first)
+    size_t next = 0;
+    std::vector<uint32_t> heads_before;
+    std::array<Pos, kMaxSeq> stale_before;
+    SeqSet seqs;
+    PlanImpl plan;
+    // apply()'s working buffers.
+    struct FreshCell {
+        SeqId s;
+        PosCell pc;
+    };
+    struct PendingPool {
+        SeqId s;
+        uint32_t start;
+    };
+    std::vector<FreshCell> fresh;                     // the ubatch's new (sequence, cell) entries
+    std::vector<PosCell> run;                         // one sequence's new entries
+    std::vector<std::pair<SeqId, Pos>> regrouped;     // sequences rebuilt in this ubatch, re-pooled from there
+    std::vector<PendingPool> pending;                 // pools to (re)pool
+    std::vector<size_t> members_at;                   // each pending pool's members in the plan's arena
+    std::vector<std::pair<size_t, size_t>> tail_at;   // each token's tail in the plan's arena
 };
 
 HybridMemory::HybridMemory(const MemoryParams & params)
@@ -94,8 +141,24 @@ HybridMemory::HybridMemory(const MemoryParams & params)
       kv_(params.shape, stream_cells(params), params.unified ? 1 : params.n_seq_max, params.window),
       rec_(params.shape, params.n_seq_max, params.n_rs_seq),
       layout_(params.kpool, params.by_order),
+      call_storage_(std::make_unique<Call>(this)),
+      memory_range_([this](SeqId s) { return SeqRange{seq_pos_min(s), seq_pos_max(s)}; }),
       rep_mark_(kv_.n_cells(), 0) {
     if (has_pools()) pool_keys_.assign(params_.shape.n_attn_layers(), std::vector<PoolKeys>(params_.n_seq_max));
+    // A call's buffers, sized for one full ubatch: a steady decode step then needs nothing more.
+    Call & c = *call_storage_;
+    const size_t n_ub = params_.n_ubatch;
+    c.split.reserve(n_ub);
+    c.cells.reserve(n_ub);
+    c.heads_before.reserve(kv_.n_stream());
+    c.plan.reserve(n_ub, params_.kpool);
+    c.fresh.reserve(n_ub);
+    c.run.reserve(n_ub);
+    c.pending.reserve(n_ub);
+    c.members_at.reserve(n_ub);
+    c.tail_at.reserve(n_ub);
+    kv_.reserve_journal(n_ub);
+    layout_.set_capacity(kv_.kv_size());  // a sequence never holds more cells than its stream
 }
 
 HybridMemory::~HybridMemory() = default;
@@ -118,14 +181,15 @@ const ValidBatch & HybridMemory::call_batch() const {
 
 BeginResult HybridMemory::begin(const Batch & batch) {
     check_idle("begin");
-    last_plan_.reset();
     // K rows of shifted cells are still roped at their old positions until the model re-rotates them.
     if (kv_.has_shift()) throw Error("begin: position shifts are pending; call apply_pending_shifts first");
     BeginResult res;
-    auto call = std::make_unique<Call>();
+    Call * call = call_storage_.get();
+    call->next = 0;
+    call->seqs.reset();
     try {
         BatchLimits limits{params_.n_vocab, params_.n_seq_max, params_.multi_pos};
-        call->batch = validate_batch(batch, limits, [&](SeqId s) { return SeqRange{seq_pos_min(s), seq_pos_max(s)}; });
+        validate_batch(batch, limits, memory_range_, call->batch);
     } catch (const Error & e) {
         res.status = DecodeStatus::InvalidBatch;
         res.message = e.what();
@@ -139,57 +203,73 @@ BeginResult HybridMemory::begin(const Batch & batch) {
     std::string why;
     kv_.journal_clear();
     const uint32_t keep_tail = has_recurrent_ && params_.n_rs_seq > 0 ? params_.n_rs_seq + 1 : 0;
-    if (!split_equal(call->batch, params_.n_ubatch, kv_.n_stream() > 1, keep_tail, call->ubatches, why) ||
-        !kv_.find_slots(call->batch, call->ubatches, call->cells, why)) {
+    if (!split_equal(call->batch, params_.n_ubatch, kv_.n_stream() > 1, keep_tail, call->split, why,
+                     call->split_scratch) ||
+        !kv_.find_slots(call->batch, call->split, call->cells, why)) {
         res.status = DecodeStatus::NoSpace;
         res.message = "decode: " + why;
         return res;
     }
-    call->heads_before = kv_.heads();
+    kv_.heads(call->heads_before);
     call->stale_before = layout_.stale_all();
     for (auto & set : call->batch.seqs) call->seqs |= set;
     rec_.journal_begin();
-    res.n_ubatches = call->ubatches.size();
-    call_ = std::move(call);
+    res.n_ubatches = call->split.size();
+    call_ = call;
     return res;
 }
 
-bool HybridMemory::has_next() const { return call_ && call_->next < call_->ubatches.size(); }
+bool HybridMemory::has_next() const { return call_ && call_->next < call_->split.size(); }
 
 const Plan & HybridMemory::apply() {
     if (!has_next()) throw Error("apply: no ubatch left in this decode call");
     Call & c = *call_;
     const size_t u = c.next++;
-    const Ubatch & ub = c.ubatches[u];
+    const Ubatch ub = c.split[u];
     const ValidBatch & b = c.batch;
-    const std::vector<uint32_t> & cells = c.cells[u];
+    const std::span<const uint32_t> cells(c.cells.data() + ub.first, ub.size());
 
     // Sequences that lost out-of-window cells to this ubatch get their layouts rebuilt (new cells included).
     const SeqSet lost = kv_.place(b, ub, cells);
     c.seqs |= lost;
     if (lost.any()) relayout(lost);
 
-    // Extend each sequence's layout with its new cells (only these are scanned).
-    std::map<SeqId, std::vector<PosCell>> fresh;
+    // Extend each sequence's layout with its new cells (only these are scanned): the entries sorted by sequence,
+    // then (position, cell).
+    std::vector<Call::FreshCell> & fresh = c.fresh;
+    fresh.clear();
     for (size_t j = 0; j < ub.size(); ++j) {
         const SeqSet & set = b.seqs[ub.idx[j]];
         for (size_t s = seq_begin(set); s < set.size(); s = seq_next(set, s))
-            fresh[(SeqId)s].push_back(PosCell{b.pos[ub.idx[j]], cells[j]});
+            fresh.push_back({(SeqId)s, PosCell{b.pos[ub.idx[j]], cells[j]}});
     }
+    std::sort(fresh.begin(), fresh.end(), [](const Call::FreshCell & x, const Call::FreshCell & y) {
+        if (x.s != y.s) return x.s < y.s;
+        return x.pc.pos != y.pc.pos ? x.pc.pos < y.pc.pos : x.pc.cell < y.pc.cell;
+    });
     // New entries sort after the old ones (batch rule V5 / V4). Should they not, the sequence is rebuilt and its
     // pools from the first new position on are pooled again in this very ubatch.
-    std::vector<std::pair<SeqId, Pos>> regrouped;
-    for (auto & [s, list] : fresh) {
+    std::vector<std::pair<SeqId, Pos>> & regrouped = c.regrouped;
+    regrouped.clear();
+    for (size_t at = 0; at < fresh.size();) {
+        const SeqId s = fresh[at].s;
+        size_t end = at;
+        while (end < fresh.size() && fresh[end].s == s) ++end;
+        std::vector<PosCell> & run = c.run;
+        run.clear();
+        for (size_t k = at; k < end; ++k) run.push_back(fresh[k].pc);
+        at = end;
         if (lost.test(s)) continue;
-        std::sort(list.begin(), list.end(),
-                  [](const PosCell & x, const PosCell & y) { return x.pos != y.pos ? x.pos < y.pos : x.cell < y.cell; });
-        if (!layout_.append(s, list)) {
+        if (!layout_.append(s, run)) {
             relayout(SeqSet().set(s));
-            regrouped.push_back({s, stale_pos(s, list.front().pos)});
+            regrouped.push_back({s, stale_pos(s, run.front().pos)});
         }
     }
 
-    auto plan = std::make_unique<PlanImpl>(this);
+    PlanImpl * plan = &c.plan;
+    plan->tokens.clear();
+    plan->new_pools.clear();
+    plan->arena.clear();
     plan->kpool = params_.kpool;
     const uint32_t kpool = params_.kpool;
 
@@ -199,11 +279,8 @@ const Plan & HybridMemory::apply() {
         std::fill(rep_mark_.begin(), rep_mark_.end(), 0);
         generation_ = 1;
     }
-    struct PendingPool {
-        SeqId s;
-        uint32_t start;
-    };
-    std::vector<PendingPool> pending;
+    std::vector<Call::PendingPool> & pending = c.pending;
+    pending.clear();
     auto mark = [&](SeqId s, size_t k) {
         const SeqLayout & sq = layout_.seq(s);
         const uint32_t start = sq.pools[k];
@@ -237,7 +314,8 @@ const Plan & HybridMemory::apply() {
     }
 
     // Tokens: cell, visibility, selectable pools and tail. Spans into the arena are fixed up at the end.
-    std::vector<std::pair<size_t, size_t>> tail_at(ub.size());
+    std::vector<std::pair<size_t, size_t>> & tail_at = c.tail_at;
+    tail_at.resize(ub.size());
     plan->tokens.resize(ub.size());
     for (size_t j = 0; j < ub.size(); ++j) {
         const uint32_t i = ub.idx[j];
@@ -264,7 +342,8 @@ const Plan & HybridMemory::apply() {
         layout_.tail(t.seq, t.pos, r, plan->arena);
         tail_at[j] = {at, plan->arena.size() - at};
     }
-    std::vector<size_t> members_at;
+    std::vector<size_t> & members_at = c.members_at;
+    members_at.clear();
     for (auto & pp : pending) {
         const SeqLayout & sq = layout_.seq(pp.s);
         members_at.push_back(plan->arena.size());
@@ -283,8 +362,9 @@ const Plan & HybridMemory::apply() {
     }
 
     // Recurrent groups: one per sequence set, led by the set's first token's first sequence.
+    plan->set_groups(ub.sets.size());
     for (size_t k = 0; k < ub.sets.size(); ++k) {
-        SeqGroup g;
+        SeqGroup & g = plan->groups[k];
         const uint32_t n = ub.n_seq_tokens;
         g.seq = b.first[ub.idx[k * n]];
         for (uint32_t t = 0; t < n; ++t) g.tokens.push_back((uint32_t)(k * n + t));
@@ -293,22 +373,18 @@ const Plan & HybridMemory::apply() {
         const uint32_t snaps = std::min(params_.n_rs_seq, n);
         for (uint32_t p = 1; p <= snaps; ++p) g.snapshots.push_back(rec_.row(p, (uint32_t)g.seq));
         rec_.finish_group(g.seq, ub.sets[k], b.pos[ub.idx[k * n + n - 1]], n);
-        plan->groups.push_back(std::move(g));
     }
-
-    c.plan = std::move(plan);
-    return *c.plan;
+    return *plan;
 }
 
 void HybridMemory::finish() {
     if (!call_) return;
     if (has_next())
-        throw Error("finish: " + std::to_string(call_->ubatches.size() - call_->next) +
+        throw Error("finish: " + std::to_string(call_->split.size() - call_->next) +
                     " ubatches were not applied; a call that stops early must be undone");
     rec_.journal_commit();
     kv_.journal_clear();
-    last_plan_ = std::move(call_->plan);  // the last plan stays readable until the memory changes again
-    call_.reset();
+    call_ = nullptr;  // the last plan stays readable until the next begin()
     debug_check();
 }
 
@@ -318,7 +394,7 @@ void HybridMemory::undo() {
     rec_.journal_undo();
     const SeqSet seqs = call_->seqs;
     const auto stale = call_->stale_before;
-    call_.reset();
+    call_ = nullptr;
     relayout(seqs);
     layout_.set_stale_all(stale);
     debug_check();

@@ -31,6 +31,21 @@
 //   (6) Rows: K, V and indexer rows of a cell belong to that cell (a restore or copy writes them with the books).
 // During a call, (1)-(6) hold again after finish() or undo(); undo() restores the exact rows and books.
 //
+// Heap use of a decode call
+// -------------------------
+// A decode step like one before it takes nothing from the heap (tests/alloc/steady_decode_alloc_test.cpp):
+// - the call's state lives in one Call object made with the memory: the validated batch, the split, every token's
+//   cell, the heads and staleness before the call, apply()'s working lists and the Plan. Their buffers are
+//   cleared, never freed, so they keep the capacity of the largest call so far (sized for one full ubatch when
+//   the memory is made). The Plan apply() returns and everything it points to (call_batch(), the spans of the
+//   plan) stay valid until the next apply() or begin();
+// - the per-sequence cell indexes of a stream take their nodes from the stream's NodePool (cells.h);
+// - a sequence's layout lists reserve room for its stream's cells on first use (kpool_layout.h), and its pooled
+//   keys room for the stream's pools (pool_keys.cpp);
+// - the KV journal and the recurrent journal keep their capacity from call to call.
+// What still allocates: the first calls that need more than any before (a longer prompt, more sequences at
+// once), sequence edits (seq_rm / seq_cp / shifts rebuild lists), state save / load, and error messages.
+//
 // Every edit of the attention cells is carried to the other two caches by sync_after_edit (recurrent position
 // or drop, staleness, layout rebuild), so no operation repeats those steps by hand.
 #pragma once
@@ -206,8 +221,9 @@ private:
     KvCache kv_;
     RecurrentCache rec_;
     KPoolLayout layout_;
-    std::unique_ptr<Call> call_;
-    std::unique_ptr<PlanImpl> last_plan_;
+    std::unique_ptr<Call> call_storage_;  // one call's state and buffers, made once and reused by every call
+    Call * call_ = nullptr;               // call_storage_ during a call (begin() to finish() / undo()), else null
+    SeqRangeFn memory_range_;             // validation's view of the sequences (made once, not per call)
     std::vector<uint32_t> rep_mark_;  // per global cell: the plan generation that last marked it as a rep
     // Pooled keys in pool order per attention layer and sequence (Storage::pool_keys, element-major blocks): keys
     // [0, valid) equal the rep rows' pooled parts. A derived copy, never saved: every change of a sequence's pools or of a pooled

@@ -32,21 +32,40 @@ void KPoolLayout::scan(SeqLayout & sq) const {
     sq.scan_next = j;
 }
 
-void KPoolLayout::rebuild(SeqId s, const SeqCells & cells, uint32_t base) {
+void KPoolLayout::make_room(SeqLayout & sq) const {
+    if (sq.cells.capacity() < capacity_) sq.cells.reserve(capacity_);
+    if (kpool_ > 0 && sq.pools.capacity() < capacity_ / kpool_ + 1) {
+        sq.pools.reserve(capacity_ / kpool_ + 1);
+        sq.reps.reserve(capacity_ / kpool_ + 1);
+    }
+}
+
+void KPoolLayout::clear_seq(SeqId s) {
     SeqLayout & sq = seqs_[s];
-    sq = SeqLayout{};
+    sq.cells.clear();
+    sq.pools.clear();
+    sq.reps.clear();
+    sq.scan_next = 0;
+    sq.pos_min = 0;
+}
+
+void KPoolLayout::rebuild(SeqId s, const SeqCells & cells, uint32_t base) {
+    clear_seq(s);
+    SeqLayout & sq = seqs_[s];
+    if (!cells.empty()) make_room(sq);
     sq.cells.reserve(cells.size());
     for (auto & [p, c] : cells) sq.cells.push_back(PosCell{p, base + c});
     sq.pos_min = sq.cells.empty() ? 0 : sq.cells.front().pos;
     scan(sq);
 }
 
-bool KPoolLayout::append(SeqId s, const std::vector<PosCell> & fresh) {
+bool KPoolLayout::append(SeqId s, std::span<const PosCell> fresh) {
     SeqLayout & sq = seqs_[s];
     if (fresh.empty()) return true;
     auto less = [](const PosCell & a, const PosCell & b) { return a.pos != b.pos ? a.pos < b.pos : a.cell < b.cell; };
     if (!sq.cells.empty() && !less(sq.cells.back(), fresh.front())) return false;
     if (sq.cells.empty()) sq.pos_min = fresh.front().pos;
+    make_room(sq);
     sq.cells.insert(sq.cells.end(), fresh.begin(), fresh.end());
     scan(sq);
     return true;

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "memory/cells.h"
@@ -38,8 +39,11 @@ public:
     void rebuild(SeqId s, const SeqCells & cells, uint32_t base);
     // Appends entries that all sort after the sequence's last one (sorted among themselves). Returns false,
     // changing nothing, when they do not: the caller then rebuilds.
-    bool append(SeqId s, const std::vector<PosCell> & fresh);
-    void clear_seq(SeqId s) { seqs_[s] = SeqLayout{}; }
+    bool append(SeqId s, std::span<const PosCell> fresh);
+    void clear_seq(SeqId s);
+    // The most cells a sequence can hold (its stream's). A sequence's lists get room for that many on first use
+    // and keep it (rebuilds and clears keep the capacity), so appending a decoded token never reallocates.
+    void set_capacity(size_t cells) { capacity_ = cells; }
 
     // Staleness: pools of s whose last member's position is >= stale(s) must be pooled again.
     Pos stale(SeqId s) const { return stale_[s]; }
@@ -62,11 +66,13 @@ public:
 
 private:
     void scan(SeqLayout & sq) const;
+    void make_room(SeqLayout & sq) const;
 
     uint32_t kpool_;
     bool by_order_;
     std::array<SeqLayout, kMaxSeq> seqs_;
     std::array<Pos, kMaxSeq> stale_;
+    size_t capacity_ = 0;
 };
 
 }  // namespace offgrid::memory

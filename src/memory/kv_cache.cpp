@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <map>
 
 #include "common/error.h"
 
@@ -42,7 +41,8 @@ KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, 
     window_.check();
     if (kv_size == 0) throw Error("kv_size: a cache needs at least one cell per stream");
     if (n_stream == 0 || n_stream > (uint32_t)kMaxSeq) throw Error("n_stream: must be in [1, 256]");
-    streams_.assign(n_stream, CellStream(kv_size));
+    streams_.reserve(n_stream);
+    for (uint32_t st = 0; st < n_stream; ++st) streams_.emplace_back(kv_size);
     const size_t cells = (size_t)kv_size * n_stream;
     for (const LayerCache & l : shape.layers) {
         if (!l.attention()) {
@@ -61,8 +61,13 @@ KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, 
 
 std::vector<uint32_t> KvCache::heads() const {
     std::vector<uint32_t> h;
-    for (auto & st : streams_) h.push_back(st.head);
+    heads(h);
     return h;
+}
+
+void KvCache::heads(std::vector<uint32_t> & out) const {
+    out.clear();
+    for (auto & st : streams_) out.push_back(st.head);
 }
 
 bool KvCache::usable(uint32_t st, uint32_t local) const {
@@ -76,12 +81,11 @@ bool KvCache::usable(uint32_t st, uint32_t local) const {
 
 // One ubatch's cells on the cache as it is now: per group (one per sequence set with separate streams, else one)
 // the usable cells in ring order from the stream's head.
-bool KvCache::search(const ValidBatch & batch, const Ubatch & ub, std::vector<uint32_t> & cells,
+bool KvCache::search(const ValidBatch & batch, const Ubatch & ub, std::span<uint32_t> cells,
                      std::string & why) const {
     const size_t n_groups = n_stream() == 1 ? 1 : ub.sets.size();
     const size_t per = ub.size() / n_groups;
     const uint32_t n = kv_size_;
-    cells.resize(ub.size());
     for (size_t g = 0; g < n_groups; ++g) {
         const uint32_t st = stream_of(batch.first[ub.idx[g * per]]);
         const CellStream & cs = streams_[st];
@@ -105,17 +109,19 @@ bool KvCache::search(const ValidBatch & batch, const Ubatch & ub, std::vector<ui
     return true;
 }
 
-bool KvCache::find_slots(const ValidBatch & batch, const std::vector<Ubatch> & ubatches,
-                         std::vector<std::vector<uint32_t>> & cells, std::string & why) {
-    cells.assign(ubatches.size(), {});
+bool KvCache::find_slots(const ValidBatch & batch, const Split & split, std::vector<uint32_t> & cells,
+                         std::string & why) {
+    cells.resize(split.tokens().size());
     const size_t mark = journal_.size();
-    const std::vector<uint32_t> saved_heads = heads();
+    heads(saved_heads_);
     bool ok = true;
-    for (size_t u = 0; u < ubatches.size() && ok; ++u) {
-        ok = search(batch, ubatches[u], cells[u], why);
-        if (ok) place(batch, ubatches[u], cells[u], false);  // no rows are written in a dry run
+    for (size_t u = 0; u < split.size() && ok; ++u) {
+        const Ubatch ub = split[u];
+        const std::span<uint32_t> ub_cells(cells.data() + ub.first, ub.size());
+        ok = search(batch, ub, ub_cells, why);
+        if (ok) place(batch, ub, ub_cells, false);  // no rows are written in a dry run
     }
-    rollback(mark, saved_heads);
+    rollback(mark, saved_heads_);
     return ok;
 }
 
@@ -134,33 +140,39 @@ void KvCache::record(uint32_t cell, bool save_rows) {
     journal_.push_back(c);
 }
 
-void KvCache::take_from_owner(uint32_t st, uint32_t local, Taken & taken) {
+void KvCache::take_from_owner(uint32_t st, uint32_t local) {
     CellStream & cs = streams_[st];
     const SeqId owner = (SeqId)seq_begin(cs.seqs(local));
-    auto [it, fresh] = taken.try_emplace({st, owner}, cs.pos(local));
-    if (!fresh) it->second = std::max(it->second, cs.pos(local));
+    auto it = std::find_if(taken_.begin(), taken_.end(), [&](const Taken & t) { return t.st == st && t.owner == owner; });
+    if (it == taken_.end()) {
+        taken_.push_back({st, owner, cs.pos(local)});
+    } else {
+        it->upto = std::max(it->upto, cs.pos(local));
+    }
     cs.free(local);
 }
 
-void KvCache::purge(const Taken & taken, bool journal, bool save_rows) {
-    for (auto & [key, upto] : taken) {
-        CellStream & cs = streams_[key.first];
-        std::vector<uint32_t> older;
-        for (auto & [p, c] : cs.seq_cells(key.second)) {
-            if (p > upto) break;
-            older.push_back(c);
+void KvCache::purge(bool journal, bool save_rows) {
+    std::sort(taken_.begin(), taken_.end(),
+              [](const Taken & a, const Taken & b) { return a.st != b.st ? a.st < b.st : a.owner < b.owner; });
+    for (const Taken & t : taken_) {
+        CellStream & cs = streams_[t.st];
+        older_.clear();
+        for (auto & [p, c] : cs.seq_cells(t.owner)) {
+            if (p > t.upto) break;
+            older_.push_back(c);
         }
-        for (uint32_t c : older) {
-            if (journal) record(global(key.first, c), save_rows);
-            cs.seq_remove(c, key.second);
+        for (uint32_t c : older_) {
+            if (journal) record(global(t.st, c), save_rows);
+            cs.seq_remove(c, t.owner);
         }
     }
+    taken_.clear();
 }
 
-SeqSet KvCache::place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells,
-                      bool save_rows) {
+SeqSet KvCache::place(const ValidBatch & batch, const Ubatch & ub, std::span<const uint32_t> cells, bool save_rows) {
     SeqSet lost;
-    Taken taken;
+    taken_.clear();
     for (size_t j = 0; j < ub.size(); ++j) {
         const uint32_t i = ub.idx[j];
         const uint32_t st = cells[j] / kv_size_, local = cells[j] % kv_size_;
@@ -168,11 +180,11 @@ SeqSet KvCache::place(const ValidBatch & batch, const Ubatch & ub, const std::ve
         record(cells[j], save_rows);
         if (!cs.is_empty(local)) {  // window reuse (usable() admitted it)
             lost.set(seq_begin(cs.seqs(local)));
-            take_from_owner(st, local, taken);
+            take_from_owner(st, local);
         }
         cs.place(local, batch.pos[i], batch.seqs[i], CellExt{batch.pos_x[i], batch.pos_y[i], batch.tokens[i]});
     }
-    purge(taken, true, save_rows);
+    purge(true, save_rows);
     for (size_t j = 0; j < ub.size(); ++j) streams_[cells[j] / kv_size_].head = cells[j] % kv_size_ + 1;
     return lost;
 }
@@ -185,13 +197,13 @@ bool KvCache::take_cells(uint32_t st, size_t count, std::vector<uint32_t> & out,
         if (usable(st, i)) out.push_back(i);
     }
     if (out.size() < count) return false;
-    Taken taken;
+    taken_.clear();
     for (uint32_t i : out) {
         if (cs.is_empty(i)) continue;
         lost.set(seq_begin(cs.seqs(i)));
-        take_from_owner(st, i, taken);
+        take_from_owner(st, i);
     }
-    purge(taken, false, false);
+    purge(false, false);
     return true;
 }
 

@@ -11,7 +11,7 @@
 
 #include <cstdint>
 #include <functional>
-#include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -50,17 +50,16 @@ public:
     // its pos_max, which batches continue from, never moves by another sequence's decode).
     bool usable(uint32_t st, uint32_t local) const;
 
-    // Dry run over all ubatches of a batch: the global cell of every ubatch token (in ubatch order). Each ubatch
-    // is placed in turn, so later ones see the cells (and window reuse) of earlier ones, then everything is
-    // rolled back: the cache is exactly as before, on success and on failure. False (and why) when there is no room.
-    bool find_slots(const ValidBatch & batch, const std::vector<Ubatch> & ubatches,
-                    std::vector<std::vector<uint32_t>> & cells, std::string & why);
+    // Dry run over all ubatches of a batch: the global cell of every token of the split, in the split's order
+    // (ubatch u's cells are cells[u.first .. u.first + u.size())). Each ubatch is placed in turn, so later ones
+    // see the cells (and window reuse) of earlier ones, then everything is rolled back: the cache is exactly as
+    // before, on success and on failure. False (and why) when there is no room.
+    bool find_slots(const ValidBatch & batch, const Split & split, std::vector<uint32_t> & cells, std::string & why);
     // Writes the books of one ubatch into the cells find_slots chose; the next search starts after them. A cell
     // still holding an out-of-window key is taken from its owner, and the owner's older keys up to that position
     // go too (its cells stay one run of positions, as the reference keeps them). Every change is journaled, with
     // the rows of cells that lose their key when `save_rows`. Returns the sequences that lost cells.
-    SeqSet place(const ValidBatch & batch, const Ubatch & ub, const std::vector<uint32_t> & cells,
-                 bool save_rows = true);
+    SeqSet place(const ValidBatch & batch, const Ubatch & ub, std::span<const uint32_t> cells, bool save_rows = true);
     // Free cells for `count` cells restored into stream st: usable cells in ring order from the head; taken
     // out-of-window cells are freed from their owners as place() does (not journaled: a restore is not a call).
     // False, changing nothing, when there are too few. `lost` gets the sequences that lost cells.
@@ -71,6 +70,9 @@ public:
     void rollback(size_t mark, const std::vector<uint32_t> & heads);
     void journal_clear();
     std::vector<uint32_t> heads() const;
+    void heads(std::vector<uint32_t> & out) const;  // the same into out (its capacity is reused)
+    // Room for a call of n tokens: the journal of a call without window reuse then takes no heap memory.
+    void reserve_journal(size_t n) { journal_.reserve(n); }
 
     // Sequence operations; each returns the sequences whose cell lists changed. Ranges are half-open after
     // normalize_range. Callers have checked the sequence ids.
@@ -147,18 +149,28 @@ private:
         bool has_rows;
     };
     void record(uint32_t cell, bool save_rows);
-    // (stream, owner) -> the highest position taken from that owner by window reuse.
-    using Taken = std::map<std::pair<uint32_t, SeqId>, Pos>;
-    void take_from_owner(uint32_t st, uint32_t local, Taken & taken);
-    // Drops each owner from its cells up to the highest position taken from it (its cells stay one run).
-    void purge(const Taken & taken, bool journal, bool save_rows);
-    bool search(const ValidBatch & batch, const Ubatch & ub, std::vector<uint32_t> & cells, std::string & why) const;
+    // Per (stream, owner): the highest position taken from that owner by window reuse. Kept in `taken_`, a
+    // buffer reused by every place() and take_cells() call, sorted by (stream, owner) before the purge.
+    struct Taken {
+        uint32_t st;
+        SeqId owner;
+        Pos upto;
+    };
+    void take_from_owner(uint32_t st, uint32_t local);
+    // Drops each owner in taken_ from its cells up to the highest position taken from it (its cells stay one run).
+    void purge(bool journal, bool save_rows);
+    bool search(const ValidBatch & batch, const Ubatch & ub, std::span<uint32_t> cells, std::string & why) const;
 
     uint32_t kv_size_;
     Window window_;
     std::vector<CellStream> streams_;
     std::vector<CellChange> journal_;
     std::vector<uint8_t> journal_rows_;
+    // Working buffers of one operation (their capacity is kept from call to call): the window reuse's owners,
+    // the cells an owner loses, the heads before a dry run.
+    std::vector<Taken> taken_;
+    std::vector<uint32_t> older_;
+    std::vector<uint32_t> saved_heads_;
     std::vector<uint32_t> k_row_bytes_, v_row_bytes_, idx_row_bytes_;  // per layer; 0: the layer has none
     using RowArray = std::vector<uint8_t, HugePageAllocator<uint8_t>>;  // memory/huge_pages.h
     std::vector<RowArray> k_, v_, idx_;  // per layer (empty where the layer has no such rows)

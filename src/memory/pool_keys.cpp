@@ -85,7 +85,10 @@ PoolKeyTable HybridMemory::pool_keys(uint32_t attn_layer, SeqId seq) {
     const size_t part = row_bytes / params_.shape.attn(attn_layer).idx_parts, at = row_bytes - part;
     const size_t elem = params_.shape.type_idx == tensor::ElemType::F32 ? 4 : 2, dim = part / elem;
     const size_t need = (reps.size() + kPoolKeyBlock - 1) / kPoolKeyBlock * kPoolKeyBlock * part;
-    if (pk.keys.capacity() < need) pk.keys.reserve(std::max(need, 2 * pk.keys.capacity()));  // amortised growth
+    // Room for every pool the stream can hold, on first use: appending a decoded token's pool never reallocates
+    // (the pages are only touched as keys arrive).
+    const size_t most = (kv_.kv_size() / params_.kpool + kPoolKeyBlock - 1) / kPoolKeyBlock * kPoolKeyBlock * part;
+    if (pk.keys.capacity() < need) pk.keys.reserve(std::max({need, most, 2 * pk.keys.capacity()}));
     pk.keys.resize(need);
     pk.valid = std::min(pk.valid, reps.size());
     // Block by block (a decode adds one key now and then; a restore or an edit copies a whole sequence): the rep

@@ -294,7 +294,20 @@ public:
         b.tokens.clear();
         b.pos.clear();
         b.output.clear();
-        if (b.seqs.size() < in.size()) b.seqs.resize(in.size());
+        // One sequence list per token: lists beyond this batch's tokens wait in spare_seq_lists_ with their
+        // capacity, so a batch as long as an earlier one allocates none.
+        while (b.seqs.size() > in.size()) {
+            spare_seq_lists_.push_back(std::move(b.seqs.back()));
+            b.seqs.pop_back();
+        }
+        while (b.seqs.size() < in.size()) {
+            if (spare_seq_lists_.empty()) {
+                b.seqs.emplace_back();
+            } else {
+                b.seqs.push_back(std::move(spare_seq_lists_.back()));
+                spare_seq_lists_.pop_back();
+            }
+        }
         const bool auto_pos = in[0].pos < 0;
         for (size_t i = 0; i < in.size(); ++i) {
             const auto & t = in[i];
@@ -309,7 +322,6 @@ public:
             b.seqs[i].assign(t.seqs.begin(), t.seqs.end());
             b.output.push_back(t.output ? 1 : 0);
         }
-        b.seqs.resize(in.size());  // one list per token (a steady step keeps its one list)
         apply_shifts();
 
         const memory::BeginResult br = mem_->begin(b);
@@ -330,7 +342,8 @@ public:
         std::vector<float> & rows = spare_logits_;
         rows.resize(static_cast<size_t>(n_out) * n_vocab);
         const size_t n_embd = model_->impl().hidden_width();
-        std::vector<float> hidden(params_.embeddings ? vb.size() * n_embd : 0);  // batch order
+        std::vector<float> & hidden = batch_hidden_;  // batch order, every row written below
+        hidden.resize(params_.embeddings ? vb.size() * n_embd : 0);
         const size_t n_wide = params_.mtp_hidden ? model_->impl().wide_hidden_width() : 0;
         std::vector<float> & wide = spare_wide_;  // batch order, every row written below
         wide.resize(vb.size() * n_wide);
@@ -447,8 +460,10 @@ public:
     memory::PlanLimits plan_limits_;
     std::vector<uint8_t> plan_seen_;      // memory::check_plan's working space
     memory::Batch batch_;                 // decode's copy of the batch for the memory
+    std::vector<std::vector<int32_t>> spare_seq_lists_;  // batch_'s sequence lists not in use by this call
     std::vector<int32_t> row_of_;         // decode's output row of each batch token
     std::vector<float> ubatch_logits_, ubatch_hidden_, ubatch_wide_;  // one ubatch's rows, ubatch order
+    std::vector<float> batch_hidden_;     // embeddings: every token's hidden state of the call, batch order
     std::function<bool()> abort_;
     std::vector<float> logits_;
     std::vector<float> spare_logits_;  // the buffer the next decode writes into (swapped with logits_)

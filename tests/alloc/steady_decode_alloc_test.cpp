@@ -1,12 +1,16 @@
 // Heap allocations of a steady decode step. This binary replaces the global operator new and delete with
 // counting versions (they count every thread, the context's pool included), warms a context up with a prompt and
-// a few decode steps, then counts the allocations of further single-token steps through the public API
-// (Context::decode, Sampler::sample and Sampler::accept). The model is wrapped in an architecture that counts
+// a few decode steps, then counts the allocations of further steps of one token per sequence through the public
+// API (Context::decode, Sampler::sample and Sampler::accept). The model is wrapped in an architecture that counts
 // what its forward allocates on its own (the pass, on every pool thread), so the test tells apart:
 //  - the forward: nothing in a steady step, nothing per layer in a prompt (its scratch lives in the context's
 //    workspace, sized once when the context is created, which never grows);
 //  - sampling: nothing in a steady step;
-//  - the whole step (the memory's bookkeeping and the runtime's batch handling included): counted and printed.
+//  - the rest of the step (the memory's bookkeeping: validation, the split, the slot search, the cell index, the
+//    plan; and the runtime's batch handling): nothing either;
+//  - a second prompt of the size of one decoded before (several ubatches): nothing outside the forward (inside
+//    it, a kernel's per-thread buffer may see its first use on a pool thread that did no such work before).
+// Every part is printed; the steady step's parts are all asserted to be 0.
 //
 // OFFGRID_ALLOC_TRACE=1 prints the call stack of each counted allocation (to find one that appears).
 #include <gtest/gtest.h>
@@ -166,26 +170,35 @@ std::shared_ptr<const offgrid::Model> glm_model() {
 }
 
 struct StepCounts {
-    long prompt_forward = 0;        // the prompt's forward passes
+    long prompt_forward = 0;         // the first prompt's forward passes
     std::vector<long> step_forward;  // per counted step: the forward alone
-    std::vector<long> step_sampling; // per counted step: sample + accept
+    std::vector<long> step_sampling; // per counted step: sample + accept of every sequence
     std::vector<long> step_total;    // per counted step: everything (decode, sample, accept)
-    int n_layer = 0;
+    long second_prompt = -1;         // the same prompts again into emptied sequences, everything (-1: not run)
+    long second_prompt_forward = -1;
 };
 
-// Decodes a prompt of n_prompt tokens, `warm` sampled steps, then `counted` sampled steps with the allocation
-// counter on. The batch vector and its token are made once, as a caller that cares would.
-StepCounts run(const std::shared_ptr<const offgrid::Model> & model, ContextParams p, int n_prompt, int warm,
-               int counted) {
+// Decodes a prompt of n_prompt tokens into each of n_seqs sequences (one call, several ubatches), `warm` sampled
+// steps, then `counted` sampled steps (one token per sequence) with the allocation counter on. The batch vectors
+// and their tokens are made once, as a caller that cares would. Last, every sequence is removed and the same
+// prompts are decoded again with the counter on.
+StepCounts run(const std::shared_ptr<const offgrid::Model> & model, ContextParams p, int n_seqs, int n_prompt,
+               int warm, int counted) {
+    p.n_seq_max = static_cast<uint32_t>(n_seqs);
     Context ctx(model, p);
-    offgrid::SamplingParams sp;
-    sp.temperature = 0.8f;
-    sp.seed = 5;
-    offgrid::Sampler sampler(sp);
+    std::vector<offgrid::Sampler> samplers;
+    for (int s = 0; s < n_seqs; ++s) {
+        offgrid::SamplingParams sp;
+        sp.temperature = 0.8f;
+        sp.seed = 5 + static_cast<uint32_t>(s);
+        samplers.emplace_back(sp);
+    }
 
     std::vector<BatchToken> prompt;
-    for (int i = 0; i < n_prompt; ++i) {
-        prompt.push_back({static_cast<int32_t>((i * 37 + 3) % model->n_vocab()), i, {0}, i == n_prompt - 1});
+    for (int s = 0; s < n_seqs; ++s) {
+        for (int i = 0; i < n_prompt; ++i) {
+            prompt.push_back({static_cast<int32_t>((i * 37 + 3 + s * 11) % model->n_vocab()), i, {s}, i == n_prompt - 1});
+        }
     }
     StepCounts out;
     const long before = g_forward_allocations.load();
@@ -193,18 +206,23 @@ StepCounts run(const std::shared_ptr<const offgrid::Model> & model, ContextParam
     out.prompt_forward = g_forward_allocations.load() - before;
     EXPECT_TRUE(pr.ok()) << pr.message;
 
-    std::vector<BatchToken> step(1);
-    step[0].seqs = {0};
-    step[0].output = true;
+    std::vector<BatchToken> step(static_cast<size_t>(n_seqs));
+    for (int s = 0; s < n_seqs; ++s) {
+        step[static_cast<size_t>(s)].seqs = {s};
+        step[static_cast<size_t>(s)].output = true;
+    }
     int32_t pos = n_prompt;
     long sampling = 0;
     auto one_step = [&] {
         const long s0 = g_allocations.load();
-        const int32_t tok = sampler.sample(ctx, -1);
-        sampler.accept(tok);
+        for (int s = 0; s < n_seqs; ++s) {
+            const int32_t tok = samplers[static_cast<size_t>(s)].sample(ctx, s);
+            samplers[static_cast<size_t>(s)].accept(tok);
+            step[static_cast<size_t>(s)].token = tok;
+            step[static_cast<size_t>(s)].pos = pos;
+        }
         sampling = g_allocations.load() - s0;
-        step[0].token = tok;
-        step[0].pos = pos++;
+        ++pos;
         const offgrid::DecodeResult r = ctx.decode(step);
         if (!r.ok()) ADD_FAILURE() << r.message;
     };
@@ -218,6 +236,15 @@ StepCounts run(const std::shared_ptr<const offgrid::Model> & model, ContextParam
         out.step_forward.push_back(g_forward_allocations.load() - f0);
         out.step_sampling.push_back(sampling);
     }
+
+    for (int s = 0; s < n_seqs; ++s) EXPECT_TRUE(ctx.seq_rm(s, -1, -1));
+    const long at = g_allocations.load(), f0 = g_forward_allocations.load();
+    g_counting = true;
+    const offgrid::DecodeResult again = ctx.decode(prompt);
+    g_counting = false;
+    EXPECT_TRUE(again.ok()) << again.message;
+    out.second_prompt = g_allocations.load() - at;
+    out.second_prompt_forward = g_forward_allocations.load() - f0;
     return out;
 }
 
@@ -235,18 +262,52 @@ long sum(const std::vector<long> & v) {
     return n;
 }
 
-void expect_steady_zero(const StepCounts & c, const char * arch) {
+void expect_steady_zero(const StepCounts & c, const std::string & what) {
     const uint64_t growths = offgrid::ops::Workspace::total_growths();
-    EXPECT_EQ(sum(c.step_forward), 0) << "the forward allocated in " << c.step_forward.size() << " steady steps";
-    EXPECT_EQ(sum(c.step_sampling), 0) << "sampling allocated in " << c.step_sampling.size() << " steady steps";
+    const long total = sum(c.step_total), forward = sum(c.step_forward), sampling = sum(c.step_sampling);
+    const double steps = static_cast<double>(c.step_total.size());
+    std::printf("[ alloc    ] %s: prompt forward %ld; per steady step: forward %.1f, sampling %.1f, the rest of "
+                "decode (memory and runtime) %.1f, whole step %.1f; the same prompt again: %ld (forward %ld)\n",
+                what.c_str(), c.prompt_forward, static_cast<double>(forward) / steps,
+                static_cast<double>(sampling) / steps, static_cast<double>(total - forward - sampling) / steps,
+                static_cast<double>(total) / steps, c.second_prompt, c.second_prompt_forward);
+    EXPECT_EQ(forward, 0) << "the forward allocated in " << c.step_forward.size() << " steady steps";
+    EXPECT_EQ(sampling, 0) << "sampling allocated in " << c.step_sampling.size() << " steady steps";
+    EXPECT_EQ(total, 0) << "the whole steady steps allocated (" << c.step_total.size() << " steps)";
+    // A second prompt of the same size: nothing outside the forward. Inside it, a kernel's grow-only per-thread
+    // buffer may still see its first use (which pool thread claims which part of a prompt's work is a matter of
+    // timing), so the forward is held to the same bound as the first prompt's.
+    EXPECT_EQ(c.second_prompt - c.second_prompt_forward, 0) << "a second prompt of the same size allocated";
+    EXPECT_LT(c.second_prompt_forward, 64) << "the second prompt's forward allocated per layer";
     // Every ubatch of the prompt fits the workspace: what the forward allocates there is the kernels' own
     // grow-only buffers on their first use, far fewer than one per layer and token.
     EXPECT_LT(c.prompt_forward, 64) << "the prompt's forward allocated per layer";
     EXPECT_EQ(growths, 0u) << "a workspace grew: a model's workspace_size() is too small";
-    std::printf("[ alloc    ] %s: prompt forward %ld, steady step: forward %ld, sampling %ld, whole step %.1f "
-                "(the memory's bookkeeping and the runtime's batch handling)\n",
-                arch, c.prompt_forward, sum(c.step_forward), sum(c.step_sampling),
-                static_cast<double>(sum(c.step_total)) / static_cast<double>(c.step_total.size()));
+}
+
+// Every configuration the test runs on one model: 1 and 2 threads, one sequence and four (separate streams and
+// one unified stream), and dense attention on the sparse layers.
+void run_all(const std::shared_ptr<const offgrid::Model> & model, const std::string & arch) {
+    for (int threads : {1, 2}) {
+        for (int n_seqs : {1, 4}) {
+            const std::string what = arch + ", " + std::to_string(threads) + " thread(s), " +
+                                      std::to_string(n_seqs) + " sequence(s)";
+            SCOPED_TRACE(what);
+            // 150 prompt tokens: on qwen4exp 37 pools per QSA layer against a budget of 4, so each step scores
+            // and selects.
+            expect_steady_zero(run(model, params(threads), n_seqs, 150, 4, 8), what);
+        }
+    }
+    ContextParams unified = params(2);
+    unified.unified = true;
+    SCOPED_TRACE("unified");
+    expect_steady_zero(run(model, unified, 4, 150, 4, 4), arch + ", 4 sequences in one stream");
+    // Dense attention on the sparse layers: each token attends to its whole sequence, within the same workspace.
+    ContextParams dense = params(2);
+    dense.qsa_dense = true;
+    SCOPED_TRACE("dense");
+    expect_steady_zero(run(model, dense, 1, 150, 4, 4), arch + " dense");
+    expect_steady_zero(run(model, dense, 4, 150, 4, 4), arch + " dense, 4 sequences");
 }
 
 TEST(SteadyDecode, CountingAllocatorSeesAVectorAllocation) {
@@ -259,30 +320,14 @@ TEST(SteadyDecode, CountingAllocatorSeesAVectorAllocation) {
     delete v;
 }
 
-TEST(SteadyDecode, Qwen4expSparseQsaForwardAndSamplingAllocateNothing) {
+TEST(SteadyDecode, Qwen4expSparseQsaWholeStepAllocatesNothing) {
     g_trace = std::getenv("OFFGRID_ALLOC_TRACE") != nullptr;
-    const auto model = qwen_model();
-    for (int threads : {1, 2}) {
-        SCOPED_TRACE("threads " + std::to_string(threads));
-        // 150 prompt tokens: 37 pools per QSA layer against a budget of 4, so each step scores and selects.
-        expect_steady_zero(run(model, params(threads), 150, 4, 8), "qwen4exp");
-    }
-    // Dense attention on the QSA layers: each token attends to its whole sequence, within the same workspace.
-    ContextParams dense = params(2);
-    dense.qsa_dense = true;
-    expect_steady_zero(run(model, dense, 150, 4, 4), "qwen4exp dense");
+    run_all(qwen_model(), "qwen4exp");
 }
 
-TEST(SteadyDecode, Glm5NextForwardAndSamplingAllocateNothing) {
+TEST(SteadyDecode, Glm5NextWholeStepAllocatesNothing) {
     g_trace = std::getenv("OFFGRID_ALLOC_TRACE") != nullptr;
-    const auto model = glm_model();
-    for (int threads : {1, 2}) {
-        SCOPED_TRACE("threads " + std::to_string(threads));
-        expect_steady_zero(run(model, params(threads), 150, 4, 8), "glm5-next");
-    }
-    ContextParams dense = params(2);
-    dense.qsa_dense = true;
-    expect_steady_zero(run(model, dense, 150, 4, 4), "glm5-next dense");
+    run_all(glm_model(), "glm5-next");
 }
 
 }  // namespace

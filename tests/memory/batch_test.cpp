@@ -120,11 +120,28 @@ TEST(Batch, NegativeExplicitPositionRefused) {
     EXPECT_NE(error_of(make({-3}, {{0}}), {10, 4}, empty_memory()).find("position"), std::string::npos);
 }
 
-std::vector<Ubatch> split(const ValidBatch & v, uint32_t n_ubatch, bool sep, uint32_t keep) {
-    std::vector<Ubatch> out;
+// A ubatch copied out of its Split, so tests compare plain vectors.
+struct OwnedUbatch {
+    std::vector<uint32_t> idx;
+    std::vector<SeqSet> sets;
+    uint32_t n_seq_tokens = 0;
+    size_t size() const { return idx.size(); }
+};
+
+std::vector<OwnedUbatch> owned(const Split & split) {
+    std::vector<OwnedUbatch> out;
+    for (size_t k = 0; k < split.size(); ++k) {
+        const Ubatch ub = split[k];
+        out.push_back({{ub.idx.begin(), ub.idx.end()}, {ub.sets.begin(), ub.sets.end()}, ub.n_seq_tokens});
+    }
+    return out;
+}
+
+std::vector<OwnedUbatch> split(const ValidBatch & v, uint32_t n_ubatch, bool sep, uint32_t keep) {
+    Split out;
     std::string why;
     EXPECT_TRUE(split_equal(v, n_ubatch, sep, keep, out, why)) << why;
-    return out;
+    return owned(out);
 }
 
 ValidBatch seqs_of_lengths(std::vector<int> lens) {
@@ -136,6 +153,23 @@ ValidBatch seqs_of_lengths(std::vector<int> lens) {
             b.seqs.push_back({(SeqId)s});
         }
     return validate_batch(b, {10, 8}, empty_memory());
+}
+
+// The memory validates and splits every call into the same buffers: nothing of an earlier batch may remain.
+TEST(Batch, ValidatingIntoAReusedBatchEqualsAFreshOne) {
+    ValidBatch reused;
+    validate_batch(make({0, 1, 2}, {{0, 1}, {0, 1}, {0, 1}}), {10, 4}, empty_memory(), reused);
+    const Batch second = make({0, 1}, {{2}, {3}});
+    validate_batch(second, {10, 4}, empty_memory(), reused);
+    const ValidBatch fresh = validate_batch(second, {10, 4}, empty_memory());
+    EXPECT_EQ(reused.tokens, fresh.tokens);
+    EXPECT_EQ(reused.pos, fresh.pos);
+    EXPECT_EQ(reused.seqs, fresh.seqs);
+    EXPECT_EQ(reused.first, fresh.first);
+    EXPECT_EQ(reused.output, fresh.output);
+    EXPECT_EQ(reused.pos_x, fresh.pos_x);
+    EXPECT_EQ(reused.pos_y, fresh.pos_y);
+    EXPECT_EQ(reused.seqs[0], SeqSet().set(2));
 }
 
 TEST(Split, FixQ5_T80_NeverMoreThanNUbatch) {
@@ -154,7 +188,7 @@ TEST(Split, T81_EqualLengthsInLockStep) {
 }
 
 TEST(Split, T82_KeepTail) {
-    auto sizes = [](const std::vector<Ubatch> & ubs) {
+    auto sizes = [](const std::vector<OwnedUbatch> & ubs) {
         std::vector<size_t> s;
         for (auto & u : ubs) s.push_back(u.size());
         return s;
@@ -168,7 +202,7 @@ TEST(Split, T82_KeepTail) {
 TEST(Split, T83_CoupledTokensNeedUnified) {
     Batch b = make({0, 1}, {{0, 1}, {0, 1}});
     ValidBatch v = validate_batch(b, {10, 4}, empty_memory());
-    std::vector<Ubatch> out;
+    Split out;
     std::string why;
     EXPECT_FALSE(split_equal(v, 4, true, 0, out, why));
     EXPECT_NE(why.find("token 0"), std::string::npos);
@@ -178,8 +212,27 @@ TEST(Split, T83_CoupledTokensNeedUnified) {
     EXPECT_EQ(ubs[0].sets[0].count(), 2u);
 }
 
+TEST(Split, ReusedSplitEqualsAFreshOne) {
+    Split reused;
+    SplitScratch scratch;
+    std::string why;
+    ASSERT_TRUE(split_equal(seqs_of_lengths({7, 1, 4, 3, 9}), 3, false, 2, reused, why, scratch)) << why;
+    const ValidBatch v = seqs_of_lengths({2, 5});
+    ASSERT_TRUE(split_equal(v, 4, false, 0, reused, why, scratch)) << why;
+    const std::vector<OwnedUbatch> a = owned(reused), b = split(v, 4, false, 0);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t k = 0; k < a.size(); ++k) {
+        EXPECT_EQ(a[k].idx, b[k].idx);
+        EXPECT_EQ(a[k].sets, b[k].sets);
+        EXPECT_EQ(a[k].n_seq_tokens, b[k].n_seq_tokens);
+    }
+    // Ubatch::first places each ubatch in the split's tokens.
+    for (size_t k = 0; k < reused.size(); ++k)
+        EXPECT_EQ(reused.tokens()[reused[k].first], reused[k].idx[0]);
+}
+
 TEST(Split, KeepTailLargerThanUbatchRefused) {
-    std::vector<Ubatch> out;
+    Split out;
     std::string why;
     EXPECT_FALSE(split_equal(seqs_of_lengths({10}), 4, false, 5, out, why));
 }
@@ -230,9 +283,10 @@ ValidBatch with_sets(const std::vector<std::vector<SeqId>> & sets) {
 
 TEST(Split, Simple_TakesTokensInBatchOrder) {
     ValidBatch v = with_sets({{0}, {1}, {0}, {2}, {1}});
-    std::vector<Ubatch> out;
+    Split split;
     std::string why;
-    ASSERT_TRUE(split_simple(v, 2, out, why)) << why;
+    ASSERT_TRUE(split_simple(v, 2, split, why)) << why;
+    const std::vector<OwnedUbatch> out = owned(split);
     ASSERT_EQ(out.size(), 3u);
     EXPECT_EQ(out[0].idx, (std::vector<uint32_t>{0, 1}));
     EXPECT_EQ(out[1].idx, (std::vector<uint32_t>{2, 3}));
@@ -242,17 +296,18 @@ TEST(Split, Simple_TakesTokensInBatchOrder) {
         ASSERT_EQ(u.sets.size(), u.idx.size());
         for (size_t k = 0; k < u.idx.size(); ++k) EXPECT_EQ(u.sets[k], v.seqs[u.idx[k]]);
     }
-    EXPECT_FALSE(split_simple(v, 0, out, why));
-    EXPECT_TRUE(out.empty());
+    EXPECT_FALSE(split_simple(v, 0, split, why));
+    EXPECT_TRUE(split.empty());
 }
 
 TEST(Split, Seq_NarrowsToSubsets) {
     // {0,1} {0,1} {0} {1} {0} {0,1}: the first ubatch narrows to {0} at token 2, so token 3 ({1}) and token 5
     // ({0,1}, no longer a subset) wait; the next ubatch starts at token 3, whose set {1} has no later subset.
     ValidBatch v = with_sets({{0, 1}, {0, 1}, {0}, {1}, {0}, {0, 1}});
-    std::vector<Ubatch> out;
+    Split split;
     std::string why;
-    ASSERT_TRUE(split_seq(v, 8, out, why)) << why;
+    ASSERT_TRUE(split_seq(v, 8, split, why)) << why;
+    const std::vector<OwnedUbatch> out = owned(split);
     ASSERT_EQ(out.size(), 3u);
     EXPECT_EQ(out[0].idx, (std::vector<uint32_t>{0, 1, 2, 4}));
     EXPECT_EQ(out[0].sets, (std::vector<SeqSet>{SeqSet().set(0).set(1)}));
@@ -264,13 +319,13 @@ TEST(Split, Seq_NarrowsToSubsets) {
 
 TEST(Split, Seq_AtMostNUbatchTokens) {
     ValidBatch v = seqs_of_lengths({5, 2});
-    std::vector<Ubatch> out;
+    Split split;
     std::string why;
-    ASSERT_TRUE(split_seq(v, 2, out, why)) << why;
+    ASSERT_TRUE(split_seq(v, 2, split, why)) << why;
     std::vector<std::vector<uint32_t>> idx;
-    for (auto & u : out) idx.push_back(u.idx);
+    for (auto & u : owned(split)) idx.push_back(u.idx);
     EXPECT_EQ(idx, (std::vector<std::vector<uint32_t>>{{0, 1}, {2, 3}, {4}, {5, 6}}));
-    EXPECT_FALSE(split_seq(v, 0, out, why));
+    EXPECT_FALSE(split_seq(v, 0, split, why));
 }
 
 TEST(Split, SimpleAndSeqTakeEveryTokenOnce) {
@@ -288,9 +343,10 @@ TEST(Split, SimpleAndSeqTakeEveryTokenOnce) {
         ValidBatch v = with_sets(sets);
         const uint32_t n_ub = 1 + (uint32_t)(rng() % 5);
         for (int which = 0; which < 2; ++which) {
-            std::vector<Ubatch> out;
+            Split split;
             std::string why;
-            ASSERT_TRUE(which == 0 ? split_simple(v, n_ub, out, why) : split_seq(v, n_ub, out, why)) << why;
+            ASSERT_TRUE(which == 0 ? split_simple(v, n_ub, split, why) : split_seq(v, n_ub, split, why)) << why;
+            const std::vector<OwnedUbatch> out = owned(split);
             std::vector<int> seen(v.size(), 0);
             for (auto & u : out) {
                 EXPECT_LE(u.size(), n_ub);

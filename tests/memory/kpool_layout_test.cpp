@@ -68,8 +68,8 @@ TEST(KPoolLayout, IncrementalAppendEqualsRebuild) {
 
 TEST(KPoolLayout, AppendOutOfOrderRefused) {
     KPoolLayout lay(2, true);
-    ASSERT_TRUE(lay.append(0, {{5, 1}, {6, 2}}));
-    EXPECT_FALSE(lay.append(0, {{4, 3}}));
+    ASSERT_TRUE(lay.append(0, std::vector<PosCell>{{5, 1}, {6, 2}}));
+    EXPECT_FALSE(lay.append(0, std::vector<PosCell>{{4, 3}}));
     EXPECT_EQ(lay.seq(0).cells.size(), 2u);
 }
 
