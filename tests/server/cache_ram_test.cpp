@@ -37,8 +37,8 @@ std::string run_turn(server::Scheduler & sched, std::vector<int32_t> prompt, std
     std::string text;
     for (;;) {
         server::ChoiceEvent e;
-        if (!ch->pop(e, std::chrono::milliseconds(30000))) {
-            ADD_FAILURE() << "no event within 30 s";
+        if (!ch->pop(e, std::chrono::milliseconds(600000))) {  // (a loaded machine: generous)
+            ADD_FAILURE() << "no event within 600 s";
             return text;
         }
         text += e.text;
