@@ -7,6 +7,7 @@
 // below it on the same path (Context::state_get_tail: the cells at positions >= from and the recurrent state),
 // restored by restoring its parent chain first. So the K, V and indexer rows of a path are held once, and each
 // snapshot adds only its own cells plus what cannot be shared (the recurrent state, conv histories, books).
+// The scheduler drops snapshots that a later one on the same lone path supersedes (lone_path), except pinned ones.
 //
 // Invariants: a node's depth is the length of the token path from the root; a snapshot restores a sequence to
 // exactly that path; a tail's parent is cached, at the path of the tail's first `from` tokens, for as long as the
