@@ -23,11 +23,13 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'O', 'G', 'P', 'C', 'A', 'C', 'H', 'E'};
-constexpr uint32_t kVersion = 3;  // 2: whole-file CRC-32C, one folder per model; 3: tails (the first position)
+// 2: whole-file CRC-32C, one folder per model; 3: tails (the first position); 4: flags (bit 0: pinned)
+constexpr uint32_t kVersion = 4;
+constexpr uint32_t kPinned = 1;
 constexpr const char * kSuffix = ".ogpc";
 constexpr const char * kPrefix = "prefix-";
-// magic, version, fingerprint, n_tokens, from, n_state, n_logits, crc
-constexpr size_t kFixedBytes = 8 + 4 + 8 + 4 + 4 + 8 + 4 + 4;
+// magic, version, fingerprint, n_tokens, from, flags, n_state, n_logits, crc
+constexpr size_t kFixedBytes = 8 + 4 + 8 + 4 + 4 + 4 + 8 + 4 + 4;
 
 template <typename T>
 void put(std::string & out, const T & v) {
@@ -111,6 +113,9 @@ std::string parse(const std::string & data, uint64_t fingerprint, size_t n_vocab
     uint32_t from = 0;
     if (!r.get(from) || from >= n_tokens) return "bad first position";
     snap.from = from;
+    uint32_t flags = 0;
+    if (!r.get(flags) || (flags & ~kPinned) != 0) return "unknown flags";
+    snap.pinned = (flags & kPinned) != 0;
     if (!r.get(n_state) || n_state > r.left()) return "bad state size";
     snap.state.resize(n_state);
     r.bytes(snap.state.data(), n_state);
@@ -151,6 +156,7 @@ size_t save_prefix_cache(const PrefixCache & cache, const std::string & dir, uin
         put(out, static_cast<uint32_t>(tokens.size()));
         out.append(reinterpret_cast<const char *>(tokens.data()), tokens.size() * sizeof(int32_t));
         put(out, static_cast<uint32_t>(snap.from));
+        put(out, snap.pinned ? kPinned : uint32_t(0));
         put(out, static_cast<uint64_t>(snap.state.size()));
         out.append(reinterpret_cast<const char *>(snap.state.data()), snap.state.size());
         put(out, static_cast<uint32_t>(snap.logits.size()));

@@ -2,8 +2,8 @@
 // DIR/<fingerprint>/ (the model's fingerprint in 16 hex digits), one file each, and at start the files of that
 // folder are loaded back, so a restarted server keeps its prefixes and servers of other models never touch them.
 //
-// File (version 3): magic "OGPCACHE", u32 version, u64 model fingerprint, u32 n_tokens, i32 tokens[n], u32 from,
-// u64 n_state, state[n_state] (Context::state_get of one sequence when from is 0, else Context::state_get_tail
+// File (version 4): magic "OGPCACHE", u32 version, u64 model fingerprint, u32 n_tokens, i32 tokens[n], u32 from,
+// u32 flags (bit 0: pinned, never superseded; other bits refused), u64 n_state, state[n_state] (Context::state_get of one sequence when from is 0, else Context::state_get_tail
 // since `from`: then the snapshot at the first `from` tokens is its parent, loaded first), u32 n_logits,
 // f32 logits[n_logits], then a u32 CRC-32C of every byte before it. A file is served only when every byte of it
 // is as written; a tail whose parent was not loaded is skipped.

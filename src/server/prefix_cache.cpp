@@ -84,6 +84,22 @@ PrefixCache::Node * PrefixCache::exact(std::span<const int32_t> tokens) const {
     return n == &root_ ? nullptr : const_cast<Node *>(n);
 }
 
+bool PrefixCache::lone_path(std::span<const int32_t> at, std::span<const int32_t> toward) const {
+    const Node * n = exact(at);
+    if (!n) return false;
+    size_t depth = at.size();
+    while (!n->children.empty()) {
+        if (n->children.size() > 1) return false;
+        const Node * c = n->children.begin()->second.get();
+        // The path below must be `toward` as far as both go.
+        const size_t k = depth < toward.size() ? common(c->edge, toward.subspan(depth)) : 0;
+        if (depth + k < std::min(depth + c->edge.size(), toward.size())) return false;
+        depth += c->edge.size();
+        n = c;
+    }
+    return true;
+}
+
 bool PrefixCache::has(std::span<const int32_t> tokens, bool with_logits) const {
     const Node * n = exact(tokens);
     return n && n->snap && (!with_logits || !n->snap->logits.empty());

@@ -7,6 +7,7 @@
 // below it on the same path (Context::state_get_tail: the cells at positions >= from and the recurrent state),
 // restored by restoring its parent chain first. So the K, V and indexer rows of a path are held once, and each
 // snapshot adds only its own cells plus what cannot be shared (the recurrent state, conv histories, books).
+// The scheduler drops snapshots that a later one on the same lone path supersedes (lone_path), except pinned ones.
 //
 // Invariants: a node's depth is the length of the token path from the root; a snapshot restores a sequence to
 // exactly that path; a tail's parent is cached, at the path of the tail's first `from` tokens, for as long as the
@@ -32,6 +33,9 @@ struct Snapshot {
     size_t row_bytes = 0;        // of `state`: the K, V and indexer rows of its cells (the rest: recurrent state, books)
     mutable uint32_t dependents = 0;  // cached tails whose parent this is (the cache's books)
     mutable bool cached = false;      // held by a PrefixCache
+    // Kept when a later snapshot on its path supersedes it: a place where other requests are likely to part (the
+    // end of a chat's first message, a place where a waiting request parts from a running prefill).
+    mutable bool pinned = false;
     size_t bytes() const { return state.size() + logits.size() * sizeof(float); }
     // The chain to restore, whole state first.
     std::vector<const Snapshot *> chain() const {
@@ -58,6 +62,10 @@ public:
     // How many leading tokens of `tokens` the tree knows (snapshot or not): where a new prompt leaves the paths
     // of earlier ones, the natural place for a snapshot that later prompts will share.
     size_t match_length(std::span<const int32_t> tokens) const;
+    // Whether the tree below the node at exactly `at` is one path that `toward` (a longer or shorter path through
+    // `at`) follows: no other prompt parts from it below `at`, so a snapshot at `at` is superseded by one further
+    // along `toward`. False when there is no node at `at`.
+    bool lone_path(std::span<const int32_t> at, std::span<const int32_t> toward) const;
     // Whether a snapshot at exactly this path exists (with logits, if asked).
     bool has(std::span<const int32_t> tokens, bool with_logits = false) const;
     // Stores a snapshot at the path `tokens`, then evicts down to the budget. Returns the snapshot now at the path:

@@ -87,6 +87,7 @@ struct Scheduler::Slot {
     size_t n_past = 0;          // tokens in the sequence
     size_t n_cached = 0;        // prompt tokens restored from the cache
     std::set<size_t> cuts;      // positions where a prefill chunk ends and a snapshot is taken (where prompts part)
+    std::set<size_t> pins;      // cuts whose snapshots are pinned (the first message's end, a waiting request's part)
     bool prefilling = false;
     bool logits_ready = false;  // the cache gave the prompt's last logits: sample without a decode
     int32_t pending = -1;       // sampled, not yet decoded
@@ -98,6 +99,22 @@ struct Scheduler::Slot {
     // is the tail since it, so the rows below are stored once.
     std::shared_ptr<const Snapshot> base;
     size_t base_len = 0;
+    // The snapshot of this request's prompt end: the turn's end does not supersede it, since the next turn's prompt
+    // may part from the reply (a reply re-tokenised otherwise, an end-of-turn token the text does not carry).
+    std::shared_ptr<const Snapshot> prompt_snap;
+
+    // The nearest snapshot below the sequence's end that is still cached (the base, or the nearest link of its
+    // chain that is), and the tokens it covers; null and 0 when none.
+    std::shared_ptr<const Snapshot> cached_base(size_t & len) const {
+        std::shared_ptr<const Snapshot> b = base;
+        len = base_len;
+        while (b && !b->cached) {
+            len = b->from;
+            b = b->parent;
+        }
+        if (!b) len = 0;
+        return b;
+    }
 };
 
 Scheduler::Scheduler(std::shared_ptr<const Model> model, Tokenizer tok, const SchedulerConfig & cfg)
@@ -278,7 +295,10 @@ bool Scheduler::defer(const Job & job) {
     if (!leader) return false;
     const size_t have = cache_.peek(prompt, prompt.size());
     if (best < have + kMinShared) return false;
-    if (best < leader->job->req.prompt.size()) leader->cuts.insert(best);
+    if (best < leader->job->req.prompt.size()) {
+        leader->cuts.insert(best);
+        leader->pins.insert(best);
+    }
     return true;
 }
 
@@ -323,6 +343,8 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
     s.prefilling = true;
     s.base.reset();
     s.base_len = 0;
+    s.prompt_snap.reset();
+    s.pins.clear();
     s.sampler = std::make_unique<Sampler>(j.req.sampling);
     for (const int32_t t : prompt) s.sampler->accept(t);
     s.stop = std::make_unique<StopText>(j.req.stop);
@@ -343,6 +365,7 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
                 s.n_past = hit.length;
                 s.n_cached = hit.length;
                 if (hit.length == prompt.size()) {
+                    s.prompt_snap = hit.snap;
                     s.cached_logits = hit.snap->logits;
                     s.logits_ready = true;
                     s.prefilling = false;
@@ -364,16 +387,18 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
         // Message ends: another chat with the same first messages (a system prompt), or this conversation's next
         // turn, restores exactly there. Each cut ends a chunk (one more step), so ends closer than min_snapshot
         // to the previous cut or to the prompt's end (which has its own snapshot) are left out.
+        // The first message's end (a system prompt) is where other chats part: pinned.
         size_t last = s.n_past;
         for (const size_t e : j.req.message_ends) {
             if (e <= last || e + cfg_.min_snapshot > prompt.size() || e - last < cfg_.min_snapshot) continue;
             s.cuts.insert(e);
+            if (e == j.req.message_ends.front()) s.pins.insert(e);
             last = e;
         }
     }
 }
 
-void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits) {
+void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits, bool pinned) {
     if (!cache_.enabled() || n_tokens == 0) return;
     const Job & j = *s.job;
     std::vector<int32_t> path;
@@ -381,19 +406,38 @@ void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits) {
     const size_t from_prompt = std::min(n_tokens, j.req.prompt.size());
     path.assign(j.req.prompt.begin(), j.req.prompt.begin() + static_cast<std::ptrdiff_t>(from_prompt));
     for (size_t i = from_prompt; i < n_tokens; ++i) path.push_back(s.generated[i - from_prompt]);
+    const auto prefix = [&](size_t n) { return std::span<const int32_t>(path.data(), n); };
     if (auto there = cache_.find(path); there && (!logits || !there->logits.empty())) {
+        if (pinned) there->pinned = true;
         s.base = std::move(there);  // the same state (restores are exact): later tails build on it
         s.base_len = n_tokens;
         return;
     }
+    // The snapshots below this one on its path that it supersedes: walking down from the sequence's end, each
+    // that is not pinned, not this request's prompt end, has no tails but the one just passed, and has no other
+    // path parting below it. The new snapshot is then the tail since the first one kept.
+    size_t below_len = 0;
+    std::shared_ptr<const Snapshot> below = s.cached_base(below_len);
+    while (below && below_len >= n_tokens) {  // (the same path without logits: replaced)
+        below_len = below->from;
+        below = below->parent;
+    }
+    std::vector<size_t> superseded;  // their lengths, deepest first
+    while (cfg_.supersede && below && !below->pinned && below != s.prompt_snap &&
+           below->dependents == (superseded.empty() ? 0u : 1u) && cache_.lone_path(prefix(below_len), path)) {
+        superseded.push_back(below_len);
+        below_len = below->from;
+        below = below->parent;  // cached while its tail is
+    }
     Snapshot snap;
-    if (cfg_.tails && s.base && s.base->cached && s.base_len > 0 && s.base_len < n_tokens) {
-        snap.from = s.base_len;
-        snap.parent = s.base;
-        snap.state = ctx_.state_get_tail(s.seq, static_cast<int32_t>(s.base_len));
+    if (cfg_.tails && below && below_len > 0) {
+        snap.from = below_len;
+        snap.parent = below;
+        snap.state = ctx_.state_get_tail(s.seq, static_cast<int32_t>(below_len));
     } else {
         snap.state = ctx_.state_get(s.seq);
     }
+    snap.pinned = pinned;
     snap.row_bytes = (n_tokens - snap.from) * cell_row_bytes_;
     // What a snapshot adds besides rows, as measured (the smallest seen: books grow a little with the cells).
     if (snap.state.size() > snap.row_bytes) {
@@ -404,6 +448,7 @@ void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits) {
     if (auto kept = cache_.insert(path, std::move(snap))) {
         s.base = std::move(kept);
         s.base_len = n_tokens;
+        for (const size_t n : superseded) cache_.erase(prefix(n));
     }
     update_cache_stats();
 }
@@ -414,7 +459,9 @@ void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits) {
 // weighs against its rows per token.
 bool Scheduler::chunk_snapshot_due(const Slot & s) const {
     if (s.n_past < cfg_.min_snapshot) return false;
-    const size_t since = s.n_past - (s.base && s.base->cached ? s.base_len : 0);
+    size_t below = 0;
+    s.cached_base(below);
+    const size_t since = s.n_past - std::min(below, s.n_past);
     return since >= cfg_.min_snapshot && since * cell_row_bytes_ >= snapshot_fixed_bytes_;
 }
 
@@ -506,25 +553,53 @@ bool Scheduler::step() {
         return true;
     }
     if (spec_) spec_->observe(batch);  // the drafter follows every sequence, prefills included
+    // 1. Every slot's next token, in one pass right after the logits (each sampler reads its own row only).
+    struct Drawn {
+        Slot * slot;
+        int32_t token;
+        const float * logits;
+        bool prompt_end;
+        std::string ending;  // not empty: the request ends with this token
+    };
+    std::vector<Drawn> drawn;
+    std::vector<Slot *> chunk_ends;
     int32_t row = 0;
     for (auto & p : parts) {
         Slot & s = *p.slot;
         s.n_past += p.n;
+        const bool prompt_end = s.prefilling && p.output;
         if (s.prefilling) {
             stats_.prompt_tokens_decoded += p.n;
             if (!p.output) {
-                // A chunk boundary: later prompts sharing this prefix restore it.
-                if (s.cuts.count(s.n_past) || chunk_snapshot_due(s)) snapshot(s, s.n_past, nullptr);
+                chunk_ends.push_back(&s);
                 continue;
             }
             s.prefilling = false;
-            const float * logits = ctx_.logits(row++);
-            snapshot(s, s.n_past, logits);
-            sample(s, logits);
         } else {
             s.pending = -1;
-            sample(s, ctx_.logits(row++));
         }
+        const float * logits = ctx_.logits(row++);
+        const int32_t t = s.sampler->sample({logits, static_cast<size_t>(n_vocab_)});
+        s.sampler->accept(t);
+        drawn.push_back({&s, t, logits, prompt_end, {}});
+    }
+    // 2. Out to the channels (queues the HTTP threads drain: a slow client never holds a step), before the
+    // snapshots' state copies.
+    for (auto & d : drawn) d.ending = emit(*d.slot, d.token, d.logits);
+    // 3. Snapshots: chunk boundaries, prompt ends (with their logits), then the requests that ended (their turn's
+    // end) free their sequences.
+    for (Slot * s : chunk_ends) {
+        // A chunk boundary: later prompts sharing this prefix restore it.
+        if (s->cuts.count(s->n_past) || chunk_snapshot_due(*s)) snapshot(*s, s->n_past, nullptr, s->pins.count(s->n_past) > 0);
+    }
+    for (auto & d : drawn) {
+        if (!d.prompt_end) continue;
+        Slot & s = *d.slot;
+        snapshot(s, s.n_past, d.logits, s.pins.count(s.n_past) > 0);
+        if (s.base_len == s.n_past) s.prompt_snap = s.base;
+    }
+    for (auto & d : drawn) {
+        if (!d.ending.empty()) finish(*d.slot, d.ending);
     }
     if (!speculating.empty()) speculate(speculating);
     return true;
@@ -573,8 +648,11 @@ void Scheduler::speculate(const std::vector<Slot *> & slots) {
         s.pending = -1;
         for (size_t k = 0; k < q.out.size(); ++k) {
             s.n_past = base + k + 1;
-            emit(s, q.out[k], nullptr);
-            if (!s.job) break;  // finished: the rest is discarded
+            const std::string ending = emit(s, q.out[k], nullptr);
+            if (!ending.empty()) {
+                finish(s, ending);
+                break;  // the rest is discarded
+            }
         }
     }
 }
@@ -582,10 +660,11 @@ void Scheduler::speculate(const std::vector<Slot *> & slots) {
 void Scheduler::sample(Slot & s, const float * logits) {
     const int32_t t = s.sampler->sample({logits, static_cast<size_t>(n_vocab_)});
     s.sampler->accept(t);
-    emit(s, t, logits);
+    const std::string ending = emit(s, t, logits);
+    if (!ending.empty()) finish(s, ending);
 }
 
-void Scheduler::emit(Slot & s, int32_t t, const float * logits) {
+std::string Scheduler::emit(Slot & s, int32_t t, const float * logits) {
     Job & j = *s.job;
     s.generated.push_back(t);
     ++stats_.generated_tokens;
@@ -594,27 +673,22 @@ void Scheduler::emit(Slot & s, int32_t t, const float * logits) {
     ChoiceEvent e;
     e.index = j.req.index;
     if (j.req.top_logprobs >= 0 && logits) e.logprobs.push_back(logprobs_of(logits, n_vocab_, t, j.req.top_logprobs));
+    std::string ending;
     if (!j.req.ignore_eos && tok_.is_end_of_generation(t)) {
         e.text = s.stop->flush();
-        j.ch->push(std::move(e));
-        finish(s, "stop");
-        return;
-    }
-    e.text = s.stop->push(tok_.token_to_piece(t, false));
-    if (s.stop->stopped()) {
-        j.ch->push(std::move(e));
-        finish(s, "stop");
-        return;
-    }
-    const bool full = s.n_past + 1 >= capacity_;
-    if (static_cast<int32_t>(s.generated.size()) >= j.req.max_tokens || full) {
-        e.text += s.stop->flush();
-        j.ch->push(std::move(e));
-        finish(s, "length");
-        return;
+        ending = "stop";
+    } else {
+        e.text = s.stop->push(tok_.token_to_piece(t, false));
+        if (s.stop->stopped()) {
+            ending = "stop";
+        } else if (static_cast<int32_t>(s.generated.size()) >= j.req.max_tokens || s.n_past + 1 >= capacity_) {
+            e.text += s.stop->flush();
+            ending = "length";
+        }
     }
     j.ch->push(std::move(e));
-    s.pending = t;
+    if (ending.empty()) s.pending = t;
+    return ending;
 }
 
 void Scheduler::finish(Slot & s, const std::string & reason, const std::string & error) {
@@ -649,6 +723,8 @@ void Scheduler::finish(Slot & s, const std::string & reason, const std::string &
     --stats_.slots_busy;
     std::shared_ptr<Channel> ch = j.ch;
     s.job.reset();
+    s.base.reset();  // (a snapshot dropped from the cache is freed with the last slot that holds it)
+    s.prompt_snap.reset();
     s.sampler.reset();
     s.stop.reset();
     s.prefilling = false;

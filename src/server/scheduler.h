@@ -87,6 +87,9 @@ struct SchedulerConfig {
     std::string cache_dir;        // not empty: the prefix cache is loaded from here at start and saved at shutdown
     SpecParams spec;              // speculative decoding of generating slots (type None: off)
     bool tails = true;            // snapshots as tails of the one below (false: whole states, for comparisons)
+    // A snapshot that a later one on the same path supersedes (no other path parts below it, not pinned) is dropped
+    // when the later one is stored (false: every snapshot stays until evicted, for comparisons).
+    bool supersede = true;
 };
 
 // Counters for /metrics; written by the scheduler thread, read by anyone.
@@ -122,6 +125,7 @@ public:
     const Tokenizer & tokenizer() const { return tok_; }
     const ContextParams & context_params() const { return ctx_.params(); }
     const std::shared_ptr<const Model> & model() const { return model_; }
+    size_t row_bytes_per_token() const { return cell_row_bytes_; }  // K, V and indexer bytes of one cell
 
 private:
     struct Job;
@@ -135,12 +139,15 @@ private:
     void start_job(Slot & s, std::unique_ptr<Job> job);
     bool step();
     void sample(Slot & s, const float * logits);
-    // Streams one sampled (and accepted) token; logits (for logprobs) may be null.
-    void emit(Slot & s, int32_t t, const float * logits);
+    // Streams one sampled (and accepted) token; logits (for logprobs) may be null. Returns why the request ends
+    // with it ("stop", "length"), or empty; the caller then calls finish().
+    std::string emit(Slot & s, int32_t t, const float * logits);
     // One speculative round for the slots that take part (a decode call of their own).
     void speculate(const std::vector<Slot *> & slots);
     void finish(Slot & s, const std::string & reason, const std::string & error = {});
-    void snapshot(Slot & s, size_t n_tokens, const float * logits);
+    // Stores the slot's first n_tokens as a snapshot (with the last position's logits, if given); pinned: never
+    // superseded. Snapshots below it on its path that it supersedes are dropped.
+    void snapshot(Slot & s, size_t n_tokens, const float * logits, bool pinned = false);
     void restore(int32_t seq, const Snapshot & snap);
     bool chunk_snapshot_due(const Slot & s) const;
     void update_cache_stats();

@@ -106,6 +106,24 @@ TEST(PrefixCache, SplitsKeepBothBranches) {
     EXPECT_EQ(c.entries(), 3u);
 }
 
+// A snapshot is superseded by one further along its path only while no other path parts below it.
+TEST(PrefixCache, ALonePathBelowASnapshotIsOneThatALongerPathFollows) {
+    PrefixCache c(1 << 20);
+    const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6, 7}, b = {1, 2, 3, 4, 8, 9};
+    c.insert(std::span(a).first(2), snap(10));
+    c.insert(std::span(a).first(5), snap(10));
+    EXPECT_TRUE(c.lone_path(std::span(a).first(2), a));                    // one path, which `a` follows
+    EXPECT_TRUE(c.lone_path(std::span(a).first(5), a));                    // nothing below it
+    EXPECT_TRUE(c.lone_path(std::span(a).first(2), std::span(a).first(4)));  // the shorter path ends inside it
+    EXPECT_FALSE(c.lone_path(std::span(a).first(2), b));                   // `b` would part below it
+    EXPECT_FALSE(c.lone_path(std::span(a).first(3), a));                   // no node there
+    c.insert(b, snap(10));
+    EXPECT_FALSE(c.lone_path(std::span(a).first(2), a));  // a branch point below it, at 4 tokens
+    EXPECT_TRUE(c.lone_path(std::span(a).first(5), a));
+    c.erase(b);
+    EXPECT_TRUE(c.lone_path(std::span(a).first(2), a));  // the branch is gone with its snapshot
+}
+
 TEST(PrefixCache, LeastRecentlyUsedIsEvictedFirst) {
     PrefixCache c(100);
     const std::vector<int32_t> a = {1, 1}, b = {2, 2}, d = {3, 3};
