@@ -145,15 +145,29 @@ inline Reply post(const ServerProcess & s, const std::string & path, const json 
     return post(s, path, body.dump());
 }
 
+// One value of a /metrics text (-1 when absent).
+inline double metric_in(const std::string & text, const std::string & name) {
+    const std::regex re("\\noffgrid_" + name + " ([0-9.e+-]+)");
+    std::smatch m;
+    if (!std::regex_search(text, m, re)) return -1;
+    return std::stod(m[1]);
+}
+
 // One value of /metrics.
 inline double metric(const ServerProcess & s, const std::string & name) {
     auto c = s.client();
     auto r = c.Get("/metrics");
     if (!r) return -1;
-    const std::regex re("\\noffgrid_" + name + " ([0-9.e+-]+)");
-    std::smatch m;
-    if (!std::regex_search(r->body, m, re)) return -1;
-    return std::stod(m[1]);
+    return metric_in(r->body, name);
+}
+
+// Several values of one /metrics read (counters that must be compared with each other come from the same moment).
+inline std::vector<double> metrics(const ServerProcess & s, const std::vector<std::string> & names) {
+    auto c = s.client();
+    auto r = c.Get("/metrics");
+    std::vector<double> out;
+    for (const auto & n : names) out.push_back(r ? metric_in(r->body, n) : -1);
+    return out;
 }
 
 // Text and chunks of a streamed request (SSE), checking the framing.

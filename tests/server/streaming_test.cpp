@@ -89,10 +89,11 @@ TEST(Streaming, ASlowReaderDoesNotHoldTheOthersSteps) {
     });
     // The slow request is generating before the other starts.
     for (int i = 0; i < 500 && metric(s, "generated_tokens_total") < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const double steps_before = metric(s, "decode_steps_total"), generated_before = metric(s, "generated_tokens_total");
+    const std::vector<std::string> counters = {"decode_steps_total", "generated_tokens_total"};
+    const std::vector<double> before = metrics(s, counters);
     const Stream fast = post_stream(s, "/v1/completions", request(fast_prompt, n_fast, true));
-    const double steps = metric(s, "decode_steps_total") - steps_before;
-    const double generated = metric(s, "generated_tokens_total") - generated_before;
+    const std::vector<double> after = metrics(s, counters);
+    const double steps = after[0] - before[0], generated = after[1] - before[1];
     ASSERT_EQ(fast.status, 200);
     ASSERT_TRUE(fast.done);
     ASSERT_GE(steps, n_fast);
