@@ -32,6 +32,14 @@ struct MemoryTraits {
     memory::Window window;       // sliding window of the attention cache (none: every cell stays visible)
 };
 
+// What a ubatch carries from one range of layers to the next (a pipeline of processes, src/distributed/): the
+// hyper-connection streams after the last layer run and any per-token data later layers read. Opaque to all but
+// the architecture that wrote it; the same architecture on the same ubatch reads it back.
+struct LayerCarry {
+    std::vector<float> streams;   // n_tokens x carry_width() floats, ubatch order
+    std::vector<uint32_t> side;   // per-token side data (glm5-next: the DSA selection); may be empty
+};
+
 struct ForwardOptions {
     bool dense = false;          // sparse-attention layers attend to every visible cell (comparisons,
                                  // benchmarks); pools are still stored and re-pooled, so the caches stay those
@@ -41,12 +49,29 @@ struct ForwardOptions {
                                  // output flag or not
     bool wide_hidden = false;    // also return every ubatch token's final residual before the output mixer
                                  // (an MTP draft head's input, wide_hidden_width()); models without one ignore it
+    // Layer range [first_layer, end_layer) of a pipeline stage (end_layer 0: the last layer). A range that does
+    // not start at 0 takes its input from `carry_in` instead of the embeddings; one that does not end at
+    // n_layers() returns ForwardResult::carry and computes no head (logits, hidden, wide_hidden stay empty).
+    // Only the storage rows of the range's layers are read or written (the PLE rows belong to the PLE layer).
+    // Running the ranges of a partition in order, each on its own storage, gives bit for bit the result of
+    // one forward over all layers.
+    uint32_t first_layer = 0;
+    uint32_t end_layer = 0;
+    const LayerCarry * carry_in = nullptr;
 };
 
 struct ForwardResult {
     std::vector<float> logits;   // n_outputs x n_vocab when options.logits
     std::vector<float> hidden;   // n_tokens x hidden_width() in ubatch order when options.hidden
     std::vector<float> wide_hidden;  // n_tokens x wide_hidden_width() in ubatch order when options.wide_hidden
+    LayerCarry carry;                // when options.end_layer < n_layers()
+};
+
+// The cache rows one trunk layer owns (a pipeline rank holds the rows of its layers).
+struct LayerCaches {
+    int attn = -1;     // index among the attention layers (K, V, indexer rows), -1: none
+    int recr = -1;     // index among the recurrent layers (conv and delta-state rows), -1: none
+    bool ple = false;  // the PLE history rows (the PLE block runs in this layer)
 };
 
 class Architecture {
@@ -56,6 +81,11 @@ public:
     virtual const std::string & name() const = 0;   // the general.architecture string
     virtual uint32_t n_vocab() const = 0;
     virtual uint32_t n_ctx_train() const = 0;
+    // Trunk layers (blk.0 .. blk.n_layers()-1), the unit of a pipeline split; and the floats per token of a
+    // LayerCarry's streams.
+    virtual uint32_t n_layers() const = 0;
+    virtual uint32_t carry_width() const = 0;
+    virtual LayerCaches layer_caches(uint32_t il) const = 0;   // il < n_layers()
     // Width of the hidden state forward() returns with options.hidden (what an embedding is made of).
     virtual uint32_t hidden_width() const = 0;
     // Width of ForwardResult::wide_hidden; 0 when the model has no MTP draft head to feed.

@@ -20,6 +20,7 @@
 #include "gguf/reader.h"
 #include "memory/hybrid_memory.h"
 #include "runtime/available_memory.h"
+#include "runtime/context_access.h"
 #include "memory/state_io.h"
 #include "model/architecture.h"
 #include "model/registry.h"
@@ -426,6 +427,10 @@ public:
     std::vector<float> wide_;                          // mtp_hidden: every token's wide residual, batch order
 };
 
+}  // namespace runtime
+
+namespace runtime {
+memory::HybridMemory & ContextAccess::memory(Context & ctx) { return *ctx.impl_->mem_; }
 }  // namespace runtime
 
 // ---------------------------------------------------------------- Context

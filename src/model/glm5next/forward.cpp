@@ -43,6 +43,31 @@ void ffn_layer(const Batch & b, uint32_t il, const float * f, float * y) {
     for (size_t i = 0; i < T * E; ++i) y[i] = y[i] + shared[i];  // the shared expert is not gated
 }
 
+std::vector<uint32_t> selection_to_side(const Selection & selection) {
+    std::vector<uint32_t> side;
+    side.push_back(static_cast<uint32_t>(selection.size()));
+    for (const auto & cells : selection) {
+        side.push_back(static_cast<uint32_t>(cells.size()));
+        side.insert(side.end(), cells.begin(), cells.end());
+    }
+    return side;
+}
+
+Selection selection_from_side(const std::vector<uint32_t> & side, size_t n_tokens) {
+    Selection selection;
+    if (side.empty() || side[0] == 0) return selection;  // no full-indexer layer ran before this range
+    if (side[0] != n_tokens) throw Error("forward: the carried selection is for another ubatch");
+    selection.resize(n_tokens);
+    size_t at = 1;
+    for (size_t t = 0; t < n_tokens; ++t) {
+        if (at >= side.size() || side[at] > side.size() - at - 1) throw Error("forward: the carried selection is cut");
+        const size_t n = side[at++];
+        selection[t].assign(side.begin() + static_cast<long>(at), side.begin() + static_cast<long>(at + n));
+        at += n;
+    }
+    return selection;
+}
+
 }  // namespace detail
 
 ForwardResult forward_full(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
@@ -76,6 +101,15 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     for (size_t t = 0; t < T; ++t) {
         if (!grouped[t]) throw Error("forward: ubatch token " + std::to_string(t) + " is in no sequence group");
     }
+    const uint32_t first = options.first_layer, end = options.end_layer == 0 ? hp.n_layer : options.end_layer;
+    if (first >= end || end > hp.n_layer) {
+        throw Error("forward: layer range [" + std::to_string(first) + ", " + std::to_string(end) +
+                    ") is not inside the model's " + std::to_string(hp.n_layer) + " layers");
+    }
+    if (first > 0 && (options.carry_in == nullptr || options.carry_in->streams.size() != T * hp.hc * hp.n_embd)) {
+        throw Error("forward: a range from layer " + std::to_string(first) + " needs the streams of " +
+                    std::to_string(T) + " tokens");
+    }
     ForwardResult result;
     if (T == 0) return result;
 
@@ -85,11 +119,16 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     const common::MhcShape hcs{E, hc, hp.rms_eps, hp.hc_eps, hp.sinkhorn_iterations};
 
     std::vector<float> R(T * hc * E), a(T * E), y(T * E), post(T * hc), comb(T * hc * hc);
-    for (size_t t = 0; t < T; ++t) ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a.data() + t * E);
-    common::broadcast_to_streams(a.data(), T, hc, E, R.data());
-
     detail::Selection selection;
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    if (first == 0) {
+        for (size_t t = 0; t < T; ++t) ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a.data() + t * E);
+        common::broadcast_to_streams(a.data(), T, hc, E, R.data());
+    } else {
+        R = options.carry_in->streams;
+        selection = detail::selection_from_side(options.carry_in->side, T);
+    }
+
+    for (uint32_t il = first; il < end; ++il) {
         const LayerWeights & lw = w.layers[il];
         common::mhc_pre(hcs, lw.hc_attn, R.data(), T, a.data(), post.data(), comb.data(), pool);
         for (size_t t = 0; t < T; ++t) ops::rms_norm(&a[t * E], E, hp.rms_eps, lw.attn_norm.data(), &a[t * E]);
@@ -103,6 +142,12 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
         for (size_t t = 0; t < T; ++t) ops::rms_norm(&a[t * E], E, hp.rms_eps, lw.ffn_norm.data(), &a[t * E]);
         detail::ffn_layer(b, il, a.data(), y.data());
         common::mhc_post(hcs, R.data(), y.data(), post.data(), comb.data(), T);
+    }
+
+    if (end < hp.n_layer) {
+        result.carry.streams = std::move(R);
+        result.carry.side = detail::selection_to_side(selection);
+        return result;
     }
 
     auto head_input = [&](const float * streams, size_t n) {

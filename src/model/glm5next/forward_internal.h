@@ -23,6 +23,10 @@ struct Batch {
 
 // Per ubatch token, the cells its DSA layers attend to (set by a full-indexer layer, reused by shared ones).
 using Selection = std::vector<std::vector<uint32_t>>;
+// The selection as a LayerCarry's side data ({n_tokens, then per token: count, cells}) and back; an empty side
+// (or n_tokens 0) is no selection. A side for another ubatch or cut short throws offgrid::Error.
+std::vector<uint32_t> selection_to_side(const Selection & selection);
+Selection selection_from_side(const std::vector<uint32_t> & side, size_t n_tokens);
 
 // Token mixers and the FFN: input a (n_tokens x E), output y (n_tokens x E).
 void kda_layer(const Batch & b, uint32_t il, const float * a, float * y);

@@ -90,6 +90,15 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
                         std::to_string(plan.tokens[t].tail.size()) + " cells, the pool size is " + std::to_string(hp.kpool));
         }
     }
+    const uint32_t first = options.first_layer, end = options.end_layer == 0 ? hp.n_layer : options.end_layer;
+    if (first >= end || end > hp.n_layer) {
+        throw Error("forward: layer range [" + std::to_string(first) + ", " + std::to_string(end) +
+                    ") is not inside the model's " + std::to_string(hp.n_layer) + " layers");
+    }
+    if (first > 0 && (options.carry_in == nullptr || options.carry_in->streams.size() != T * hp.hc * hp.n_embd)) {
+        throw Error("forward: a range from layer " + std::to_string(first) + " needs the streams of " +
+                    std::to_string(T) + " tokens");
+    }
     ForwardResult result;
     if (T == 0) return result;
 
@@ -115,18 +124,23 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
     std::vector<float> & inject = sized(scratch.inject, T * hc);
     std::vector<uint32_t> & ple_rows = scratch.ple_rows;
 
-    // Embeddings, copied into every hyper-connection stream.
-    for (size_t t = 0; t < T; ++t) {
-        ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a.data() + t * E);
+    // Embeddings, copied into every hyper-connection stream; or the streams an earlier range left.
+    if (first == 0) {
+        for (size_t t = 0; t < T; ++t) {
+            ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a.data() + t * E);
+        }
+        common::broadcast_to_streams(a.data(), T, hc, E, R.data());
+    } else {
+        std::copy(options.carry_in->streams.begin(), options.carry_in->streams.end(), R.begin());
     }
-    common::broadcast_to_streams(a.data(), T, hc, E, R.data());
-    if (hp.has_ple) {
+    const bool runs_ple = hp.has_ple && hp.ple_layer >= first && hp.ple_layer < end;
+    if (runs_ple) {
         if (ple_rows.size() < T * hp.ple_heads()) ple_rows.resize(T * hp.ple_heads());
         detail::ple_rows(b, ple_rows.data());
     }
 
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        if (hp.has_ple && il == hp.ple_layer) detail::ple_block(b, il, ple_rows.data(), R.data());
+    for (uint32_t il = first; il < end; ++il) {
+        if (runs_ple && il == hp.ple_layer) detail::ple_block(b, il, ple_rows.data(), R.data());
         const LayerWeights & lw = w.layers[il];
         common::gated_hc_mix(hcs, lw.hc_attn, R.data(), T, a.data(), inject.data(), pool);
         if (hp.is_recurrent[il]) {
@@ -140,6 +154,10 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
         common::gated_hc_combine(hcs, R.data(), y.data(), inject.data(), T);
     }
 
+    if (end < hp.n_layer) {
+        result.carry.streams.assign(R.begin(), R.begin() + T * hc * E);
+        return result;
+    }
     if (options.wide_hidden) result.wide_hidden.assign(R.begin(), R.begin() + T * hc * E);
     if (options.hidden) {
         result.hidden.resize(T * E);
