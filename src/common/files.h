@@ -64,6 +64,11 @@ private:
     bool committed_ = false;
 };
 
+// Removes the temporary file of every AtomicFile still open in this process: for a process about to end without
+// unwinding (MPI_Abort, a termination signal), so that it leaves neither a partial target nor a temporary behind.
+// Does nothing when another thread is inside an AtomicFile's bookkeeping at that moment.
+void remove_temporary_files();
+
 // The whole file through one AtomicFile.
 void write_file_atomic(const std::string & path, std::span<const uint8_t> bytes, const std::string & what = "output");
 void write_file_atomic(const std::string & path, const std::string & text, const std::string & what = "output");

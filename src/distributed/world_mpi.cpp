@@ -4,11 +4,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "common/error.h"
+#include "common/files.h"
 
 namespace offgrid::distributed {
 
@@ -65,6 +67,11 @@ World & World::get() {
             throw Error("MPI: initialisation failed");
         }
         g_initialised = true;
+        // The launcher ends the other ranks with SIGTERM when one aborts: leave no temporary output behind.
+        std::signal(SIGTERM, [](int) {
+            remove_temporary_files();
+            std::_Exit(143);
+        });
         MPI_Comm_rank(MPI_COMM_WORLD, &world.rank_);
         MPI_Comm_size(MPI_COMM_WORLD, &world.size_);
     }
@@ -114,6 +121,7 @@ void World::barrier(const char * what) {
 void World::abort(const std::string & why) const {
     std::fprintf(stderr, "offgrid: rank %d of %d: %s; ending all ranks\n", rank_, size_, why.c_str());
     std::fflush(stderr);
+    remove_temporary_files();  // MPI_Abort unwinds nothing: outputs in progress would stay as temporaries
     MPI_Abort(MPI_COMM_WORLD, 3);
     std::_Exit(3);
 }
