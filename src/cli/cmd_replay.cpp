@@ -52,9 +52,14 @@ int replay_main(const std::vector<std::string> & args) {
             opt.text_path.clear();
             opt.write_state_files = false;
         }
+        if (pipe.size > 1) {
+            std::fprintf(stderr, "replay: rank %d of %d runs layers %s of split %s\n", pipe.rank, pipe.size,
+                         pipe.layers.c_str(), pipe.split.c_str());
+        }
         opt.before_state_save = pipe.gather;
         opt.after_state_save = pipe.saved;
         const auto s = offgrid::runtime::replay(pipe.model, workload, opt);
+        if (pipe.report) std::fprintf(stderr, "replay: %s\n", pipe.report().c_str());
         offgrid::distributed::end_pipeline();
         if (!pipe.writes_outputs()) return s.ok() ? 0 : 1;
         std::fprintf(stderr, "replay: %d decode calls, %d rows, %d failed calls%s%s\n", s.steps, s.rows, s.failed_calls,

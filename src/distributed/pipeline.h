@@ -33,12 +33,19 @@ struct Pipeline {
     int rank = 0;
     int size = 1;
     std::string split;                   // the split in --split syntax (empty in a single process)
+    std::string layers;                  // this rank's range, "FIRST-LAST" (empty in a single process)
     bool writes_outputs() const { return rank == 0; }
     // Around a state save: `gather` makes this rank's memory hold every layer's rows (rank 0 receives them,
     // the others send theirs); `saved` waits until the file is written (so every rank may read it next).
     std::function<void(Context &)> gather;
     std::function<void()> saved;
+    // One line for stderr: this rank's ubatches, seconds in its layers' forward, seconds in messages (waiting
+    // included), bytes and messages sent. Empty in a single process.
+    std::function<std::string()> report;
 };
+
+// True when an MPI launcher (mpirun, srun) started this process: its environment names a rank.
+bool under_launcher();
 
 // Loads `model_path` for this process. Outside an MPI launcher (or with one rank) the whole model, as
 // Model::load does. Under mpirun with N ranks: the split is agreed (rank 0 decides it from every rank's memory),

@@ -1,7 +1,8 @@
 #include <sys/resource.h>
 
 #include <algorithm>
-#include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 
 #include "common/error.h"
@@ -104,75 +105,107 @@ public:
     std::string describe() const override { return m_.describe(); }
     uint64_t weight_bytes_per_token() const override { return m_.weight_bytes_per_token(); }
 
+    // One ubatch through this rank's layers (pipeline.h). A ubatch that wants no result (no output row, no hidden
+    // state) and is not the call's last is handed on without waiting: rank 0 starts the next micro-batch of a
+    // prompt while the later ranks still run this one. The last rank answers every ubatch; the others read those
+    // answers at the next ubatch that wants a result, which every call has (its last), so all ranks learn of a
+    // failure at the same ubatch and throw it there together.
     model::ForwardResult forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
                                  ops::ThreadPool * pool, const model::ForwardOptions & options) const override {
         const int r = world_.rank(), n = world_.size();
         const LayerRange range = split_.ranges[static_cast<size_t>(r)];
         const uint64_t step = step_++;
-        std::string failure;
+        bool has_outputs = false;
+        for (const auto & t : plan.tokens) has_outputs = has_outputs || t.output;
+        const bool wants_result = options.last_of_call || has_outputs || options.hidden || options.wide_hidden;
+
         model::LayerCarry in;
         if (r > 0) {
             const std::vector<uint8_t> msg = world_.recv(r - 1, kTagCarry, "a ubatch's hidden state");
             Reader rd(msg, world_, "a ubatch's hidden state");
             check_step(rd.get<uint64_t>(), step, r - 1);
             if (rd.get<uint8_t>() != 0) {
-                failure = rd.get_string();
+                const std::string why = rd.get_string();
+                if (failure_.empty()) failure_ = why;
             } else {
                 in.streams = rd.get_vector<float>();
                 in.side = rd.get_vector<uint32_t>();
             }
         }
         model::ForwardResult res;
-        if (failure.empty()) {
+        if (failure_.empty()) {
             model::ForwardOptions fo = options;
             fo.first_layer = range.first;
             fo.end_layer = range.end;
             fo.carry_in = r > 0 ? &in : nullptr;
+            const auto t0 = std::chrono::steady_clock::now();
             try {
                 res = m_.forward(shape, plan, storage, pool, fo);
             } catch (const std::exception & e) {
-                failure = e.what();
+                failure_ = e.what();
             }
+            forward_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         }
         if (r + 1 < n) {
             Writer w;
             w.put<uint64_t>(step);
-            w.put<uint8_t>(failure.empty() ? 0 : 1);
-            if (failure.empty()) {
+            w.put<uint8_t>(failure_.empty() ? 0 : 1);
+            if (failure_.empty()) {
                 w.put_vector(res.carry.streams);
                 w.put_vector(res.carry.side);
             } else {
-                w.put_string(failure);
+                w.put_string(failure_);
             }
             world_.send(r + 1, kTagCarry, w.bytes, "a ubatch's hidden state");
-            // The head's result comes back from the last rank.
-            const std::vector<uint8_t> msg = world_.recv(n - 1, kTagResult, "a ubatch's logits");
-            Reader rd(msg, world_, "a ubatch's logits");
-            check_step(rd.get<uint64_t>(), step, n - 1);
-            res = {};
-            if (rd.get<uint8_t>() != 0) {
-                failure = rd.get_string();
-            } else {
-                failure.clear();
-                res.logits = rd.get_vector<float>();
-                res.hidden = rd.get_vector<float>();
-                res.wide_hidden = rd.get_vector<float>();
+            ++unanswered_;
+            if (!wants_result) return {};
+            // The last rank's answers to every ubatch handed on since the last wait, in order; this one's last.
+            for (; unanswered_ > 0; --unanswered_) {
+                const std::vector<uint8_t> msg = world_.recv(n - 1, kTagResult, "a ubatch's logits");
+                Reader rd(msg, world_, "a ubatch's logits");
+                check_step(rd.get<uint64_t>(), step + 1 - unanswered_, n - 1);
+                if (rd.get<uint8_t>() != 0) {
+                    const std::string why = rd.get_string();
+                    if (failure_.empty()) failure_ = why;
+                } else {
+                    res = {};
+                    res.logits = rd.get_vector<float>();
+                    res.hidden = rd.get_vector<float>();
+                    res.wide_hidden = rd.get_vector<float>();
+                }
             }
         } else if (n > 1) {
             Writer w;
             w.put<uint64_t>(step);
-            w.put<uint8_t>(failure.empty() ? 0 : 1);
-            if (failure.empty()) {
+            w.put<uint8_t>(failure_.empty() ? 0 : 1);
+            if (failure_.empty()) {
                 w.put_vector(res.logits);
                 w.put_vector(res.hidden);
                 w.put_vector(res.wide_hidden);
             } else {
-                w.put_string(failure);
+                w.put_string(failure_);
             }
             for (int to = 0; to + 1 < n; ++to) world_.send(to, kTagResult, w.bytes, "a ubatch's logits");
         }
-        if (!failure.empty()) throw Error(failure);
+        if (!wants_result) return {};
+        if (!failure_.empty()) {
+            const std::string why = failure_;
+            failure_.clear();
+            throw Error(why);
+        }
         return res;
+    }
+
+    std::string report() const {
+        const World::Traffic & t = world_.traffic();
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "rank %d of %d: %llu ubatches, forward %.3f s, messages %.3f s (waits included), sent %.2f MiB "
+                      "in %llu messages",
+                      world_.rank(), world_.size(), static_cast<unsigned long long>(step_), forward_seconds_,
+                      t.wait_seconds, static_cast<double>(t.bytes_sent) / (1024.0 * 1024.0),
+                      static_cast<unsigned long long>(t.messages_sent));
+        return line;
     }
 
 private:
@@ -187,7 +220,11 @@ private:
     const model::Architecture & m_;
     Split split_;
     World & world_;
-    mutable std::atomic<uint64_t> step_{0};
+    // A Context calls forward from one thread at a time (offgrid/context.h), so plain mutable state suffices.
+    mutable uint64_t step_ = 0;        // ubatches run so far (every message carries its number)
+    mutable uint64_t unanswered_ = 0;  // ubatches handed on whose answer from the last rank is not read yet
+    mutable double forward_seconds_ = 0;  // time in this rank's layers
+    mutable std::string failure_;      // the call's first failure, thrown at its next ubatch that wants a result
 };
 
 // The memory this rank may use for weights: what the system has available, or less under a limit of the
@@ -249,6 +286,8 @@ void gather_rows(World & world, const Split & split, const model::Architecture &
 }
 
 }  // namespace
+
+bool under_launcher() { return World::launched(); }
 
 Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & options) {
     Pipeline p;
@@ -314,12 +353,15 @@ Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & 
         if (!why.empty()) world.abort(model_path + ": " + why);
     }
     p.split = split.describe();
+    const LayerRange mine = split.ranges[static_cast<size_t>(p.rank)];
+    p.layers = std::to_string(mine.first) + "-" + std::to_string(mine.end - 1);
     std::shared_ptr<const Model> full = Model::load(model_path, WeightLoad::Map);
     auto stage = std::make_shared<const Stage>(full, split, world);
     p.model = std::make_shared<const Model>(stage, model_path);
     const model::Architecture & m = full->impl();
     p.gather = [&world, split, &m, full](Context & ctx) { gather_rows(world, split, m, ctx); };
     p.saved = [&world] { world.barrier("the end of a state save"); };
+    p.report = [stage] { return stage->report(); };
     return p;
 }
 

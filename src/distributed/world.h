@@ -36,6 +36,15 @@ public:
     // Every rank reaches this point (with the deadline).
     void barrier(const char * what);
 
+    // Totals since start: seconds spent in send / recv / barrier (waiting for peers and copying), bytes and
+    // messages sent. For the cost model's figures (docs/distributed.md).
+    struct Traffic {
+        double wait_seconds = 0;
+        uint64_t bytes_sent = 0;
+        uint64_t messages_sent = 0;
+    };
+    const Traffic & traffic() const { return traffic_; }
+
     // One line on stderr with the rank, then MPI_Abort: the launcher ends every rank.
     [[noreturn]] void abort(const std::string & why) const;
 
@@ -43,6 +52,7 @@ private:
     World() = default;
     int rank_ = 0, size_ = 1;
     double timeout_ = 120.0;
+    Traffic traffic_;
 };
 
 // Message tags, one per kind of message.

@@ -84,8 +84,23 @@ void World::finalize() {
     MPI_Finalize();
 }
 
+namespace {
+
+// Adds the seconds from its construction to its end to `total`.
+struct Stopwatch {
+    explicit Stopwatch(double & total) : total_(total), t0_(std::chrono::steady_clock::now()) {}
+    ~Stopwatch() { total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count(); }
+    double & total_;
+    std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
 void World::send(int to, int tag, const std::vector<uint8_t> & bytes, const char * what) {
+    const Stopwatch watch(traffic_.wait_seconds);
     const uint64_t n = bytes.size();
+    traffic_.bytes_sent += n + sizeof n;
+    ++traffic_.messages_sent;
     const std::string name = std::string("sending ") + what + " to rank " + std::to_string(to);
     MPI_Request req;
     MPI_Isend(&n, 1, MPI_UINT64_T, to, tag, MPI_COMM_WORLD, &req);
@@ -98,6 +113,7 @@ void World::send(int to, int tag, const std::vector<uint8_t> & bytes, const char
 }
 
 std::vector<uint8_t> World::recv(int from, int tag, const char * what) {
+    const Stopwatch watch(traffic_.wait_seconds);
     const std::string name = std::string("waiting for ") + what + " from rank " + std::to_string(from);
     uint64_t n = 0;
     MPI_Request req;
@@ -113,6 +129,7 @@ std::vector<uint8_t> World::recv(int from, int tag, const char * what) {
 }
 
 void World::barrier(const char * what) {
+    const Stopwatch watch(traffic_.wait_seconds);
     MPI_Request req;
     MPI_Ibarrier(MPI_COMM_WORLD, &req);
     wait_request(*this, req, std::string("waiting for every rank at ") + what);

@@ -58,6 +58,9 @@ struct ForwardOptions {
     uint32_t first_layer = 0;
     uint32_t end_layer = 0;
     const LayerCarry * carry_in = nullptr;
+    // The decode call's last ubatch (the runtime sets it): where a pipeline's ranks meet, so a ubatch before it
+    // that wants no result may be handed on without waiting for the ranks after it.
+    bool last_of_call = true;
 };
 
 struct ForwardResult {

@@ -331,6 +331,7 @@ public:
                 fo.dense = params_.qsa_dense;
                 fo.hidden = params_.embeddings;
                 fo.wide_hidden = n_wide > 0;
+                fo.last_of_call = !mem_->has_next();
                 const model::ForwardResult res = model_->impl().forward(shape_, plan, *mem_, &pool_, fo);
                 const std::vector<float> & out = res.logits;
                 if (params_.embeddings) {

@@ -61,6 +61,10 @@ for model in "${models[@]}"; do
                 fail "$base: -np $np --split $split: $(grep -m1 offgrid "$dir/stderr.txt")"
                 continue
             fi
+            # Each rank ran its own range: the ranks' lines name the split's ranges in rank order.
+            want=$(seq 0 $((np - 1)) | sed 's/^/rank /')
+            got=$(grep -o 'rank [0-9]* of [0-9]* runs layers' "$dir/stderr.txt" | cut -d' ' -f1-2 | sort -n -k2)
+            [ "$got" = "$want" ] || fail "$base: -np $np: not every rank reported its layers"
             for f in "$one"/*; do
                 b=$(basename "$f")
                 case $b in stdout.txt|stderr.txt) continue ;; esac
@@ -103,6 +107,17 @@ for n in 2 3; do
     run_mpi "$d" "$n" "$(uneven_split 4 "$n")" "$model" "$work/load.txt" -b out.bin || fail "cross-split: -np $n load"
     cmp -s "$work/xs.one/out.bin" "$d/out.bin" || fail "cross-split: a state saved by $np ranks restored on $n ranks differs from one process"
 done
+
+# offgrid run: the same sampled text and the same state file as one process.
+"$offgrid" gen-model -o "$work/qwen-tiny.gguf" > /dev/null || fail "gen-model qwen4exp"
+mkdir -p "$work/run.one" "$work/run.np"
+run_args=(-m "$work/qwen-tiny.gguf" -p "The pipeline passes the hidden state" -n 24 --temp 0.8 -s 7 -c 256 -ub 5)
+(cd "$work/run.one" && "$offgrid" run "${run_args[@]}" --state-save s.state > out.txt 2> err.txt) || fail "run: one process"
+(cd "$work/run.np" && timeout 300 "$mpiexec" --oversubscribe -np "$np" "$offgrid" run "${run_args[@]}" --state-save s.state \
+    --rank-timeout 60 > out.txt 2> err.txt) || fail "run: -np $np: $(grep -m1 offgrid "$work/run.np/err.txt")"
+cmp -s "$work/run.one/out.txt" "$work/run.np/out.txt" || fail "run: -np $np prints other text than one process"
+cmp -s "$work/run.one/s.state" "$work/run.np/s.state" || fail "run: -np $np saves another state than one process"
+[ -s "$work/run.one/out.txt" ] || fail "run: no text"
 
 echo "$checked replays under -np $np compared with one process, $failures failures"
 [ "${per_model[glm5-tiny]:-0}" -gt 0 ] || fail "no workload ran on glm5-next"
