@@ -184,8 +184,8 @@ int run_main(const std::vector<std::string> & args) {
         po.timeout = static_cast<double>(rank_timeout);
         // Under mpirun each rank runs its layers of the pipeline (docs/distributed.md); every rank decodes and
         // samples the same tokens, rank 0 prints them and writes the state file.
-        const distributed::Pipeline pipe = distributed::under_launcher() ? distributed::start_pipeline(model_path, po)
-                                                                         : distributed::Pipeline{};
+        const bool piped = distributed::under_launcher() || !po.split.empty();
+        const distributed::Pipeline pipe = piped ? distributed::start_pipeline(model_path, po) : distributed::Pipeline{};
         const auto model = pipe.model ? pipe.model : Model::load(model_path, weights);
         const bool saving_state = !state_save.empty();
         if (!pipe.writes_outputs()) {
@@ -372,6 +372,7 @@ int run_main(const std::vector<std::string> & args) {
         if (saving_state && pipe.gather) pipe.gather(ctx);
         if (!state_save.empty()) ctx.state_save_file(state_save, history);
         if (saving_state && pipe.saved) pipe.saved();
+        if (pipe.report) std::fprintf(stderr, "run: %s\n", pipe.report().c_str());
         distributed::end_pipeline();
 
         const int32_t n_decoded = std::max(0, n_generated - 1);
