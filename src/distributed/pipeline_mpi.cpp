@@ -227,16 +227,14 @@ private:
     mutable std::string failure_;      // the call's first failure, thrown at its next ubatch that wants a result
 };
 
-// The memory this rank may use for weights: what the system has available, or less under a limit of the
-// process's address space (ulimit -v).
+// The memory this rank may use for weights: what the system has available, or the room left under a limit of
+// the process's address space (ulimit -v), whichever is less (runtime/available_memory.h). 0 means unknown, except
+// under an address-space limit, where it means no room: then 1, so the fit check refuses any share.
 uint64_t rank_capacity() {
-    uint64_t cap = runtime::available_memory_bytes();
+    const uint64_t avail = runtime::available_memory_bytes();
     rlimit lim{};
-    if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
-        const uint64_t as = static_cast<uint64_t>(lim.rlim_cur);
-        cap = cap == 0 ? as : std::min(cap, as);
-    }
-    return cap;
+    if (avail == 0 && getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) return 1;
+    return avail;
 }
 
 // The rows of the layers in `range`, in layer order: K, V, indexer rows of an attention layer (every cell); conv
