@@ -16,7 +16,7 @@
 #include "ops/cpu/dispatch.h"
 #include "ops/half.h"
 #include "ops/thread_pool.h"
-#include "runtime/cli_args.h"
+#include "args/cli_args.h"
 
 namespace {
 
@@ -29,7 +29,7 @@ constexpr size_t kRow = kHkv * kD * 2;  // bytes of a K (or V) row, both KV head
 
 int main(int argc, char ** argv) {
     int64_t reps = 40;
-    runtime::ArgParser args;
+    tools::ArgParser args;
     args.integer({"-n", "--reps"}, &reps, 1, 100000);
     bool warm = false;
     args.flag({"--warm"}, &warm);

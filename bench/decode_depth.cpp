@@ -11,14 +11,14 @@
 #include <unistd.h>
 
 #include "model/qwen4exp/gen_model.h"
-#include "runtime/cli_args.h"
-#include "runtime/default_model.h"
-#include "runtime/depth_bench.h"
+#include "args/cli_args.h"
+#include "model/qwen4exp/generator.h"
+#include "benches/depth_bench.h"
 
 int main(int argc, char ** argv) {
     using namespace offgrid;
     try {
-        runtime::DepthBenchParams p;
+        tools::DepthBenchParams p;
         p.depths = {1024, 32768};
         p.n_prompt = 0;
         p.n_gen = 64;
@@ -26,7 +26,7 @@ int main(int argc, char ** argv) {
         // two-core machine a second worker mostly measures the neighbours' load.
         int64_t threads = 1, gen = p.n_gen;
         std::string depths = "1024,32768", model_path;
-        runtime::ArgParser args;
+        tools::ArgParser args;
         args.integer({"-t", "--threads"}, &threads, 1, 1024);
         args.integer({"-n", "--gen"}, &gen, 1, 100000);
         args.text({"-d", "--depths"}, &depths);
@@ -38,7 +38,7 @@ int main(int argc, char ** argv) {
         p.n_threads = static_cast<int>(threads);
         p.n_gen = static_cast<uint32_t>(gen);
         p.depths.clear();
-        for (const int64_t d : runtime::parse_integer_list("--depths", depths, 0, 1 << 22)) p.depths.push_back(static_cast<uint32_t>(d));
+        for (const int64_t d : tools::parse_integer_list("--depths", depths, 0, 1 << 22)) p.depths.push_back(static_cast<uint32_t>(d));
         const bool tty = ::isatty(2) == 1;
         p.status = [tty](const std::string & s) {
             if (tty) std::fprintf(stderr, "\r%-60s", s.c_str());
@@ -49,13 +49,13 @@ int main(int argc, char ** argv) {
             tmp = std::filesystem::temp_directory_path() / ("offgrid_decode_depth_" + std::to_string(::getpid()));
             std::filesystem::create_directories(tmp);
             model_path = (tmp / "bench.gguf").string();
-            runtime::write_model_file(model::qwen4exp::gen_preset("bench-small"), model_path);
+            model::qwen4exp::write_model_file(model::qwen4exp::gen_preset("bench-small"), model_path);
         }
         const auto model = Model::load(model_path);
         std::printf("model: %s\nthreads: %d, %u timed one-token decodes per depth and mode\n", model->describe().c_str(),
                     p.n_threads, p.n_gen);
         const auto t0 = std::chrono::steady_clock::now();
-        const auto results = runtime::run_depth_bench(model, p);
+        const auto results = tools::run_depth_bench(model, p);
         if (tty) std::fprintf(stderr, "\r%-60s\r", "");
         std::map<std::string, std::map<uint32_t, double>> ms;
         std::printf("%-7s %8s %14s %12s\n", "mode", "depth", "ms/token", "tokens/s");

@@ -20,7 +20,7 @@
 #include "ops/cpu/dispatch.h"
 #include "ops/half.h"
 #include "ops/thread_pool.h"
-#include "runtime/cli_args.h"
+#include "args/cli_args.h"
 
 namespace {
 
@@ -33,7 +33,7 @@ constexpr size_t kArrayBytes = size_t{256} << 20;
 
 int main(int argc, char ** argv) {
     int64_t depth = 65536, reps = 40;
-    runtime::ArgParser args;
+    tools::ArgParser args;
     args.integer({"-d", "--depth"}, &depth, 64, 1 << 22);
     args.integer({"-n", "--reps"}, &reps, 1, 100000);
     bool warm = false;

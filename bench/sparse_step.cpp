@@ -21,7 +21,7 @@
 #include "ops/cpu/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/half.h"
-#include "runtime/cli_args.h"
+#include "args/cli_args.h"
 
 namespace {
 
@@ -138,7 +138,7 @@ double best_us(int reps, F && f) {
 int main(int argc, char ** argv) {
     std::string depths = "4096,16384,65536";
     int64_t reps = 20;
-    runtime::ArgParser args;
+    tools::ArgParser args;
     args.text({"-d", "--depths"}, &depths);
     args.integer({"-n", "--reps"}, &reps, 1, 100000);
     bool warm = false;
@@ -161,7 +161,7 @@ int main(int argc, char ** argv) {
     for (auto & x : qi) x = nd(rng) * 0.1f;
     std::vector<float> scores;
     std::vector<uint32_t> scratch, picked, cells;
-    for (const int64_t d : runtime::parse_integer_list("--depths", depths, 64, 1 << 22)) {
+    for (const int64_t d : tools::parse_integer_list("--depths", depths, 64, 1 << 22)) {
         const Cache c = make_cache(static_cast<size_t>(d), rng);
         std::vector<uint32_t> tail;
         const memory::TokenPlan tp = last_token(c, tail);

@@ -6,9 +6,9 @@
 #include <string>
 
 #include "common/error.h"
-#include "runtime/workload.h"
+#include "workload/workload.h"
 
-using namespace offgrid::runtime;
+using namespace offgrid::tools;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
     const std::string text(reinterpret_cast<const char *>(data), size);

@@ -193,6 +193,12 @@ public:
     // A failed load throws offgrid::Error and leaves the caches consistent (the target sequence dropped).
     std::vector<uint8_t> state_get(int32_t seq = -1) const;
     void state_set(const std::vector<uint8_t> & data, int32_t seq = -1);
+    // A sequence's tail: its cells at positions >= `from` and its whole recurrent state. state_append restores one
+    // onto a sequence whose cells all lie before the tail's first position (appending the cells, replacing the
+    // recurrent state), so a chain of tails, each taken where the one below it ended, rebuilds a sequence whose
+    // earlier part is stored once. A failed append throws offgrid::Error with the target sequence dropped.
+    std::vector<uint8_t> state_get_tail(int32_t seq, int32_t from) const;
+    void state_append(const std::vector<uint8_t> & data, int32_t seq);
     // State files carry a header (magic, version, model fingerprint, token list) and refuse another model.
     void state_save_file(const std::string & path, const std::vector<int32_t> & tokens, int32_t seq = -1) const;
     std::vector<int32_t> state_load_file(const std::string & path, int32_t seq = -1);

@@ -1,6 +1,8 @@
 // The exception type of the C++ API. Every failure to load, restore, parse or validate throws an Error whose
 // message names what is wrong and where (the file, the byte offset, the field or flag). Decode failures are
 // not exceptions: Context::decode returns a status (offgrid/context.h).
+//
+// Thread safety: errors are immutable values; copies may be read from any thread.
 #pragma once
 
 #include <cstdint>

@@ -43,6 +43,9 @@ public:
     static Tokenizer from_model(const Model & model);
     // The same from a GGUF file's metadata alone (the weights are not loaded).
     static Tokenizer from_file(const std::string & gguf_path);
+    // The byte-level BPE vocabulary built into the library (the one the generated test models carry), with no
+    // model file at all. Built once per process and shared.
+    static Tokenizer byte_level();
 
     // Token ids of `text`, appended to `out` by the second form. No BOS is added: prompt() does that.
     std::vector<int32_t> tokenize(std::string_view text, bool parse_special = false) const;

@@ -15,18 +15,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cli/command.h"
-#include "common/files.h"
-#include "ops/bandwidth.h"
-#include "ops/thread_pool.h"
+#include "command.h"
+#include "offgrid/files.h"
 #include "offgrid/context.h"
 #include "offgrid/speculative.h"
+#include "offgrid/system.h"
 #include "offgrid/tokenizer.h"
-#include "ops/cpu/dispatch.h"
-#include "runtime/cli_args.h"
-#include "runtime/default_model.h"
-#include "runtime/depth_bench.h"
-#include "runtime/spec_bench.h"
+#include "args/cli_args.h"
+#include "models/default_model.h"
+#include "benches/depth_bench.h"
+#include "benches/spec_bench.h"
 
 namespace offgrid::cli {
 
@@ -134,7 +132,7 @@ std::string json_escape(const std::string & s) {
     return out;
 }
 
-std::string svg_plot(const std::vector<runtime::DepthBenchResult> & results, const std::vector<ComparePoint> & peer,
+std::string svg_plot(const std::vector<tools::DepthBenchResult> & results, const std::vector<ComparePoint> & peer,
                      const std::string & title) {
     const double W = 640, H = 400, left = 70, right = 20, top = 40, bottom = 50;
     double max_depth = 1, max_ms = 0;
@@ -236,7 +234,7 @@ std::string svg_plot(const std::vector<runtime::DepthBenchResult> & results, con
 
 // The --parallel table (or JSON): per depth and sequence count, total decode tokens/s and the ratio to one sequence
 // at the same depth in the same run.
-void print_parallel(const std::vector<runtime::ParallelBenchResult> & results, const std::string & model_path,
+void print_parallel(const std::vector<tools::ParallelBenchResult> & results, const std::string & model_path,
                     const Model & model, int threads, int repetitions, bool json) {
     auto single = [&](uint32_t depth) {
         for (const auto & r : results)
@@ -247,7 +245,7 @@ void print_parallel(const std::vector<runtime::ParallelBenchResult> & results, c
         std::printf("{\n  \"model\": \"%s\",\n  \"description\": \"%s\",\n  \"threads\": %d,\n"
                     "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"repetitions\": %d,\n  \"parallel\": [\n",
                     json_escape(model_path).c_str(), json_escape(model.describe()).c_str(), threads,
-                    ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()), repetitions);
+                    active_isa_name(), detected_isa_name(), repetitions);
         for (size_t i = 0; i < results.size(); ++i) {
             const auto & r = results[i];
             const double one = single(r.depth);
@@ -260,7 +258,7 @@ void print_parallel(const std::vector<runtime::ParallelBenchResult> & results, c
         return;
     }
     std::printf("model: %s\nthreads: %d\nisa: %s (detected %s)\nrounds: %d (the best is shown)\n", model.describe().c_str(),
-                threads, ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()), repetitions);
+                threads, active_isa_name(), detected_isa_name(), repetitions);
     std::printf("| %5s | %8s | %13s | %13s | %10s | %11s |\n", "n_seq", "depth", "total t/s", "t/s per seq",
                 "ms/step", "ratio to 1");
     std::printf("|-------|----------|---------------|---------------|------------|-------------|\n");
@@ -272,16 +270,16 @@ void print_parallel(const std::vector<runtime::ParallelBenchResult> & results, c
 }
 
 // The --spec-type table (or JSON).
-int spec_bench(runtime::SpecBenchParams sbp, std::string model_path, WeightLoad weights, const std::string & file,
+int spec_bench(tools::SpecBenchParams sbp, std::string model_path, WeightLoad weights, const std::string & file,
                const std::string & depths, int64_t n_prompt, int64_t n_gen, int64_t n_batch, int64_t threads, bool json) {
     sbp.depths.clear();
-    for (const int64_t d : runtime::parse_integer_list("-d", depths.empty() ? "0" : depths, 0, 1 << 22))
+    for (const int64_t d : tools::parse_integer_list("-d", depths.empty() ? "0" : depths, 0, 1 << 22))
         sbp.depths.push_back(static_cast<uint32_t>(d));
     sbp.n_prompt = static_cast<uint32_t>(std::max<int64_t>(n_prompt, 2));
     sbp.n_gen = static_cast<uint32_t>(std::max<int64_t>(n_gen, 1));
     sbp.n_batch = static_cast<uint32_t>(n_batch);
     sbp.n_threads = static_cast<int>(threads);
-    if (model_path.empty()) model_path = runtime::default_model_path();
+    if (model_path.empty()) model_path = tools::default_model_path();
     const auto model = Model::load(model_path, weights);
     std::ifstream in(file, std::ios::binary);
     if (!in) throw Error(file + ": cannot open");
@@ -294,7 +292,7 @@ int spec_bench(runtime::SpecBenchParams sbp, std::string model_path, WeightLoad 
             std::fflush(stderr);
         }
     };
-    const auto results = runtime::run_spec_bench(model, sbp);
+    const auto results = tools::run_spec_bench(model, sbp);
     if (tty) std::fprintf(stderr, "\r%-60s\r", "");
     const char * type = spec_type_name(sbp.spec.type);
     if (json) {
@@ -336,17 +334,17 @@ int spec_bench(runtime::SpecBenchParams sbp, std::string model_path, WeightLoad 
 }
 
 int bench_main(const std::vector<std::string> & args) {
-    return runtime::run_with_usage("bench", [&]() -> int {
+    return tools::run_with_usage("bench", [&]() -> int {
         std::string parallel;
         std::string model_path, depths, plot, mode = "both", ctk = "f16", ctv = "f16", compare, save_dir, load_state;
         int64_t repetitions = 1;
         int64_t n_prompt = 512, n_gen = 128, n_batch = 512, n_ubatch = 512, n_ctx = 0;
-        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, ops::ThreadPool::kMaxThreads);
+        int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
         bool json = false;
         WeightLoad weights = WeightLoad::Auto;
-        runtime::ArgParser p;
+        tools::ArgParser p;
         std::string spec_type, spec_file;
-        runtime::SpecBenchParams sbp;
+        tools::SpecBenchParams sbp;
         int64_t spec_n_max = sbp.spec.n_max, spec_n_min = sbp.spec.n_min, spec_prompts = sbp.n_prompts;
         p.text({"--spec-type"}, &spec_type);
         p.text({"-f", "--file"}, &spec_file);
@@ -363,7 +361,7 @@ int bench_main(const std::vector<std::string> & args) {
         p.integer({"-n", "--n-gen"}, &n_gen, 0, 1 << 20);
         p.integer({"-b", "--batch-size"}, &n_batch, 1, 1 << 20);
         p.integer({"-ub", "--ubatch-size"}, &n_ubatch, 1, 1 << 20);
-        p.integer({"-t", "--threads"}, &threads, 1, ops::ThreadPool::kMaxThreads);
+        p.integer({"-t", "--threads"}, &threads, 1, kMaxThreads);
         p.text({"--mode"}, &mode);
         p.text({"-ctk", "--cache-type-k"}, &ctk);
         p.text({"-ctv", "--cache-type-v"}, &ctv);
@@ -379,50 +377,50 @@ int bench_main(const std::vector<std::string> & args) {
             std::fputs(kUsage, stdout);
             return 0;
         }
-        if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
+        if (p.given("-m") && model_path.empty()) throw tools::UsageError("-m: empty file name");
         if (!spec_type.empty()) {
             try {
                 sbp.spec.type = spec_type_from_name(spec_type);
             } catch (const Error & e) {
-                throw runtime::UsageError(std::string("--spec-type: ") + e.what());
+                throw tools::UsageError(std::string("--spec-type: ") + e.what());
             }
-            if (sbp.spec.type == SpecType::None) throw runtime::UsageError("--spec-type: draft-mtp or ngram-simple");
-            if (spec_file.empty()) throw runtime::UsageError("--spec-type: give the text with -f FILE");
+            if (sbp.spec.type == SpecType::None) throw tools::UsageError("--spec-type: draft-mtp or ngram-simple");
+            if (spec_file.empty()) throw tools::UsageError("--spec-type: give the text with -f FILE");
             sbp.spec.n_max = static_cast<int32_t>(spec_n_max);
             sbp.spec.n_min = static_cast<int32_t>(spec_n_min);
             sbp.n_prompts = static_cast<uint32_t>(spec_prompts);
             return spec_bench(sbp, model_path, weights, spec_file, depths, p.given("-p") ? n_prompt : 64,
                               n_gen, n_batch, threads, json);
         }
-        if (p.given("--plot") && plot.empty()) throw runtime::UsageError("--plot: empty file name");
+        if (p.given("--plot") && plot.empty()) throw tools::UsageError("--plot: empty file name");
         if (!plot.empty()) check_output_path(plot, "--plot");  // before the (long) measurement
         if (!save_dir.empty()) {
             std::error_code ec;
             if (!std::filesystem::is_directory(save_dir, ec)) {
-                throw runtime::UsageError("--save-states: directory " + save_dir + " does not exist");
+                throw tools::UsageError("--save-states: directory " + save_dir + " does not exist");
             }
         }
-        if (!compare.empty() && plot.empty()) throw runtime::UsageError("--compare: only with --plot");
+        if (!compare.empty() && plot.empty()) throw tools::UsageError("--compare: only with --plot");
         // Read before the (long) measurement, so a bad file costs nothing.
         const std::vector<ComparePoint> peer = compare.empty() ? std::vector<ComparePoint>{} : read_compare(compare);
-        runtime::DepthBenchParams bp;
+        tools::DepthBenchParams bp;
         bp.depths.clear();
         if (depths.empty() && load_state.empty()) depths = parallel.empty() ? "0,1024,16384" : "0";
         if (!depths.empty()) {
-            for (const int64_t d : runtime::parse_integer_list("-d", depths, 0, 1 << 22)) bp.depths.push_back(static_cast<uint32_t>(d));
+            for (const int64_t d : tools::parse_integer_list("-d", depths, 0, 1 << 22)) bp.depths.push_back(static_cast<uint32_t>(d));
         }
         bp.save_states_dir = save_dir;
         bp.load_state = load_state;
         bp.n_ctx = static_cast<uint32_t>(n_ctx);
         if (mode != "both" && mode != "sparse" && mode != "dense") {
-            throw runtime::UsageError("--mode: '" + mode + "' is not sparse, dense or both");
+            throw tools::UsageError("--mode: '" + mode + "' is not sparse, dense or both");
         }
         for (const std::string * t : {&ctk, &ctv}) {
             if (*t != "f16" && *t != "f32" && *t != "q8_0") {
-                throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
+                throw tools::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
             }
         }
-        if (n_prompt == 0 && n_gen == 0) throw runtime::UsageError("nothing to measure: -p and -n are both 0");
+        if (n_prompt == 0 && n_gen == 0) throw tools::UsageError("nothing to measure: -p and -n are both 0");
         bp.sparse = mode != "dense";
         bp.dense = mode != "sparse";
         bp.n_prompt = static_cast<uint32_t>(n_prompt);
@@ -440,7 +438,7 @@ int bench_main(const std::vector<std::string> & args) {
             }
         };
 
-        if (model_path.empty()) model_path = runtime::default_model_path();
+        if (model_path.empty()) model_path = tools::default_model_path();
         const auto model = Model::load(model_path, weights);
         if (!plot.empty()) check_output_path(plot, "--plot");  // also refuses the model's own file
         const uint64_t deepest = (bp.depths.empty() ? 0 : *std::max_element(bp.depths.begin(), bp.depths.end())) +
@@ -452,30 +450,27 @@ int bench_main(const std::vector<std::string> & args) {
         }
         if (!parallel.empty()) {
             if (!plot.empty() || !save_dir.empty() || !load_state.empty()) {
-                throw runtime::UsageError("--parallel: not with --plot, --save-states or --load-state");
+                throw tools::UsageError("--parallel: not with --plot, --save-states or --load-state");
             }
             std::vector<uint32_t> n_seqs{1};
-            for (const int64_t n : runtime::parse_integer_list("--parallel", parallel, 1, 256)) {
+            for (const int64_t n : tools::parse_integer_list("--parallel", parallel, 1, 256)) {
                 if (std::find(n_seqs.begin(), n_seqs.end(), static_cast<uint32_t>(n)) == n_seqs.end()) {
                     n_seqs.push_back(static_cast<uint32_t>(n));
                 }
             }
-            const auto pr = runtime::run_parallel_bench(model, bp, n_seqs, static_cast<uint32_t>(repetitions));
+            const auto pr = tools::run_parallel_bench(model, bp, n_seqs, static_cast<uint32_t>(repetitions));
             if (tty) std::fprintf(stderr, "\r%-60s\r", "");
             print_parallel(pr, model_path, *model, bp.n_threads, static_cast<int>(repetitions), json);
             return 0;
         }
         double bus = 0;
-        {
-            ops::ThreadPool probe_pool(bp.n_threads);
-            bus = ops::measure_read_bandwidth(&probe_pool).bytes_per_second;
-        }
+        bus = measure_read_bandwidth(bp.n_threads).bytes_per_second;
         const double weight_bytes = static_cast<double>(model->weight_bytes_per_token());
         // Weight bytes per token over the time per token, as a fraction of the bus.
-        auto bus_fraction = [&](const runtime::DepthBenchResult & r) {
+        auto bus_fraction = [&](const tools::DepthBenchResult & r) {
             return r.gen_seconds > 0 && bus > 0 ? weight_bytes * r.n_gen / r.gen_seconds / bus : 0.0;
         };
-        const auto results = runtime::run_depth_bench(model, bp);
+        const auto results = tools::run_depth_bench(model, bp);
         if (tty) std::fprintf(stderr, "\r%-60s\r", "");
 
         if (json) {
@@ -483,7 +478,7 @@ int bench_main(const std::vector<std::string> & args) {
                         "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"bus_bytes_per_second\": %.0f,\n"
                         "  \"weight_bytes_per_token\": %.0f,\n  \"results\": [\n",
                         json_escape(model_path).c_str(), json_escape(model->describe()).c_str(), bp.n_threads,
-                        ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()), bus,
+                        active_isa_name(), detected_isa_name(), bus,
                         weight_bytes);
             for (size_t i = 0; i < results.size(); ++i) {
                 const auto & r = results[i];
@@ -497,7 +492,7 @@ int bench_main(const std::vector<std::string> & args) {
             std::printf("  ]\n}\n");
         } else {
             std::printf("model: %s\nthreads: %d\nisa: %s (detected %s)\n", model->describe().c_str(), bp.n_threads,
-                        ops::cpu::isa_name(ops::cpu::active_isa()), ops::cpu::isa_name(ops::cpu::detected_isa()));
+                        active_isa_name(), detected_isa_name());
             std::printf("bus: %.1f GB/s (%d threads reading 1 GiB); weights read per token: %.1f MB\n", bus / 1e9,
                         bp.n_threads, weight_bytes / 1e6);
             std::printf("| %-6s | %8s | %14s | %14s | %10s | %8s |\n", "mode", "depth", ("pp" + std::to_string(n_prompt) + " t/s").c_str(),

@@ -6,12 +6,12 @@
 #include <thread>
 #include <vector>
 
-#include "cli/command.h"
+#include "command.h"
 #include "offgrid/context.h"
 #include "offgrid/tokenizer.h"
-#include "runtime/cli_args.h"
-#include "runtime/default_model.h"
-#include "runtime/prompt_file.h"
+#include "args/cli_args.h"
+#include "models/default_model.h"
+#include "offgrid/prompt_file.h"
 
 namespace offgrid::cli {
 
@@ -21,8 +21,8 @@ constexpr const char * kUsage =
     "usage: offgrid embed [-m FILE] (-p TEXT | -f FILE) [--pooling mean|last|cls|none] [-c N] [-t N]\n"
     "\n"
     "Prints the model's embedding of the text: one line of n_embd numbers (pooled over the text's tokens), or\n"
-    "with --pooling none one line per token. The hidden state is the model's own: qwen4exp the mean of the\n"
-    "hyper-connection streams after the last layer, glm5-next RMSNorm(mean of the streams) * output_norm.\n"
+    "with --pooling none one line per token. The hidden state is the one the model's architecture defines\n"
+    "(docs/architectures.md, \"Embeddings\").\n"
     "\n"
     "  -m, --model FILE    GGUF model (default: the built-in tiny model)\n"
     "  -p, --prompt TEXT   the text\n"
@@ -36,7 +36,7 @@ Pooling pooling_of(const std::string & s) {
     if (s == "last") return Pooling::Last;
     if (s == "cls") return Pooling::Cls;
     if (s == "none") return Pooling::None;
-    throw runtime::UsageError("--pooling: '" + s + "' is not one of mean, last, cls, none");
+    throw tools::UsageError("--pooling: '" + s + "' is not one of mean, last, cls, none");
 }
 
 void print_row(const float * v, size_t n) {
@@ -45,10 +45,10 @@ void print_row(const float * v, size_t n) {
 }
 
 int embed_main(const std::vector<std::string> & args) {
-    return runtime::run_with_usage("embed", [&]() -> int {
+    return tools::run_with_usage("embed", [&]() -> int {
         std::string model_path, prompt, prompt_file, pooling = "mean";
         int64_t n_ctx = 0, threads = std::max(1u, std::thread::hardware_concurrency());
-        runtime::ArgParser p;
+        tools::ArgParser p;
         p.text({"-m", "--model"}, &model_path);
         p.text({"-p", "--prompt"}, &prompt);
         p.text({"-f", "--file"}, &prompt_file);
@@ -59,10 +59,10 @@ int embed_main(const std::vector<std::string> & args) {
             std::fputs(kUsage, stdout);
             return 0;
         }
-        if (p.given("-p") == p.given("-f")) throw runtime::UsageError("give one of -p TEXT and -f FILE");
+        if (p.given("-p") == p.given("-f")) throw tools::UsageError("give one of -p TEXT and -f FILE");
         const Pooling pool = pooling_of(pooling);
-        if (!prompt_file.empty()) runtime::check_input_file(prompt_file, "-f");  // read later, in pieces
-        if (model_path.empty()) model_path = runtime::default_model_path();
+        if (!prompt_file.empty()) check_input_file(prompt_file, "-f");  // read later, in pieces
+        if (model_path.empty()) model_path = tools::default_model_path();
         const auto model = Model::load(model_path);
         const Tokenizer tok = Tokenizer::from_model(*model);
 
@@ -73,15 +73,15 @@ int embed_main(const std::vector<std::string> & args) {
         cp.pooling = pool;
         Context ctx(model, cp);
         const size_t room = ctx.params().n_batch;
-        runtime::BoundedTokens text;
-        if (!prompt_file.empty()) text = runtime::tokenize_file(tok.impl(), prompt_file, room, "-f");
-        else text = runtime::tokenize_text(tok.impl(), prompt, room);
+        BoundedTokens text;
+        if (!prompt_file.empty()) text = tokenize_file(tok, prompt_file, room, "-f");
+        else text = tokenize_text(tok, prompt, room);
         const std::vector<int32_t> & tokens = text.tokens;
         if (text.over) {
             throw Error("the text has more than " + std::to_string(room) + " tokens, more than the context's " +
                         std::to_string(room));
         }
-        if (tokens.empty()) throw runtime::UsageError("the text has no tokens");
+        if (tokens.empty()) throw tools::UsageError("the text has no tokens");
         const size_t n = model->n_embd();
         if (pool != Pooling::None) {
             const std::vector<float> e = ctx.embed(tokens);

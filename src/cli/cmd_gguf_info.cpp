@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/command.h"
-#include "gguf/reader.h"
+#include "command.h"
+#include "offgrid/gguf.h"
 
 namespace offgrid::cli {
 
@@ -165,11 +165,11 @@ std::string json_value(const Value & v, bool full) {
     return out + "]";
 }
 
-std::string shape(const gguf::TensorInfo & t, const char * sep) {
+std::string shape(const gguf::TensorEntry & t, const char * sep) {
     std::string out;
-    for (size_t d = 0; d < t.ne.size(); ++d) {
+    for (size_t d = 0; d < t.shape.size(); ++d) {
         if (d > 0) out += sep;
-        out += std::to_string(t.ne[d]);
+        out += std::to_string(t.shape[d]);
     }
     return out;
 }
@@ -189,41 +189,41 @@ std::string plain(const std::string & s) {
     return out;
 }
 
-void print_text(const gguf::Reader & r) {
-    std::printf("%s: GGUF v%u, %zu bytes, alignment %u", plain(r.path()).c_str(), r.version(), r.bytes().size(),
-                r.alignment());
-    if (r.tensors().empty()) {
+void print_text(const gguf::GgufInfo & r) {
+    std::printf("%s: GGUF v%u, %zu bytes, alignment %u", plain(r.path).c_str(), r.version, r.file_size,
+                r.alignment);
+    if (r.tensors.empty()) {
         std::printf(", no tensor data\n");
     } else {
-        std::printf(", tensor data from byte %" PRIu64 "\n", r.data_offset());
+        std::printf(", tensor data from byte %" PRIu64 "\n", r.data_offset);
     }
-    std::printf("\nmetadata (%zu keys):\n", r.metadata().size());
-    for (const auto & kv : r.metadata()) {
+    std::printf("\nmetadata (%zu keys):\n", r.metadata.size());
+    for (const auto & kv : r.metadata) {
         std::printf("  %-50s %-14s %s\n", plain(kv.key).c_str(), type_label(kv.value).c_str(),
                     text_value(kv.value).c_str());
     }
     uint64_t total = 0;
-    for (const auto & t : r.tensors()) total += t.n_bytes;
-    std::printf("\ntensors (%zu, %" PRIu64 " bytes):\n", r.tensors().size(), total);
-    if (r.tensors().empty()) return;
+    for (const auto & t : r.tensors) total += t.n_bytes;
+    std::printf("\ntensors (%zu, %" PRIu64 " bytes):\n", r.tensors.size(), total);
+    if (r.tensors.empty()) return;
     std::printf("  %5s  %-44s %-8s %-22s %12s %12s\n", "#", "name", "type", "shape", "offset", "bytes");
-    for (size_t k = 0; k < r.tensors().size(); ++k) {
-        const auto & t = r.tensors()[k];
+    for (size_t k = 0; k < r.tensors.size(); ++k) {
+        const auto & t = r.tensors[k];
         std::printf("  %5zu  %-44s %-8s %-22s %12" PRIu64 " %12" PRIu64 "\n", k, plain(t.name).c_str(),
-                    std::string(tensor::traits(t.type).name).c_str(), shape(t, " x ").c_str(), t.offset, t.n_bytes);
+                    t.type.c_str(), shape(t, " x ").c_str(), t.offset, t.n_bytes);
     }
 }
 
-void print_json(const gguf::Reader & r, bool full) {
+void print_json(const gguf::GgufInfo & r, bool full) {
     std::string out = "{\n";
-    out += "  \"file\": " + json_string(r.path()) + ",\n";
-    out += "  \"version\": " + std::to_string(r.version()) + ",\n";
-    out += "  \"file_size\": " + std::to_string(r.bytes().size()) + ",\n";
-    out += "  \"alignment\": " + std::to_string(r.alignment()) + ",\n";
-    out += "  \"data_offset\": " + std::to_string(r.data_offset()) + ",\n";
+    out += "  \"file\": " + json_string(r.path) + ",\n";
+    out += "  \"version\": " + std::to_string(r.version) + ",\n";
+    out += "  \"file_size\": " + std::to_string(r.file_size) + ",\n";
+    out += "  \"alignment\": " + std::to_string(r.alignment) + ",\n";
+    out += "  \"data_offset\": " + std::to_string(r.data_offset) + ",\n";
     out += "  \"metadata\": [";
-    for (size_t k = 0; k < r.metadata().size(); ++k) {
-        const auto & kv = r.metadata()[k];
+    for (size_t k = 0; k < r.metadata.size(); ++k) {
+        const auto & kv = r.metadata[k];
         out += k == 0 ? "\n" : ",\n";
         out += "    {\"key\": " + json_string(kv.key) + ", \"type\": " + json_string(gguf::value_type_name(kv.value.type));
         if (kv.value.type == ValueType::ARRAY) {
@@ -234,18 +234,18 @@ void print_json(const gguf::Reader & r, bool full) {
         }
         out += ", \"value\": " + json_value(kv.value, full) + "}";
     }
-    out += r.metadata().empty() ? "],\n" : "\n  ],\n";
+    out += r.metadata.empty() ? "],\n" : "\n  ],\n";
     out += "  \"tensors\": [";
-    for (size_t k = 0; k < r.tensors().size(); ++k) {
-        const auto & t = r.tensors()[k];
+    for (size_t k = 0; k < r.tensors.size(); ++k) {
+        const auto & t = r.tensors[k];
         out += k == 0 ? "\n" : ",\n";
         out += "    {\"name\": " + json_string(t.name) + ", \"type\": " +
-               json_string(std::string(tensor::traits(t.type).name)) + ", \"shape\": [" + shape(t, ", ") +
+               json_string(t.type) + ", \"shape\": [" + shape(t, ", ") +
                "], \"offset\": " + std::to_string(t.offset) +
-               ", \"file_offset\": " + std::to_string(r.data_offset() + t.offset) +
+               ", \"file_offset\": " + std::to_string(r.data_offset + t.offset) +
                ", \"bytes\": " + std::to_string(t.n_bytes) + "}";
     }
-    out += r.tensors().empty() ? "]\n" : "\n  ]\n";
+    out += r.tensors.empty() ? "]\n" : "\n  ]\n";
     out += "}\n";
     std::fwrite(out.data(), 1, out.size(), stdout);
 }
@@ -281,7 +281,7 @@ int gguf_info(const std::vector<std::string> & args) {
         std::fputs(usage, stderr);
         return 2;
     }
-    const gguf::Reader r = gguf::Reader::open(path);  // errors reach main, which prints one line
+    const gguf::GgufInfo r = gguf::GgufInfo::read(path);  // errors reach main, which prints one line
     if (json) {
         print_json(r, full);
     } else {

@@ -11,14 +11,14 @@
 #include <thread>
 #include <vector>
 
-#include "cli/command.h"
-#include "cli/kl_divergence.h"
-#include "common/files.h"
+#include "command.h"
+#include "kl_divergence.h"
+#include "offgrid/files.h"
 #include "offgrid/context.h"
 #include "offgrid/tokenizer.h"
-#include "runtime/cli_args.h"
-#include "runtime/default_model.h"
-#include "runtime/prompt_file.h"
+#include "args/cli_args.h"
+#include "models/default_model.h"
+#include "offgrid/prompt_file.h"
 
 namespace offgrid::cli {
 
@@ -60,14 +60,14 @@ double token_nll(const float * row, int32_t n_vocab, int32_t target) {
 }
 
 int perplexity_main(const std::vector<std::string> & args) {
-    return runtime::run_with_usage("perplexity", [&]() -> int {
+    return tools::run_with_usage("perplexity", [&]() -> int {
         std::string model_path, file, ctk = "f16", ctv = "f16";
         int64_t chunk = 512, n_batch = 0, n_ubatch = 512, max_chunks = -1;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
         bool ids_mode = false, half = false, qsa_dense = false, kld_mode = false;
         std::string kld_path;
         WeightLoad weights = WeightLoad::Auto;
-        runtime::ArgParser p;
+        tools::ArgParser p;
         p.weight_load(&weights);
         p.text({"-m", "--model"}, &model_path);
         p.text({"-f", "--file"}, &file);
@@ -87,12 +87,12 @@ int perplexity_main(const std::vector<std::string> & args) {
             std::fputs(kUsage, stdout);
             return 0;
         }
-        if (kld_mode && kld_path.empty()) throw runtime::UsageError("--kl-divergence needs --kl-divergence-base FILE");
-        if (file.empty() && !kld_mode) throw runtime::UsageError("-f FILE is required");
-        if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
+        if (kld_mode && kld_path.empty()) throw tools::UsageError("--kl-divergence needs --kl-divergence-base FILE");
+        if (file.empty() && !kld_mode) throw tools::UsageError("-f FILE is required");
+        if (p.given("-m") && model_path.empty()) throw tools::UsageError("-m: empty file name");
         for (const std::string * t : {&ctk, &ctv}) {
             if (*t != "f16" && *t != "f32" && *t != "q8_0") {
-                throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
+                throw tools::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
             }
         }
         std::unique_ptr<KldBaseReader> kld_base;
@@ -101,9 +101,9 @@ int perplexity_main(const std::vector<std::string> & args) {
             chunk = kld_base->chunk();
             half = kld_base->half();
         } else {
-            runtime::check_input_file(file, "-f");  // read after the model loads, in pieces
+            check_input_file(file, "-f");  // read after the model loads, in pieces
         }
-        if (model_path.empty()) model_path = runtime::default_model_path();
+        if (model_path.empty()) model_path = tools::default_model_path();
         const auto model = Model::load(model_path, weights);
         const int32_t n_vocab = model->n_vocab();
         if (!p.given("-c") && !kld_mode) chunk = std::min<int64_t>(chunk, std::max<uint32_t>(2, model->n_ctx_train()));
@@ -115,7 +115,7 @@ int perplexity_main(const std::vector<std::string> & args) {
         // With --chunks N only the first N chunks' tokens are read (like llama.cpp's --chunks); the file is
         // tokenised in pieces either way, never held whole.
         const size_t limit = p.given("--chunks") ? static_cast<size_t>(max_chunks) * static_cast<size_t>(chunk) : SIZE_MAX;
-        runtime::BoundedTokens input;
+        BoundedTokens input;
         if (kld_mode) {
             if (kld_base->n_vocab() != static_cast<uint32_t>(n_vocab)) {
                 throw Error("--kl-divergence-base " + kld_path + ": saved with " + std::to_string(kld_base->n_vocab()) +
@@ -123,10 +123,10 @@ int perplexity_main(const std::vector<std::string> & args) {
             }
             input.tokens = kld_base->tokens();
         } else if (ids_mode) {
-            input = runtime::read_token_ids(file, n_vocab, limit, "-f");
+            input = read_token_ids(file, n_vocab, limit, "-f");
         } else {
             const Tokenizer tok = Tokenizer::from_model(*model);
-            input = runtime::tokenize_file(tok.impl(), file, limit, "-f");
+            input = tokenize_file(tok, file, limit, "-f");
         }
         std::vector<int32_t> & tokens = input.tokens;
         if (tokens.size() > limit) tokens.resize(limit);

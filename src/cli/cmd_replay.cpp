@@ -1,22 +1,22 @@
 // `offgrid replay MODEL SCRIPT [-b OUT.bin] [-o OUT.txt] [-t N]`: runs a golden-format workload script.
 #include <cstdio>
 
-#include "cli/command.h"
-#include "distributed/pipeline.h"
+#include "command.h"
+#include "offgrid/distributed.h"
 #include "offgrid/context.h"
 #include "offgrid/error.h"
-#include "runtime/cli_args.h"
-#include "runtime/replay.h"
+#include "args/cli_args.h"
+#include "workload/replay.h"
 
 namespace {
 
 int replay_main(const std::vector<std::string> & args) {
-    return offgrid::runtime::run_with_usage("replay", [&]() -> int {
+    return offgrid::tools::run_with_usage("replay", [&]() -> int {
         std::vector<std::string> pos;
-        offgrid::runtime::ReplayOptions opt;
+        offgrid::tools::ReplayOptions opt;
         int64_t threads = 0;
         bool help = false;
-        offgrid::runtime::ArgParser p;
+        offgrid::tools::ArgParser p;
         p.text({"-b"}, &opt.bin_path);
         p.text({"-o"}, &opt.text_path);
         p.integer({"-t"}, &threads, 1, offgrid::kMaxThreads);
@@ -41,10 +41,10 @@ int replay_main(const std::vector<std::string> & args) {
             return 0;
         }
         opt.n_threads = static_cast<int>(threads);
-        if (pos.size() != 2) throw offgrid::runtime::UsageError("expected MODEL and SCRIPT");
-        if (p.given("-b") && opt.bin_path.empty()) throw offgrid::runtime::UsageError("-b: empty file name");
-        if (p.given("-o") && opt.text_path.empty()) throw offgrid::runtime::UsageError("-o: empty file name");
-        auto workload = offgrid::runtime::Workload::load(pos[1]);
+        if (pos.size() != 2) throw offgrid::tools::UsageError("expected MODEL and SCRIPT");
+        if (p.given("-b") && opt.bin_path.empty()) throw offgrid::tools::UsageError("-b: empty file name");
+        if (p.given("-o") && opt.text_path.empty()) throw offgrid::tools::UsageError("-o: empty file name");
+        auto workload = offgrid::tools::Workload::load(pos[1]);
         po.timeout = static_cast<double>(timeout);
         const offgrid::distributed::Pipeline pipe = offgrid::distributed::start_pipeline(pos[0], po);
         if (!pipe.writes_outputs()) {
@@ -58,7 +58,7 @@ int replay_main(const std::vector<std::string> & args) {
         }
         opt.before_state_save = pipe.gather;
         opt.after_state_save = pipe.saved;
-        const auto s = offgrid::runtime::replay(pipe.model, workload, opt);
+        const auto s = offgrid::tools::replay(pipe.model, workload, opt);
         if (pipe.report) std::fprintf(stderr, "replay: %s\n", pipe.report().c_str());
         offgrid::distributed::end_pipeline();
         if (!pipe.writes_outputs()) return s.ok() ? 0 : 1;

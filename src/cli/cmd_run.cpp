@@ -12,16 +12,16 @@
 
 #include <unistd.h>
 
-#include "cli/command.h"
-#include "distributed/pipeline.h"
-#include "common/files.h"
+#include "command.h"
+#include "offgrid/distributed.h"
+#include "offgrid/files.h"
 #include "offgrid/context.h"
 #include "offgrid/sampler.h"
 #include "offgrid/speculative.h"
 #include "offgrid/tokenizer.h"
-#include "runtime/cli_args.h"
-#include "runtime/default_model.h"
-#include "runtime/prompt_file.h"
+#include "args/cli_args.h"
+#include "models/default_model.h"
+#include "offgrid/prompt_file.h"
 
 namespace offgrid::cli {
 
@@ -94,7 +94,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 int run_main(const std::vector<std::string> & args) {
-    return runtime::run_with_usage("run", [&]() -> int {
+    return tools::run_with_usage("run", [&]() -> int {
         std::string model_path, prompt, prompt_file, state_save, state_load, ctk = "f16", ctv = "f16";
         int64_t n_predict = 128, n_ctx = 0, n_batch = 2048, n_ubatch = 512, seed = 0, top_k = 40, last_n = 64;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
@@ -104,7 +104,7 @@ int run_main(const std::vector<std::string> & args) {
         std::string spec_type = "none";
         SpecParams spec;
         int64_t spec_n_max = spec.n_max, spec_n_min = spec.n_min;
-        runtime::ArgParser p;
+        tools::ArgParser p;
         p.text({"--spec-type"}, &spec_type);
         p.integer({"--spec-draft-n-max"}, &spec_n_max, 1, 64);
         p.integer({"--spec-draft-n-min"}, &spec_n_min, 0, 64);
@@ -142,17 +142,17 @@ int run_main(const std::vector<std::string> & args) {
         try {
             spec.type = spec_type_from_name(spec_type);
         } catch (const Error & e) {
-            throw runtime::UsageError(std::string("--spec-type: ") + e.what());
+            throw tools::UsageError(std::string("--spec-type: ") + e.what());
         }
         spec.n_max = static_cast<int32_t>(spec_n_max);
         spec.n_min = static_cast<int32_t>(spec_n_min);
-        if (spec.n_min > spec.n_max) throw runtime::UsageError("--spec-draft-n-min is above --spec-draft-n-max");
+        if (spec.n_min > spec.n_max) throw tools::UsageError("--spec-draft-n-min is above --spec-draft-n-max");
         if (p.given("-p") && p.given("-f")) {
-            throw runtime::UsageError("give at most one of -p TEXT and -f FILE");
+            throw tools::UsageError("give at most one of -p TEXT and -f FILE");
         }
         for (const std::string * t : {&ctk, &ctv}) {
             if (*t != "f16" && *t != "f32" && *t != "q8_0") {
-                throw runtime::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
+                throw tools::UsageError("cache type '" + *t + "' is not f16, f32 or q8_0");
             }
         }
         SamplingParams sp;
@@ -167,20 +167,20 @@ int run_main(const std::vector<std::string> & args) {
         try {
             checked.emplace(sp);
         } catch (const Error & e) {
-            throw runtime::UsageError(e.what());
+            throw tools::UsageError(e.what());
         }
         const bool prompt_given = p.given("-p") || p.given("-f");
         for (const char * flag : {"-m", "-f", "--state-save", "--state-load"}) {
             std::string * value = std::string(flag) == "-m" ? &model_path : std::string(flag) == "-f" ? &prompt_file
                                   : std::string(flag) == "--state-save" ? &state_save : &state_load;
-            if (p.given(flag) && value->empty()) throw runtime::UsageError(std::string(flag) + ": empty file name");
+            if (p.given(flag) && value->empty()) throw tools::UsageError(std::string(flag) + ": empty file name");
         }
         // Checked before any work, so a run never ends in a state that cannot be written.
         if (!state_save.empty()) check_output_path(state_save, "--state-save");
-        if (!prompt_file.empty()) runtime::check_input_file(prompt_file, "-f");  // read later, in pieces
+        if (!prompt_file.empty()) check_input_file(prompt_file, "-f");  // read later, in pieces
         if (!prompt_given && state_load.empty()) prompt = kDefaultPrompt;
 
-        if (model_path.empty()) model_path = runtime::default_model_path();
+        if (model_path.empty()) model_path = tools::default_model_path();
         po.timeout = static_cast<double>(rank_timeout);
         // Under mpirun each rank runs its layers of the pipeline (docs/distributed.md); every rank decodes and
         // samples the same tokens, rank 0 prints them and writes the state file.
@@ -246,7 +246,7 @@ int run_main(const std::vector<std::string> & args) {
             // about a context's worth of reading, not its own size in memory.
             const size_t used = history.size() + to_decode.size() + prompt_tokens.size();
             const size_t room = ctx_size > used ? ctx_size - used : 0;
-            runtime::BoundedTokens file_tokens = runtime::tokenize_file(tok.impl(), prompt_file, room, "-f");
+            BoundedTokens file_tokens = tokenize_file(tok, prompt_file, room, "-f");
             if (file_tokens.over) {
                 throw Error("the prompt is more than " + std::to_string(used + room) +
                             " tokens, longer than the context of " + std::to_string(ctx_size) + " cells (-c)");
@@ -257,7 +257,7 @@ int run_main(const std::vector<std::string> & args) {
         }
         to_decode.insert(to_decode.end(), prompt_tokens.begin(), prompt_tokens.end());
         if (to_decode.empty()) {
-            throw runtime::UsageError(state_load.empty() ? "the prompt is empty"
+            throw tools::UsageError(state_load.empty() ? "the prompt is empty"
                                                          : "nothing to continue from: the state has no pending token; give a prompt");
         }
         if (history.size() + to_decode.size() > ctx_size) {

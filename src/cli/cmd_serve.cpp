@@ -7,12 +7,12 @@
 
 #include <pthread.h>
 
-#include "cli/command.h"
+#include "command.h"
 #include "offgrid/context.h"
 #include "offgrid/speculative.h"
 #include "offgrid/tokenizer.h"
-#include "runtime/cli_args.h"
-#include "runtime/default_model.h"
+#include "args/cli_args.h"
+#include "models/default_model.h"
 #include "server/chat_template.h"
 #include "server/http_server.h"
 #include "server/scheduler.h"
@@ -57,13 +57,13 @@ constexpr const char * kUsage =
     "  --quiet                  no per-request log lines\n";
 
 int serve_main(const std::vector<std::string> & args) {
-    return runtime::run_with_usage("serve", [&]() -> int {
+    return tools::run_with_usage("serve", [&]() -> int {
         std::string model_path, alias, host = "127.0.0.1", api_key, chat_template = "auto", slot_save_path;
         int64_t port = 8080, slots = 4, n_ctx = 0, n_batch = 512, n_ubatch = 512, cache_mib = 256, queue = 64;
         int64_t max_body = 4 << 20, timeout = 30, grace = 10;
         int64_t threads = std::clamp<int64_t>(std::thread::hardware_concurrency(), 1, kMaxThreads);
         bool quiet = false;
-        runtime::ArgParser p;
+        tools::ArgParser p;
         p.text({"-m", "--model"}, &model_path);
         p.text({"--alias"}, &alias);
         p.text({"--host"}, &host);
@@ -97,26 +97,26 @@ int serve_main(const std::vector<std::string> & args) {
             return 0;
         }
         if (!slot_save_path.empty() && !std::filesystem::is_directory(slot_save_path)) {
-            throw runtime::UsageError("--slot-save-path: " + slot_save_path + " is not a directory");
+            throw tools::UsageError("--slot-save-path: " + slot_save_path + " is not a directory");
         }
-        if (p.given("-m") && model_path.empty()) throw runtime::UsageError("-m: empty file name");
+        if (p.given("-m") && model_path.empty()) throw tools::UsageError("-m: empty file name");
         // An empty key would mean "no authentication": refuse it, so `--api-key "$KEY"` with KEY unset cannot
         // start an open server. OFFGRID_API_KEY keeps the key out of the process list.
-        if (p.given("--api-key") && api_key.empty()) throw runtime::UsageError("--api-key: empty key");
+        if (p.given("--api-key") && api_key.empty()) throw tools::UsageError("--api-key: empty key");
         if (!p.given("--api-key")) {
             if (const char * env = std::getenv("OFFGRID_API_KEY")) {
-                if (*env == '\0') throw runtime::UsageError("OFFGRID_API_KEY is set but empty");
+                if (*env == '\0') throw tools::UsageError("OFFGRID_API_KEY is set but empty");
                 api_key = env;
             }
         }
-        if (model_path.empty()) model_path = runtime::default_model_path();
+        if (model_path.empty()) model_path = tools::default_model_path();
         const auto model = Model::load(model_path, weights);
         Tokenizer tok = Tokenizer::from_model(*model);
         server::ChatTemplate tmpl;
         try {
             tmpl = server::choose_chat_template(chat_template, model->metadata_string("tokenizer.chat_template"));
         } catch (const Error & e) {
-            throw runtime::UsageError(e.what());
+            throw tools::UsageError(e.what());
         }
         if (alias.empty()) alias = std::filesystem::path(model_path).stem().string();
 
@@ -142,7 +142,7 @@ int serve_main(const std::vector<std::string> & args) {
         try {
             spec.type = spec_type_from_name(spec_type);
         } catch (const Error & e) {
-            throw runtime::UsageError(std::string("--spec-type: ") + e.what());
+            throw tools::UsageError(std::string("--spec-type: ") + e.what());
         }
         spec.n_max = static_cast<int32_t>(spec_n_max);
         spec.n_min = static_cast<int32_t>(std::min(spec_n_min, spec_n_max));

@@ -8,11 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/command.h"
-#include "common/files.h"
+#include "command.h"
+#include "offgrid/files.h"
 #include "offgrid/error.h"
 #include "offgrid/tokenizer.h"
-#include "runtime/byte_vocab.h"
 
 namespace offgrid::cli {
 
@@ -93,10 +92,8 @@ int run_tokenize(const std::vector<std::string> & args) {
     if (text.has_value() == file.has_value()) return usage_error("give exactly one of -p TEXT and -f FILE");
     if (file) text = read_text_file(*file);
 
-    // Without -m: the byte vocabulary of the built-in model (a tool of the CLI, not part of the public API).
-    const Tokenizer tokenizer =
-        model ? Tokenizer::from_file(*model)
-              : Tokenizer(std::make_shared<const runtime::Tokenizer>(runtime::byte_vocab_tokenizer()));
+    // Without -m: the library's built-in byte-level vocabulary.
+    const Tokenizer tokenizer = model ? Tokenizer::from_file(*model) : Tokenizer::byte_level();
     const std::vector<int32_t> ids = tokenizer.tokenize(*text, parse_special);
     if (ids_only) {
         std::string line;

@@ -1,10 +1,10 @@
-#include "cli/kl_divergence.h"
+#include "kl_divergence.h"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
-#include "common/error.h"
+#include "offgrid/error.h"
 
 namespace offgrid::cli {
 

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "common/files.h"
+#include "offgrid/files.h"
 
 namespace offgrid::cli {
 

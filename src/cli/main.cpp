@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <exception>
 
-#include "cli/command.h"
+#include "command.h"
 
 namespace offgrid::cli {
 

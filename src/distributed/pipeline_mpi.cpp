@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "common/error.h"
-#include "distributed/pipeline.h"
+#include "offgrid/distributed.h"
 #include "distributed/split.h"
 #include "distributed/world.h"
 #include "gguf/reader.h"
@@ -105,21 +105,29 @@ public:
     std::string describe() const override { return m_.describe(); }
     uint64_t weight_bytes_per_token() const override { return m_.weight_bytes_per_token(); }
 
-    // One ubatch through this rank's layers (pipeline.h). A ubatch that wants no result (no output row, no hidden
-    // state) and is not the call's last is handed on without waiting: rank 0 starts the next micro-batch of a
-    // prompt while the later ranks still run this one. The last rank answers every ubatch; the others read those
-    // answers at the next ubatch that wants a result, which every call has (its last), so all ranks learn of a
-    // failure at the same ubatch and throw it there together.
-    model::ForwardResult forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
-                                 ops::ThreadPool * pool, const model::ForwardOptions & options) const override {
+    ops::WorkspaceSize workspace_size(const model::WorkspaceLimits & limits) const override {
+        return m_.workspace_size(limits);
+    }
+
+    // One ubatch through this rank's layers (offgrid/distributed.h). A ubatch that wants no result (no output row,
+    // no hidden state) and is not the call's last is handed on without waiting: rank 0 starts the next
+    // micro-batch of a prompt while the later ranks still run this one. The last rank answers every ubatch; the
+    // others read those answers at the next ubatch that wants a result, which every call has (its last), so all
+    // ranks learn of a failure at the same ubatch and throw it there together.
+    void forward(const model::ForwardContext & fc) const override {
         const int r = world_.rank(), n = world_.size();
         const LayerRange range = split_.ranges[static_cast<size_t>(r)];
+        const memory::Plan & plan = fc.plan;
+        const size_t T = plan.tokens.size();
         const uint64_t step = step_++;
-        bool has_outputs = false;
-        for (const auto & t : plan.tokens) has_outputs = has_outputs || t.output;
-        const bool wants_result = options.last_of_call || has_outputs || options.hidden || options.wide_hidden;
+        size_t n_out = 0;
+        for (const auto & t : plan.tokens) n_out += t.output ? 1 : 0;
+        const bool wants_result = fc.last_of_call || n_out > 0 || fc.out.hidden || fc.out.wide_hidden;
+        // What the head writes, as the runtime asked for it (the same on every rank).
+        const size_t n_logits = fc.out.logits ? n_out * m_.n_vocab() : 0;
+        const size_t n_hidden = fc.out.hidden ? T * m_.hidden_width() : 0;
+        const size_t n_wide = fc.out.wide_hidden ? T * m_.wide_hidden_width() : 0;
 
-        model::LayerCarry in;
         if (r > 0) {
             const std::vector<uint8_t> msg = world_.recv(r - 1, kTagCarry, "a ubatch's hidden state");
             Reader rd(msg, world_, "a ubatch's hidden state");
@@ -128,19 +136,19 @@ public:
                 const std::string why = rd.get_string();
                 if (failure_.empty()) failure_ = why;
             } else {
-                in.streams = rd.get_vector<float>();
-                in.side = rd.get_vector<uint32_t>();
+                carry_in_.streams = rd.get_vector<float>();
+                carry_in_.side = rd.get_vector<uint32_t>();
             }
         }
-        model::ForwardResult res;
         if (failure_.empty()) {
-            model::ForwardOptions fo = options;
-            fo.first_layer = range.first;
-            fo.end_layer = range.end;
-            fo.carry_in = r > 0 ? &in : nullptr;
+            model::ForwardContext stage = fc;
+            stage.first_layer = range.first;
+            stage.end_layer = range.end;
+            stage.carry_in = r > 0 ? &carry_in_ : nullptr;
+            stage.out.carry = r + 1 < n ? &carry_out_ : nullptr;
             const auto t0 = std::chrono::steady_clock::now();
             try {
-                res = m_.forward(shape, plan, storage, pool, fo);
+                m_.forward(stage);
             } catch (const std::exception & e) {
                 failure_ = e.what();
             }
@@ -151,14 +159,14 @@ public:
             w.put<uint64_t>(step);
             w.put<uint8_t>(failure_.empty() ? 0 : 1);
             if (failure_.empty()) {
-                w.put_vector(res.carry.streams);
-                w.put_vector(res.carry.side);
+                w.put_vector(carry_out_.streams);
+                w.put_vector(carry_out_.side);
             } else {
                 w.put_string(failure_);
             }
             world_.send(r + 1, kTagCarry, w.bytes, "a ubatch's hidden state");
             ++unanswered_;
-            if (!wants_result) return {};
+            if (!wants_result) return;
             // The last rank's answers to every ubatch handed on since the last wait, in order; this one's last.
             for (; unanswered_ > 0; --unanswered_) {
                 const std::vector<uint8_t> msg = world_.recv(n - 1, kTagResult, "a ubatch's logits");
@@ -167,11 +175,10 @@ public:
                 if (rd.get<uint8_t>() != 0) {
                     const std::string why = rd.get_string();
                     if (failure_.empty()) failure_ = why;
-                } else {
-                    res = {};
-                    res.logits = rd.get_vector<float>();
-                    res.hidden = rd.get_vector<float>();
-                    res.wide_hidden = rd.get_vector<float>();
+                } else if (unanswered_ == 1 && failure_.empty()) {
+                    read_rows(rd, fc.out.logits, n_logits);
+                    read_rows(rd, fc.out.hidden, n_hidden);
+                    read_rows(rd, fc.out.wide_hidden, n_wide);
                 }
             }
         } else if (n > 1) {
@@ -179,21 +186,23 @@ public:
             w.put<uint64_t>(step);
             w.put<uint8_t>(failure_.empty() ? 0 : 1);
             if (failure_.empty()) {
-                w.put_vector(res.logits);
-                w.put_vector(res.hidden);
-                w.put_vector(res.wide_hidden);
+                w.put<uint64_t>(n_logits);
+                w.put_raw(fc.out.logits, n_logits * sizeof(float));
+                w.put<uint64_t>(n_hidden);
+                w.put_raw(fc.out.hidden, n_hidden * sizeof(float));
+                w.put<uint64_t>(n_wide);
+                w.put_raw(fc.out.wide_hidden, n_wide * sizeof(float));
             } else {
                 w.put_string(failure_);
             }
             for (int to = 0; to + 1 < n; ++to) world_.send(to, kTagResult, w.bytes, "a ubatch's logits");
         }
-        if (!wants_result) return {};
+        if (!wants_result) return;
         if (!failure_.empty()) {
             const std::string why = failure_;
             failure_.clear();
             throw Error(why);
         }
-        return res;
     }
 
     std::string report() const {
@@ -209,6 +218,12 @@ public:
     }
 
 private:
+    // n floats of the last rank's answer into `to` (the runtime's output buffer, the same size on every rank).
+    void read_rows(Reader & rd, float * to, size_t n) const {
+        if (rd.get<uint64_t>() != n) world_.abort("a ubatch's logits: the last rank's rows are not the size asked for");
+        if (n > 0) rd.get_raw(to, n * sizeof(float));
+    }
+
     void check_step(uint64_t got, uint64_t want, int from) const {
         if (got != want) {
             world_.abort("rank " + std::to_string(from) + " is at ubatch " + std::to_string(got) + ", this rank at " +
@@ -225,6 +240,7 @@ private:
     mutable uint64_t unanswered_ = 0;  // ubatches handed on whose answer from the last rank is not read yet
     mutable double forward_seconds_ = 0;  // time in this rank's layers
     mutable std::string failure_;      // the call's first failure, thrown at its next ubatch that wants a result
+    mutable model::LayerCarry carry_in_, carry_out_;  // kept from ubatch to ubatch (their buffers only grow)
 };
 
 // The memory this rank may use for weights: what the system has available, or the room left under a limit of
@@ -238,7 +254,7 @@ uint64_t rank_capacity() {
 }
 
 // The rows of the layers in `range`, in layer order: K, V, indexer rows of an attention layer (every cell); conv
-// and delta-state rows of a recurrent layer (every row); the PLE rows with the PLE layer.
+// and delta-state rows of a recurrent layer (every row); the per-row state with the layer that owns it.
 template <typename Visit>
 void visit_layer_rows(const model::Architecture & m, memory::HybridMemory & mem, const LayerRange & range, Visit visit) {
     const memory::CacheShape & shape = mem.params().shape;
@@ -260,8 +276,8 @@ void visit_layer_rows(const model::Architecture & m, memory::HybridMemory & mem,
                 visit(mem.ssm_state(l, row), shape.ssm_floats * sizeof(float));
             }
         }
-        if (lc.ple && shape.ple_floats > 0) {
-            for (uint32_t row = 0; row < n_rows; ++row) visit(mem.ple_state(row), shape.ple_floats * sizeof(float));
+        if (lc.row_state && shape.row_floats > 0) {
+            for (uint32_t row = 0; row < n_rows; ++row) visit(mem.row_state(row), shape.row_floats * sizeof(float));
         }
     }
 }

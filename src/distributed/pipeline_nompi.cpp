@@ -3,7 +3,7 @@
 #include <string>
 
 #include "common/error.h"
-#include "distributed/pipeline.h"
+#include "offgrid/distributed.h"
 
 namespace offgrid::distributed {
 

@@ -83,7 +83,7 @@ private:
 
 HybridMemory::HybridMemory(const MemoryParams & params)
     : params_(checked(params)),
-      has_recurrent_(params.shape.n_recr_layers > 0 || params.shape.ple_floats > 0),
+      has_recurrent_(params.shape.n_recr_layers > 0 || params.shape.row_floats > 0),
       kv_(params.shape, stream_cells(params), params.unified ? 1 : params.n_seq_max, params.window),
       rec_(params.shape, params.n_seq_max, params.n_rs_seq),
       layout_(params.kpool, params.by_order),
@@ -268,11 +268,10 @@ const Plan & HybridMemory::apply() {
     for (size_t q = 0; q < pending.size(); ++q) {
         const SeqLayout & sq = layout_.seq(pending[q].s);
         const PosCell & first = sq.cells[pending[q].start];
-        const CellExt & e = kv_.stream(first.cell / kv_.kv_size()).ext(first.cell % kv_.kv_size());
         NewPool np;
         np.members = std::span<const uint32_t>(plan->arena.data() + members_at[q], kpool);
         np.rep = sq.cells[pending[q].start + kpool - 1].cell;
-        np.pos4 = {first.pos, e.y, e.x, first.pos};
+        np.pos = first.pos;
         plan->new_pools.push_back(np);
     }
 
@@ -575,7 +574,7 @@ std::vector<BreakdownEntry> HybridMemory::breakdown() const {
     out.push_back({"indexer", "rows", params_.shape.type_idx, kv_.idx_bytes()});
     out.push_back({"recurrent", "conv", tensor::ElemType::F32, rec_.conv_bytes()});
     out.push_back({"recurrent", "ssm", tensor::ElemType::F32, rec_.ssm_bytes()});
-    out.push_back({"recurrent", "ple", tensor::ElemType::F32, rec_.ple_bytes()});
+    out.push_back({"recurrent", "row", tensor::ElemType::F32, rec_.row_state_bytes()});
     out.push_back({"recurrent", "undo bank", tensor::ElemType::F32, rec_.undo_bank_bytes()});
     return out;
 }

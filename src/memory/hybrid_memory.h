@@ -60,7 +60,7 @@ struct MemoryParams {
     uint32_t n_rs_seq = 0;      // recurrent rollback snapshots per sequence
     uint32_t n_ubatch = 512;    // most tokens per ubatch
     uint32_t kpool = 0;         // pool size of the indexer (0: no pools)
-    bool by_order = true;       // pools by sequence order (qwen4exp), else by aligned positions
+    bool by_order = true;       // pools by sequence order, else by aligned positions
     uint32_t n_vocab = 0;       // token ids are checked against it (0: unchecked)
     bool multi_pos = false;     // M-RoPE positions (batch rule V4)
     // Sliding window of the attention cache (default none). It cannot be combined with kpool > 0: the pools are
@@ -88,7 +88,7 @@ struct BeginResult {
 
 struct BreakdownEntry {
     std::string cache;  // "attention", "indexer", "recurrent"
-    std::string part;   // "k", "v", "rows", "conv", "ssm", "ple"
+    std::string part;   // "k", "v", "rows", "conv", "ssm", "row"
     tensor::ElemType type;
     uint64_t bytes;
 };
@@ -140,7 +140,7 @@ public:
 
     // --- state (format and failure rules: memory/state_io.h; code: state_io.cpp and each cache's *_state.cpp) ---
     // REQUIRES: no call in progress; seq in [-1, n_seq_max) (-1: the whole memory). Else offgrid::Error.
-    std::vector<uint8_t> save_state(SeqId seq, uint32_t flags = 0) const;
+    std::vector<uint8_t> save_state(SeqId seq, uint32_t flags = 0, Pos from = 0) const;
     void load_state(std::span<const uint8_t> data, SeqId seq, uint32_t flags = 0, const std::string & name = "state");
 
     // --- invariants (the list at the top of this file) ---
@@ -163,7 +163,7 @@ public:
     PoolKeyTable pool_keys(uint32_t attn_layer, SeqId seq) override;  // pool_keys.cpp
     float * conv_state(uint32_t recr_layer, uint32_t row) override { return rec_.conv(recr_layer, row); }
     float * ssm_state(uint32_t recr_layer, uint32_t row) override { return rec_.ssm(recr_layer, row); }
-    float * ple_state(uint32_t row) override { return rec_.ple(row); }
+    float * row_state(uint32_t row) override { return rec_.row_state(row); }
     RecurrentRewrite recurrent_rewrite(uint32_t recr_layer, uint32_t row) override {
         const RecurrentCache::Rewrite r = rec_.rewrite(recr_layer, row);
         return {r.conv_in, r.ssm_in, r.conv_out, r.ssm_out};

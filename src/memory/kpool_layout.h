@@ -1,4 +1,4 @@
-// The k-pool layout of the indexer cache (seed design; qwen4exp.md 5.5): per sequence its cells in (position,
+// The k-pool layout of the indexer cache (the seed's design): per sequence its cells in (position,
 // cell) order and its complete pools. Pools are runs of kpool entries: consecutive entries in sequence order
 // (by order), or kpool consecutive positions starting where (pos - pos_min) % kpool == 0 (by position). A pool's
 // pooled key lives in the row of its last member, the rep cell.

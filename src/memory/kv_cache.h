@@ -95,7 +95,7 @@ public:
     uint32_t idx_row_bytes() const { return idx_row_bytes_; }
     uint32_t n_layers() const { return (uint32_t)k_.size(); }
     uint8_t * k_row(uint32_t layer, uint32_t cell) { return k_[layer].data() + (size_t)cell * k_row_bytes_; }
-    // Null when the model stores no V rows (v_width 0: MLA reads values from the K row).
+    // Null when the model stores no V rows (v_width 0: the model reads values from its K rows).
     uint8_t * v_row(uint32_t layer, uint32_t cell) {
         return v_.empty() ? nullptr : v_[layer].data() + (size_t)cell * v_row_bytes_;
     }

@@ -37,12 +37,12 @@ struct SeqView {
     std::span<const uint32_t> reps;  // reps.size() == pools.size()
 };
 
-// A pool the model must (re)compute in this ubatch: mean of the members' raw indexer keys, norm, rope at
-// pos4 (the first member's 4-component M-RoPE position (pos, y, x, pos)), stored into the pooled half of rep's row.
+// A pool the model must (re)compute in this ubatch from its members' indexer rows, stored into the pooled part of
+// rep's row (how it is pooled, and whether its key is rotated at `pos`, is the model's matter).
 struct NewPool {
     std::span<const uint32_t> members;  // kpool global cells, in sequence order
     uint32_t rep;                       // global cell of the last member
-    std::array<Pos, 4> pos4;
+    Pos pos;                            // the first member's position
 };
 
 struct TokenPlan {
@@ -53,7 +53,7 @@ struct TokenPlan {
     bool output;          // a logits row is wanted
     uint32_t n_visible;   // entries of seq's cells with pos <= this token's pos
     // With a sliding window, entries [0, first_visible) are outside the token's window: dense attention reads
-    // entries [first_visible, n_visible). Always 0 without a window (qwen4exp).
+    // entries [first_visible, n_visible). Always 0 without a window.
     uint32_t first_visible = 0;
     uint32_t n_pools;     // pools of seq that end at or before this token (selectable pools: pools[0..n_pools))
     std::span<const uint32_t> tail;  // incomplete tail cells, the token itself first then older (size < kpool)
@@ -78,27 +78,28 @@ struct Plan {
     std::vector<NewPool> new_pools;      // pooled once even when shared by several sequences
     uint32_t kpool = 0;                  // 0 when the model has no QSA layer
 
-    // Read access to a sequence's cells and pools (for dense attention, pool selection, PLE predecessors).
+    // Read access to a sequence's cells and pools (for dense attention, pool selection, a token's predecessors).
     // Implemented by the memory; valid while the plan is.
     virtual SeqView seq_view(SeqId seq) const = 0;
-    // Token id stored in a cell (PLE predecessors).
+    // Token id stored in a cell (a token's predecessors, for models that read them).
     virtual Token cell_token(uint32_t cell) const = 0;
     virtual ~Plan() = default;
 };
 
 // What the model needs stored, given when the memory is created. Attention and indexer rows exist per global
-// cell for each full-attention layer; recurrent rows per recurrent row index for each recurrent (GDN) layer.
+// cell for each full-attention layer; recurrent rows per recurrent row index for each recurrent layer.
 struct CacheShape {
     uint32_t n_attn_layers = 0;   // full-attention layers, numbered 0.. in model order
-    uint32_t k_width = 0;         // elements of one K row (head size * KV heads, or an MLA latent)
-    uint32_t v_width = 0;         // elements of one V row; 0 = no V rows (MLA: values are read from the K row)
+    uint32_t k_width = 0;         // elements of one K row (head size * KV heads, or a latent)
+    uint32_t v_width = 0;         // elements of one V row; 0 = no V rows (the model reads values from its K rows)
     uint32_t idx_width = 0;       // Di, the width of one part of an indexer row; 0 = no indexer
-    uint32_t idx_parts = 2;       // parts of an indexer row, each Di wide, the pooled key last: qwen4exp
-                                  // [raw key | pooled], glm5-next [key | gate | pooled]
+    uint32_t idx_parts = 2;       // parts of an indexer row, each idx_width wide, the pooled key last (the
+                                  // parts before it are the model's: a raw key, a gate, ...)
     uint32_t n_recr_layers = 0;   // recurrent layers, numbered 0.. in model order
     uint32_t conv_floats = 0;     // per recurrent layer and row: conv history
     uint32_t ssm_floats = 0;      // per recurrent layer and row: delta-rule state
-    uint32_t ple_floats = 0;      // per row: PLE conv history (0 = no PLE)
+    uint32_t row_floats = 0;      // per recurrent row, outside any layer: state the model carries along a
+                                  // sequence beside its layers' (0 = none)
     tensor::ElemType type_k = tensor::ElemType::F16;  // K rows: F32, F16 or Q8_0 (k_width a multiple of 32)
     tensor::ElemType type_v = tensor::ElemType::F16;  // V rows: F32, F16 or Q8_0 (v_width a multiple of 32)
     tensor::ElemType type_idx = tensor::ElemType::F16;  // indexer rows: F32 or F16 (the model derives it from type_k)
@@ -151,7 +152,7 @@ struct Storage {
     }
     virtual float * conv_state(uint32_t recr_layer, uint32_t row) = 0;
     virtual float * ssm_state(uint32_t recr_layer, uint32_t row) = 0;
-    virtual float * ple_state(uint32_t row) = 0;
+    virtual float * row_state(uint32_t row) = 0;  // row_floats floats
     // A recurrent layer's conv and ssm rows of `row` for a step that reads the whole state and then writes every
     // float of both (one token, no snapshot due): the new state goes to *_out, computed from *_in, which may be
     // other rows (the memory keeps the old state there for undo, so nothing is copied) or the same ones.

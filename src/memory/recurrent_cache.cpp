@@ -10,19 +10,19 @@ namespace offgrid::memory {
 
 RecurrentCache::RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint32_t n_rs_seq)
     : n_slots_(n_slots), n_rs_seq_(n_rs_seq), conv_floats_(shape.conv_floats), ssm_floats_(shape.ssm_floats),
-      ple_floats_(shape.ple_floats) {
+      row_floats_(shape.row_floats) {
     if (n_slots == 0 || n_slots > (uint32_t)kMaxSeq) throw Error("n_seq_max: must be in [1, 256]");
     seqs_.assign(kMaxSeq, SeqState{});
     const size_t rows = 2 * (size_t)n_rows();  // two banks
     conv_.assign(shape.n_recr_layers, std::vector<float>(rows * conv_floats_));
     ssm_.assign(shape.n_recr_layers, std::vector<float, StateRowAllocator<float>>(rows * ssm_floats_));
-    ple_.assign(rows * ple_floats_, 0.0f);
+    row_state_.assign(rows * row_floats_, 0.0f);
     bank_.assign((size_t)n_slots * n_parts(), 0);
     journal_index_.assign(n_slots, -1);
 }
 
 uint32_t RecurrentCache::slot_floats() const {
-    return (1 + n_rs_seq_) * ((conv_floats_ + ssm_floats_) * (uint32_t)conv_.size() + ple_floats_);
+    return (1 + n_rs_seq_) * ((conv_floats_ + ssm_floats_) * (uint32_t)conv_.size() + row_floats_);
 }
 
 void RecurrentCache::read_plane(uint32_t slot, uint32_t plane, std::vector<float> & out) const {
@@ -33,8 +33,8 @@ void RecurrentCache::read_plane(uint32_t slot, uint32_t plane, std::vector<float
         const float * s = ssm_at(l, r);
         out.insert(out.end(), s, s + ssm_floats_);
     }
-    const float * p = ple_at(r);
-    out.insert(out.end(), p, p + ple_floats_);
+    const float * p = row_state_at(r);
+    out.insert(out.end(), p, p + row_floats_);
 }
 
 void RecurrentCache::write_plane(uint32_t slot, uint32_t plane, const float * in) {
@@ -45,8 +45,8 @@ void RecurrentCache::write_plane(uint32_t slot, uint32_t plane, const float * in
         std::memcpy(ssm_at(l, r), in, 4ull * ssm_floats_);
         in += ssm_floats_;
     }
-    if (ple_floats_ > 0) {  // a model without PLE has no buffer (memcpy from null is undefined even for 0 bytes)
-        std::memcpy(ple_at(r), in, 4ull * ple_floats_);
+    if (row_floats_ > 0) {  // a model without per-row state has no buffer (memcpy from null is undefined even for 0 bytes)
+        std::memcpy(row_state_at(r), in, 4ull * row_floats_);
     }
 }
 
@@ -66,7 +66,7 @@ void RecurrentCache::for_each_row(uint32_t slot, uint32_t planes, const RowFn & 
             fn(conv_at(l, r), conv_floats_);
             fn(ssm_at(l, r), ssm_floats_);
         }
-        if (ple_floats_ > 0) fn(ple_at(r), ple_floats_);
+        if (row_floats_ > 0) fn(row_state_at(r), row_floats_);
     }
 }
 
@@ -81,8 +81,8 @@ void RecurrentCache::flip(uint32_t slot, uint32_t part, uint32_t first_plane) {
             std::memcpy(c + to * conv_floats_, c + from * conv_floats_, 4ull * conv_floats_);
             float * s = ssm_[part].data();
             std::memcpy(s + to * ssm_floats_, s + from * ssm_floats_, 4ull * ssm_floats_);
-        } else if (ple_floats_ > 0) {
-            std::memcpy(ple_.data() + to * ple_floats_, ple_.data() + from * ple_floats_, 4ull * ple_floats_);
+        } else if (row_floats_ > 0) {
+            std::memcpy(row_state_.data() + to * row_floats_, row_state_.data() + from * row_floats_, 4ull * row_floats_);
         }
     }
 }
@@ -144,7 +144,7 @@ void RecurrentCache::copy_slot(uint32_t dst, uint32_t src) {
             std::memcpy(conv_at(l, rd), conv_at(l, rs), 4ull * conv_floats_);
             std::memcpy(ssm_at(l, rd), ssm_at(l, rs), 4ull * ssm_floats_);
         }
-        if (ple_floats_ > 0) std::memcpy(ple_at(rd), ple_at(rs), 4ull * ple_floats_);
+        if (row_floats_ > 0) std::memcpy(row_state_at(rd), row_state_at(rs), 4ull * row_floats_);
     }
 }
 
@@ -221,7 +221,7 @@ void RecurrentCache::clear() {
     for (auto & s : seqs_) s = SeqState{};
     for (auto & v : conv_) std::fill(v.begin(), v.end(), 0.0f);
     for (auto & v : ssm_) std::fill(v.begin(), v.end(), 0.0f);
-    std::fill(ple_.begin(), ple_.end(), 0.0f);
+    std::fill(row_state_.begin(), row_state_.end(), 0.0f);
 }
 
 void RecurrentCache::journal_begin() {

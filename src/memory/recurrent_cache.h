@@ -3,11 +3,11 @@
 // as it was before the last k tokens of the sequence's latest ubatch (rollback snapshots).
 //
 // Row r = plane * n_slots + slot. Per recurrent layer a row holds conv_floats of conv history and ssm_floats of
-// delta state; the PLE history (ple_floats) is per row. After a copy, the destination shares the source's slot
+// delta state; the per-row state outside any layer (row_floats) is per row. After a copy, the destination shares the source's slot
 // until either of them is written (copy on write). Writes during a decode call are journaled, so a failed call
 // can be undone exactly.
 //
-// Storage: every part of a slot (a recurrent layer's conv and ssm rows of every plane, or the PLE rows) exists in
+// Storage: every part of a slot (a recurrent layer's conv and ssm rows of every plane, or the per-row states) exists in
 // two banks, and one bit per (slot, part) says which is live. The journal is the other bank: on a part's first
 // access in a call the bit flips and the old bank stays untouched until the call ends, so undo flips it back and
 // commit does nothing. A part the model rewrites whole (rewrite(): a one-token step, no snapshot) is computed from
@@ -90,7 +90,7 @@ public:
     void journal_undo();
 
     // Row pointers for the model, which may write through them. During a decode call the first access to a
-    // journaled slot's layer (or PLE rows) saves that part into the journal first, so a call copies each part
+    // journaled slot's layer (or per-row states) saves that part into the journal first, so a call copies each part
     // right before the model reads it (from cache afterwards) and never copies a part it does not touch.
     float * conv(uint32_t layer, uint32_t row) {
         before_access(layer, row);
@@ -100,9 +100,9 @@ public:
         before_access(layer, row);
         return ssm_at(layer, row);
     }
-    float * ple(uint32_t row) {
+    float * row_state(uint32_t row) {
         before_access((uint32_t)conv_.size(), row);
-        return ple_at(row);
+        return row_state_at(row);
     }
     // Layer `layer`'s plane-0 rows of `row` for a step that reads the whole state first and then writes every
     // float of both rows (a one-token step with no snapshot due): the new state goes to *_out, computed from
@@ -119,11 +119,11 @@ public:
     // much again: the memory reports both, since both are held).
     uint64_t conv_bytes() const { return 4ull * conv_floats_ * n_rows() * conv_.size(); }
     uint64_t ssm_bytes() const { return 4ull * ssm_floats_ * n_rows() * ssm_.size(); }
-    uint64_t ple_bytes() const { return 4ull * ple_floats_ * n_rows(); }
-    uint64_t undo_bank_bytes() const { return conv_bytes() + ssm_bytes() + ple_bytes(); }
+    uint64_t row_state_bytes() const { return 4ull * row_floats_ * n_rows(); }
+    uint64_t undo_bank_bytes() const { return conv_bytes() + ssm_bytes() + row_state_bytes(); }
     uint32_t slot_floats() const;  // floats of all planes of one slot, all layers
 
-    // Raw copy of one slot's planes (state I/O), in a fixed order: per plane, per layer conv then ssm, then PLE.
+    // Raw copy of one slot's planes (state I/O), in a fixed order: per plane, per layer conv then ssm, then the per-row state.
     void read_slot(uint32_t slot, uint32_t planes, std::vector<float> & out) const;
     void write_slot(uint32_t slot, uint32_t planes, const float * in);
     // Plane `plane` of `slot` in the same per-layer order (one plane only).
@@ -148,9 +148,9 @@ public:
 
 private:
     using RowFn = std::function<void(float *, size_t)>;
-    // fn(row data, floats) for every layer's conv and ssm rows, then the PLE row, of planes [0, planes).
+    // fn(row data, floats) for every layer's conv and ssm rows, then the per-row state, of planes [0, planes).
     void for_each_row(uint32_t slot, uint32_t planes, const RowFn & fn);
-    // Journal parts: one per recurrent layer (conv and ssm rows of every plane), then one for the PLE rows.
+    // Journal parts: one per recurrent layer (conv and ssm rows of every plane), then one for the per-row states.
     uint32_t n_parts() const { return (uint32_t)conv_.size() + 1; }
     void touch(uint32_t slot);          // journal a slot before the model writes it (parts saved on first access)
     void touch_now(uint32_t slot);      // journal a slot and save all of it now (before this class writes it)
@@ -168,15 +168,15 @@ private:
     }
     float * conv_at(uint32_t layer, uint32_t row) { return conv_[layer].data() + bank_row(layer, row) * conv_floats_; }
     float * ssm_at(uint32_t layer, uint32_t row) { return ssm_[layer].data() + bank_row(layer, row) * ssm_floats_; }
-    float * ple_at(uint32_t row) { return ple_.data() + bank_row((uint32_t)conv_.size(), row) * ple_floats_; }
+    float * row_state_at(uint32_t row) { return row_state_.data() + bank_row((uint32_t)conv_.size(), row) * row_floats_; }
     const float * conv_at(uint32_t layer, uint32_t row) const {
         return conv_[layer].data() + bank_row(layer, row) * conv_floats_;
     }
     const float * ssm_at(uint32_t layer, uint32_t row) const {
         return ssm_[layer].data() + bank_row(layer, row) * ssm_floats_;
     }
-    const float * ple_at(uint32_t row) const {
-        return ple_.data() + bank_row((uint32_t)conv_.size(), row) * ple_floats_;
+    const float * row_state_at(uint32_t row) const {
+        return row_state_.data() + bank_row((uint32_t)conv_.size(), row) * row_floats_;
     }
     void journal_forget();              // empties the journal (its buffers are kept for the next call)
     void materialize(SeqId d);          // give d its own copy of the shared state
@@ -185,13 +185,13 @@ private:
     void zero_slot(uint32_t slot);
 
     uint32_t n_slots_, n_rs_seq_;
-    uint32_t conv_floats_, ssm_floats_, ple_floats_;
+    uint32_t conv_floats_, ssm_floats_, row_floats_;
     std::vector<SeqState> seqs_;
     // Per layer: two banks of n_rows() rows each. The ssm rows (the bulk of the state, streamed once a token) are
     // cache-line aligned for non-temporal stores, in huge pages when large (fewer TLB misses).
     std::vector<std::vector<float>> conv_;
     std::vector<std::vector<float, StateRowAllocator<float>>> ssm_;
-    std::vector<float> ple_;                       // two banks of n_rows() PLE rows
+    std::vector<float> row_state_;                       // two banks of n_rows() per-row states
     std::vector<uint8_t> bank_;                    // live bank of (slot, part): [slot * n_parts() + part]
 
     bool journal_on_ = false;

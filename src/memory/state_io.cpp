@@ -2,6 +2,7 @@
 // sections (KvCache: kv_state.cpp, RecurrentCache: recurrent_state.cpp); HybridMemory keeps them in step.
 #include "memory/state_io.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <stdexcept>
@@ -25,7 +26,7 @@ std::vector<std::pair<const char *, uint32_t>> fingerprint(const HybridMemory & 
         {"idx_width", p.shape.idx_width},        {"idx_parts", p.shape.idx_width > 0 ? p.shape.idx_parts : 0u},
         {"type_k", (uint32_t)p.shape.type_k},    {"type_v", (uint32_t)p.shape.type_v},
         {"n_recr_layers", p.shape.n_recr_layers}, {"conv_floats", p.shape.conv_floats},
-        {"ssm_floats", p.shape.ssm_floats},      {"ple_floats", p.shape.ple_floats},
+        {"ssm_floats", p.shape.ssm_floats},      {"row_floats", p.shape.row_floats},
         {"n_rs_seq", p.n_rs_seq},                {"kpool", p.kpool},
         {"by_order", p.by_order ? 1u : 0u},
     };
@@ -133,10 +134,14 @@ void state_reseal(std::span<uint8_t> data) {
     }
 }
 
-std::vector<uint8_t> HybridMemory::save_state(SeqId seq, uint32_t flags) const {
+std::vector<uint8_t> HybridMemory::save_state(SeqId seq, uint32_t flags, Pos from) const {
     check_idle("state_save");
     if (seq < -1 || seq >= (SeqId)params_.n_seq_max)
         throw Error("state_save: sequence id " + std::to_string(seq) + " is out of range");
+    const bool append = (flags & kAppend) != 0;
+    if (append && (seq < 0 || (flags & kPartialOnly) != 0))
+        throw Error("state_save: a sequence tail is saved from one sequence, with its cells");
+    if (!append && from != 0) throw Error("state_save: a first position needs kAppend");
     StateWriter w;
     w.u32(kStateMagic);
     w.u32(kStateVersion);
@@ -150,7 +155,10 @@ std::vector<uint8_t> HybridMemory::save_state(SeqId seq, uint32_t flags) const {
     const bool partial = (flags & kPartialOnly) != 0;
     StateWriter att, recw, idxw;
     if (!partial) {
-        const auto cells = kv_.state_cells(seq);
+        auto cells = kv_.state_cells(seq);
+        if (append)
+            for (auto & sd : cells)
+                std::erase_if(sd.cells, [from](const KvCache::StateCell & c) { return c.pos < from; });
         kv_.write_attention(cells, att);
         // Staleness first (version 4): the saved pooled keys are those of the memory, stale ones included, so a
         // restore carries the marks instead of pooling every restored sequence again.
@@ -180,6 +188,9 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
     StateReader ra(f.body[0], name, f.body_at[0]), rrec(f.body[1], name, f.body_at[1]), ri(f.body[2], name, f.body_at[2]);
     // Parse the whole body before touching the memory; any failure from here on drops the destination.
     const bool partial = (flags & kPartialOnly) != 0;
+    const bool append = (flags & kAppend) != 0;
+    if (append && seq < 0) throw Error("state_load: a sequence tail extends one sequence, not the whole context");
+    const Pos before = append ? kv_.seq_pos_max(seq) : -1;  // the destination's last position (-1: empty)
     const uint32_t n_seq_max = params_.n_seq_max;
     std::vector<KvCache::StateStream> streams(kv_.n_stream());
     std::vector<RecurrentCache::StateRecord> recs;
@@ -196,6 +207,15 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
         if (!partial) kv_.read_indexer(ri, streams);
         for (StateReader * sr : {&ra, &rrec, &ri})
             if (sr->left() != 0) sr->fail("end", std::to_string(sr->left()) + " bytes after the section's last field");
+        if (append) {
+            // The tail continues the sequence: its first position is the one after the sequence's last.
+            Pos first = kPosInf;
+            for (auto & sd : streams)
+                for (auto & c : sd.cells) first = std::min(first, c.pos);
+            if (first != kPosInf && before >= 0 && first != before + 1)
+                ra.fail("cell pos", "the tail starts at position " + std::to_string(first) + ", the sequence ends at " +
+                                        std::to_string(before) + ": it does not continue it");
+        }
 
         // The sections must describe the same sequences at the same last positions (invariant 5). A partial state
         // is checked against the attention cells already in memory.
@@ -239,7 +259,8 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
             for (SeqId s = 0; s < (SeqId)n_seq_max; ++s) rec_.drop(s);
         }
     } else if (!partial) {
-        drop(seq);
+        if (append) rec_.drop(seq);  // its cells stay; the recurrent state is the tail's
+        else drop(seq);
         // Fragmented placement is fine: any free cells of the sequence's stream, scanned from the head. With a
         // window, cells out of their owners' windows may be taken, as a decode takes them.
         const uint32_t st = kv_.stream_of(seq);
@@ -276,6 +297,7 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
     for (SeqId s = 0; s < (SeqId)n_seq_max; ++s) {
         if (!all.test(s)) continue;
         if (stale.empty()) layout_.mark_stale(s, 0);
+        else if (append) layout_.mark_stale(s, stale[0]);  // the cells before keep their own mark
         else layout_.set_stale(s, stale[seq < 0 ? (size_t)s : 0]);
     }
     // The scan's copies of the pooled keys are brought up to date here rather than by the first decode after the
@@ -287,7 +309,9 @@ void HybridMemory::load_state(std::span<const uint8_t> data, SeqId seq, uint32_t
     debug_check();
 }
 
-std::vector<uint8_t> state_save(const HybridMemory & mem, SeqId seq, uint32_t flags) { return mem.save_state(seq, flags); }
+std::vector<uint8_t> state_save(const HybridMemory & mem, SeqId seq, uint32_t flags, Pos from) {
+    return mem.save_state(seq, flags, from);
+}
 
 void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, uint32_t flags, const std::string & name) {
     mem.load_state(data, seq, flags, name);

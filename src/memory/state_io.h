@@ -25,10 +25,16 @@ inline constexpr uint32_t kStateMagic = 0x534D474F;  // "OGMS"
 // 2: separate K and V widths, indexer row parts; 3: checksums; 4: staleness marks open the indexer section
 inline constexpr uint32_t kStateVersion = 4;
 inline constexpr uint32_t kPartialOnly = 1;
+// A sequence's tail: its attention and indexer cells at positions >= `from` (state_save's argument) and its whole
+// recurrent state. Loading it appends the cells to the destination sequence, whose own cells must all lie before
+// the first appended position, and replaces its recurrent state. A prefix cache stores a path's cells once this
+// way: a snapshot is the tail since the snapshot below it, restored after that one.
+inline constexpr uint32_t kAppend = 2;
 
-// seq = -1: the whole context.
-std::vector<uint8_t> state_save(const HybridMemory & mem, SeqId seq, uint32_t flags = 0);
-// seq = -1: replace everything; else replace sequence `seq` (the state may come from another id).
+// seq = -1: the whole context. `from` (kAppend only): the first position saved.
+std::vector<uint8_t> state_save(const HybridMemory & mem, SeqId seq, uint32_t flags = 0, Pos from = 0);
+// seq = -1: replace everything; else replace sequence `seq` (the state may come from another id), or with
+// kAppend extend it.
 // `name` is used in error messages (a file name, or "state").
 void state_load(HybridMemory & mem, std::span<const uint8_t> data, SeqId seq, uint32_t flags = 0,
                 const std::string & name = "state");

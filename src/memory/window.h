@@ -2,7 +2,7 @@
 // of an attention cache: the plan's visibility honours it, and the slot search may reuse a cell whose key no
 // future query of its sequence can see.
 //
-// The qwen4exp model has no window; the default (None) changes nothing.
+// A model without a window keeps the default (None), which changes nothing.
 #pragma once
 
 #include <cstdint>

@@ -20,6 +20,7 @@
 #include "memory/plan.h"
 #include "memory/window.h"
 #include "ops/thread_pool.h"
+#include "ops/workspace.h"
 #include "tensor/types.h"
 
 namespace offgrid::model {
@@ -27,8 +28,8 @@ namespace offgrid::model {
 // How the memory must book-keep for this model.
 struct MemoryTraits {
     uint32_t kpool = 0;          // pool size of the indexer (0: no pools)
-    bool kpool_by_order = true;  // pools are runs of a sequence's cells in order (qwen4exp), or kpool
-                                 // consecutive positions aligned to the sequence's first position (glm5-next)
+    bool kpool_by_order = true;  // pools are runs of a sequence's cells in order, or kpool consecutive
+                                 // positions aligned to the sequence's first position
     memory::Window window;       // sliding window of the attention cache (none: every cell stays visible)
 };
 
@@ -49,18 +50,50 @@ struct ForwardOptions {
                                  // output flag or not
     bool wide_hidden = false;    // also return every ubatch token's final residual before the output mixer
                                  // (an MTP draft head's input, wide_hidden_width()); models without one ignore it
-    // Layer range [first_layer, end_layer) of a pipeline stage (end_layer 0: the last layer). A range that does
-    // not start at 0 takes its input from `carry_in` instead of the embeddings; one that does not end at
-    // n_layers() returns ForwardResult::carry and computes no head (logits, hidden, wide_hidden stay empty).
-    // Only the storage rows of the range's layers are read or written (the PLE rows belong to the PLE layer).
-    // Running the ranges of a partition in order, each on its own storage, gives bit for bit the result of
-    // one forward over all layers.
+    // A layer range, as ForwardContext's fields of the same names (ForwardResult::carry is its output).
+    uint32_t first_layer = 0;
+    uint32_t end_layer = 0;
+    const LayerCarry * carry_in = nullptr;
+};
+
+// Where a forward writes its results; a null pointer: not wanted.
+struct ForwardOutput {
+    float * logits = nullptr;       // n_outputs x n_vocab(), the output tokens in ubatch order
+    float * hidden = nullptr;       // n_tokens x hidden_width(), ubatch order
+    float * wide_hidden = nullptr;  // n_tokens x wide_hidden_width(), ubatch order (ignored when that is 0)
+    LayerCarry * carry = nullptr;   // what a range ending before the last layer hands on (ForwardContext)
+};
+
+// Everything one forward works on. The caller checked the plan (memory::check_plan with the model's n_vocab and
+// memory_traits().kpool) and reset the workspace, which it sized with workspace_size() for limits that hold for
+// this plan (at most n_ubatch tokens, none seeing more than n_seq_cells cells).
+struct ForwardContext {
+    const memory::CacheShape & shape;  // cache_shape() of the storage's types
+    const memory::Plan & plan;
+    memory::Storage & storage;
+    ops::ThreadPool * pool;            // null: everything on the calling thread
+    ops::Workspace & workspace;        // one arena per pool thread (ops/workspace.h)
+    bool dense = false;                // ForwardOptions::dense
+    ForwardOutput out;
+    // A pipeline stage (src/distributed/) runs the trunk layers [first_layer, end_layer) only (end_layer 0: through
+    // the last). A range that does not start at layer 0 takes its input from carry_in instead of the embeddings;
+    // one that does not end at n_layers() writes *out.carry (which must be set) and computes no head: the other
+    // outputs stay unwritten. Only the storage rows of the range's layers are read or written (layer_caches() says
+    // which). Running the ranges of a partition in order, each on its own storage, gives bit for bit
+    // the result of one forward over all layers. A range outside the model or without its input throws.
     uint32_t first_layer = 0;
     uint32_t end_layer = 0;
     const LayerCarry * carry_in = nullptr;
     // The decode call's last ubatch (the runtime sets it): where a pipeline's ranks meet, so a ubatch before it
     // that wants no result may be handed on without waiting for the ranks after it.
     bool last_of_call = true;
+};
+
+// What a context sizes a forward's workspace for.
+struct WorkspaceLimits {
+    uint32_t n_ubatch = 0;     // most tokens of one forward
+    uint32_t n_seq_cells = 0;  // most cells one token may see (a stream's cells)
+    int n_threads = 1;         // pool threads
 };
 
 struct ForwardResult {
@@ -74,8 +107,13 @@ struct ForwardResult {
 struct LayerCaches {
     int attn = -1;     // index among the attention layers (K, V, indexer rows), -1: none
     int recr = -1;     // index among the recurrent layers (conv and delta-state rows), -1: none
-    bool ple = false;  // the PLE history rows (the PLE block runs in this layer)
+    bool row_state = false;  // the per-row state outside any layer (CacheShape::row_floats) is this layer's
 };
+
+// The end of fc's layer range (end_layer 0: n_layers) after checking the range against n_layers and its input
+// (carry_in with n_tokens x carry_width streams when it starts after layer 0, out.carry when it ends early).
+// Throws offgrid::Error naming what is wrong.
+uint32_t checked_layer_end(const ForwardContext & fc, uint32_t n_layers, size_t carry_width);
 
 class Architecture {
 public:
@@ -105,10 +143,11 @@ public:
     // the rest of the batch, else the reason it may not (the caller names the token).
     virtual std::string check_token_seqs(const std::vector<memory::SeqId> & seqs) const { return {}; }
 
-    // Runs one ubatch (see the invariants above). `shape` must be cache_shape() of the storage's types.
-    virtual ForwardResult forward(const memory::CacheShape & shape, const memory::Plan & plan,
-                                  memory::Storage & storage, ops::ThreadPool * pool,
-                                  const ForwardOptions & options) const = 0;
+    // Runs one ubatch (see the invariants above and ForwardContext). Takes its scratch from fc.workspace only,
+    // so a context whose workspace is sized by workspace_size() runs a decode step without heap allocation.
+    virtual void forward(const ForwardContext & fc) const = 0;
+    // The scratch forward() takes at most for the given limits.
+    virtual ops::WorkspaceSize workspace_size(const WorkspaceLimits & limits) const = 0;
 
     // After a position shift (the memory's seq_add / seq_div): turns the cached keys of `cell` from old_pos to
     // new_pos in place. A model whose caches hold nothing positional does nothing.

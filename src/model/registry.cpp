@@ -1,7 +1,9 @@
 #include "model/registry.h"
 
 #include "common/error.h"
+#include "model/draft_head.h"
 #include "model/glm5next/model.h"
+#include "model/qwen4exp/draft_head.h"
 #include "model/qwen4exp/model.h"
 
 namespace offgrid::model {
@@ -9,20 +11,22 @@ namespace offgrid::model {
 namespace {
 
 using Loader = std::unique_ptr<const Architecture> (*)(gguf::Reader reader);
+using DraftHeadMaker = std::unique_ptr<DraftHead> (*)(const Architecture & target, const std::string & draft_file);
 
 struct Entry {
     const char * name;
     Loader load;
+    DraftHeadMaker draft_head;  // nullptr: no draft head (draft-mtp is refused)
 };
 
 // One line per architecture. The loader validates everything its architecture reads.
 const Entry kArchitectures[] = {
     {"qwen4exp", [](gguf::Reader r) -> std::unique_ptr<const Architecture> {
          return std::make_unique<const qwen4exp::Model>(qwen4exp::Model::from_reader(std::move(r)));
-     }},
+     }, qwen4exp::make_draft_head},
     {"glm5-next", [](gguf::Reader r) -> std::unique_ptr<const Architecture> {
          return std::make_unique<const glm5next::Model>(glm5next::Model::from_reader(std::move(r)));
-     }},
+     }, nullptr},
 };
 
 }  // namespace
@@ -46,5 +50,14 @@ std::unique_ptr<const Architecture> load_model(gguf::Reader reader) {
 }
 
 std::unique_ptr<const Architecture> load_model(const std::string & path) { return load_model(gguf::Reader::open(path)); }
+
+std::unique_ptr<DraftHead> make_draft_head(const Architecture & target, const std::string & draft_file) {
+    std::string with;
+    for (const Entry & e : kArchitectures) {
+        if (target.name() == e.name && e.draft_head) return e.draft_head(target, draft_file);
+        if (e.draft_head) with += (with.empty() ? "" : ", ") + std::string(e.name);
+    }
+    throw Error("draft-mtp: " + target.name() + " models have no MTP draft head (" + with + " have)");
+}
 
 }  // namespace offgrid::model

@@ -1,6 +1,7 @@
 #include "ops/bandwidth.h"
 
 #include <algorithm>
+#include <functional>
 #include <chrono>
 #include <cstdint>
 #include <cstring>

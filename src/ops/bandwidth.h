@@ -5,16 +5,12 @@
 
 #include <cstddef>
 
+#include "offgrid/system.h"
 #include "ops/thread_pool.h"
 
 namespace offgrid::ops {
 
-struct ReadBandwidth {
-    double bytes_per_second = 0;  // the best round (a shared machine only ever slows a round down)
-    size_t buffer_bytes = 0;
-    int threads = 1;
-    int rounds = 0;
-};
+using ReadBandwidth = offgrid::ReadBandwidth;  // the public figure (offgrid/system.h)
 
 // Reads a buffer of `buffer_bytes` (rounded down to 4 KiB, at least 4 KiB) `rounds` times, each thread of `pool`
 // (nullptr: the caller alone) its own contiguous share. The buffer is written once first, so every page exists.

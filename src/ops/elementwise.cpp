@@ -88,18 +88,22 @@ void softmax(float * x, size_t n) {
     for (size_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-std::vector<uint32_t> top_k(const float * values, size_t n, size_t k) {
+size_t top_k_into(const float * values, size_t n, size_t k, uint32_t * idx) {
     k = std::min(k, n);
-    std::vector<uint32_t> idx(n);
-    std::iota(idx.begin(), idx.end(), 0u);
+    std::iota(idx, idx + n, 0u);
     // A strict total order (value descending, index ascending) makes the selected set unique.
     auto before = [values](uint32_t a, uint32_t b) {
         const float va = rank_key(values[a]);
         const float vb = rank_key(values[b]);
         return va > vb || (va == vb && a < b);
     };
-    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), before);
-    idx.resize(k);
+    std::partial_sort(idx, idx + k, idx + n, before);
+    return k;
+}
+
+std::vector<uint32_t> top_k(const float * values, size_t n, size_t k) {
+    std::vector<uint32_t> idx(n);
+    idx.resize(top_k_into(values, n, k, idx.data()));
     return idx;
 }
 

@@ -46,6 +46,9 @@ void softmax(float * x, size_t n);
 // Indices of the k largest values, in descending order of value; equal values keep the lower index first.
 // k is clamped to n.
 std::vector<uint32_t> top_k(const float * values, size_t n, size_t k);
+// The same into idx, which holds n entries (all used as working space); the first min(k, n) are the result,
+// min(k, n) is returned. No allocation.
+size_t top_k_into(const float * values, size_t n, size_t k, uint32_t * idx);
 // Plain twin: repeated selection of the maximum (lowest index among equals).
 std::vector<uint32_t> top_k_ref(const float * values, size_t n, size_t k);
 

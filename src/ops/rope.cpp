@@ -17,14 +17,15 @@ int rope_component(const std::array<int, 4> & s, int pair) {
 
 RopeAngles rope_angles(const RopeParams & p, const std::array<int32_t, 4> & pos4) {
     if (p.n_rot <= 0 || p.n_rot % 2 != 0) throw Error("rope: n_rot " + std::to_string(p.n_rot) + " is not even");
+    if (p.n_rot > 2 * kMaxRopePairs) {
+        throw Error("rope: n_rot " + std::to_string(p.n_rot) + " is above " + std::to_string(2 * kMaxRopePairs));
+    }
     if (p.sections[0] + p.sections[1] + p.sections[2] + p.sections[3] <= 0) throw Error("rope: sections sum to 0");
     const int half = p.n_rot / 2;
     const float ts = std::pow(p.freq_base, -2.0f / static_cast<float>(p.n_rot));
     float theta[4] = {static_cast<float>(pos4[0]), static_cast<float>(pos4[1]), static_cast<float>(pos4[2]),
                       static_cast<float>(pos4[3])};
     RopeAngles a;
-    a.cos.resize(half);
-    a.sin.resize(half);
     for (int i = 0; i < half; ++i) {
         const float phi = p.freq_scale * theta[rope_component(p.sections, i)];
         a.cos[i] = std::cos(phi) * p.attn_factor;

@@ -19,8 +19,11 @@ struct RopeParams {
 // cos/sin of the n_rot/2 angles for a 4-component position (t, h, w, e). Text tokens use (p, p, p, 0); a QSA
 // pooled key uses its first member's (pos, y, x, pos). The angles are iterated float products (theta *= ts)
 // as the reference computes them, not pow() per pair.
+// The most rotated pairs (n_rot / 2) a RopeAngles holds: it lives on the stack, so a position's angles cost
+// no allocation. rope_angles throws for a larger n_rot.
+inline constexpr int kMaxRopePairs = 512;
 struct RopeAngles {
-    std::vector<float> cos, sin;
+    std::array<float, kMaxRopePairs> cos, sin;
 };
 RopeAngles rope_angles(const RopeParams & p, const std::array<int32_t, 4> & pos4);
 

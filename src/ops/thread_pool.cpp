@@ -43,7 +43,11 @@ void part_range(size_t n, size_t n_parts, size_t p, size_t & begin, size_t & end
     end = begin + base + (p < extra ? 1 : 0);
 }
 
+thread_local int t_thread_index = 0;
+
 }  // namespace
+
+int ThreadPool::thread_index() { return t_thread_index; }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
     if (n_threads_ > kMaxThreads) {
@@ -52,7 +56,12 @@ ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
     }
     try {
         workers_.reserve(static_cast<size_t>(n_threads_ - 1));
-        for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+        for (int i = 1; i < n_threads_; ++i) {
+            workers_.emplace_back([this, i] {
+                t_thread_index = i;
+                worker_loop();
+            });
+        }
     } catch (const std::exception & e) {
         // The destructor does not run for a constructor that throws: stop and join the workers that started,
         // or their std::thread objects would end the process (and the condition variable dies under them).
@@ -123,7 +132,7 @@ void ThreadPool::worker_loop() {
     }
 }
 
-void ThreadPool::run_parts(int n_parts, const std::function<void(int)> & fn) {
+void ThreadPool::run_parts(int n_parts, FunctionRef<void(int)> fn) {
     if (n_parts <= 0) return;
     if (n_parts == 1 || n_threads_ == 1) {
         for (int p = 0; p < n_parts; ++p) fn(p);
@@ -159,7 +168,7 @@ void ThreadPool::run_parts(int n_parts, const std::function<void(int)> & fn) {
     if (error_) std::rethrow_exception(error_);
 }
 
-void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
+void ThreadPool::parallel_for(size_t n, FunctionRef<void(size_t, size_t)> fn, size_t min_chunk) {
     if (n == 0) return;
     const size_t chunk = std::max<size_t>(1, min_chunk);
     const size_t parts = std::min<size_t>(static_cast<size_t>(n_threads_) * kPartsPerThread, (n + chunk - 1) / chunk);
@@ -174,7 +183,7 @@ void ThreadPool::parallel_for(size_t n, const std::function<void(size_t, size_t)
     });
 }
 
-void ThreadPool::parallel_claims(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
+void ThreadPool::parallel_claims(size_t n, FunctionRef<void(size_t, size_t)> fn, size_t min_chunk) {
     if (n == 0) return;
     const size_t chunk = std::max<size_t>(1, min_chunk);
     if (n_threads_ == 1 || n <= chunk) {
@@ -196,7 +205,7 @@ void ThreadPool::parallel_claims(size_t n, const std::function<void(size_t, size
     });
 }
 
-void parallel_for(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
+void parallel_for(ThreadPool * pool, size_t n, FunctionRef<void(size_t, size_t)> fn, size_t min_chunk) {
     if (pool) {
         pool->parallel_for(n, fn, min_chunk);
     } else if (n > 0) {
@@ -204,7 +213,7 @@ void parallel_for(ThreadPool * pool, size_t n, const std::function<void(size_t, 
     }
 }
 
-void parallel_claims(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk) {
+void parallel_claims(ThreadPool * pool, size_t n, FunctionRef<void(size_t, size_t)> fn, size_t min_chunk) {
     if (pool) {
         pool->parallel_claims(n, fn, min_chunk);
     } else if (n > 0) {

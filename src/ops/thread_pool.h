@@ -21,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "ops/function_ref.h"
+
 namespace offgrid::ops {
 
 class ThreadPool {
@@ -37,22 +39,25 @@ public:
     ThreadPool & operator=(const ThreadPool &) = delete;
 
     int n_threads() const { return n_threads_; }
+    // The calling thread's index in its pool: 1..n_threads-1 on a worker, 0 on any other thread (the caller
+    // of a job runs parts of it as thread 0). Per-thread scratch (ops/workspace.h) is chosen by it.
+    static int thread_index();
 
     // Calls fn(begin, end) on disjoint ranges covering [0, n); blocks until all are done. Ranges smaller than
     // min_chunk are not split further. An exception thrown by fn is rethrown here (the first one).
     // Callers are serialised; fn must not call parallel_for on the same pool (it would wait for itself).
-    void parallel_for(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk = 1);
+    void parallel_for(size_t n, FunctionRef<void(size_t, size_t)> fn, size_t min_chunk = 1);
 
     // Calls fn(part) once for every part in [0, n_parts), each on one thread; blocks until all are done.
     // Same rules as parallel_for.
-    void run_parts(int n_parts, const std::function<void(int)> & fn);
+    void run_parts(int n_parts, FunctionRef<void(int)> fn);
 
     // Calls fn(begin, end) on disjoint ranges covering [0, n), claimed by the threads as they come free: each claim
     // takes a quarter of what is left per thread pair (1 / (2 n_threads)), at least min_chunk. The first claims are
     // large (few hand-offs), the last ones min_chunk, so the threads finish within one small range of each other.
     // Where the ranges fall depends on timing: only for work in which every index is computed on its own, with
     // the same arithmetic whoever computes it (the weight products). Same rules as parallel_for otherwise.
-    void parallel_claims(size_t n, const std::function<void(size_t, size_t)> & fn, size_t min_chunk = 1);
+    void parallel_claims(size_t n, FunctionRef<void(size_t, size_t)> fn, size_t min_chunk = 1);
 
 private:
     void worker_loop();
@@ -73,7 +78,7 @@ private:
 
     // The current job, written by the caller before the ticket that publishes it and stable until every part
     // is done (a worker reads it only after a successful claim).
-    const std::function<void(int)> * job_ = nullptr;
+    FunctionRef<void(int)> * job_ = nullptr;
     std::atomic<uint64_t> ticket_{0};
     std::atomic<int> parts_done_{0};
     uint32_t generation_ = 0;  // the caller's own copy of the current generation
@@ -89,10 +94,10 @@ private:
 };
 
 // Runs fn over [0, n) on the pool, or inline when pool is null.
-void parallel_for(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn,
+void parallel_for(ThreadPool * pool, size_t n, FunctionRef<void(size_t, size_t)> fn,
                   size_t min_chunk = 1);
 // ThreadPool::parallel_claims on the pool, or fn(0, n) inline when pool is null.
-void parallel_claims(ThreadPool * pool, size_t n, const std::function<void(size_t, size_t)> & fn,
+void parallel_claims(ThreadPool * pool, size_t n, FunctionRef<void(size_t, size_t)> fn,
                      size_t min_chunk = 1);
 
 }  // namespace offgrid::ops

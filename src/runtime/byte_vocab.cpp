@@ -2,6 +2,7 @@
 #include "runtime/byte_vocab.h"
 
 #include <map>
+#include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -129,6 +130,20 @@ const TokenizerSpec & byte_vocab_spec() {
 Tokenizer byte_vocab_tokenizer() {
     static const Tokenizer tokenizer(byte_vocab_spec());
     return tokenizer;
+}
+
+std::vector<gguf::KeyValue> byte_vocab_metadata(uint32_t n_vocab) {
+    const TokenizerSpec & base = byte_vocab_spec();
+    if (n_vocab <= base.tokens.size()) return tokenizer_metadata(base);
+    // A wider head than the vocabulary (the bench shape): the extra ids are Unused tokens, which tokenizing never
+    // produces and detokenizing prints as nothing, so the embedding and output matrices have the asked rows.
+    TokenizerSpec spec = base;
+    if (spec.token_types.empty()) spec.token_types.assign(spec.tokens.size(), static_cast<int32_t>(TokenType::Normal));
+    for (size_t id = base.tokens.size(); id < n_vocab; ++id) {
+        spec.tokens.push_back("<|unused_" + std::to_string(id) + "|>");
+        spec.token_types.push_back(static_cast<int32_t>(TokenType::Unused));
+    }
+    return tokenizer_metadata(spec);
 }
 
 }  // namespace offgrid::runtime

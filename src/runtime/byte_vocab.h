@@ -6,7 +6,11 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
+#include <vector>
+
+#include "gguf/value.h"
 
 #include "runtime/tokenizer.h"
 
@@ -25,5 +29,8 @@ TokenizerSpec train_byte_vocab(std::string_view text, size_t max_merges);
 // train_byte_vocab(byte_vocab_sample_text(), kByteVocabMaxMerges), built once and cached.
 const TokenizerSpec & byte_vocab_spec();
 Tokenizer byte_vocab_tokenizer();
+// The tokenizer.ggml.* key/values of byte_vocab_spec(), padded with Unused tokens up to n_vocab (the files the
+// random-model generators write).
+std::vector<gguf::KeyValue> byte_vocab_metadata(uint32_t n_vocab = 0);
 
 }  // namespace offgrid::runtime

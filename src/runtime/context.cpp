@@ -19,6 +19,7 @@
 #include "common/files.h"
 #include "gguf/reader.h"
 #include "memory/hybrid_memory.h"
+#include "memory/plan_check.h"
 #include "runtime/available_memory.h"
 #include "runtime/context_access.h"
 #include "memory/state_io.h"
@@ -225,10 +226,17 @@ public:
 
         try {
             mem_ = std::make_unique<memory::HybridMemory>(memory_params(params_.n_ctx, params_.n_ubatch));
+            // The forward's scratch, once for the largest ubatch and the longest sequence this context can hold.
+            model::WorkspaceLimits limits;
+            limits.n_ubatch = params_.n_ubatch;
+            limits.n_seq_cells = per_stream;
+            limits.n_threads = pool_.n_threads();
+            workspace_.reserve(pool_.n_threads(), m.workspace_size(limits));
         } catch (const std::bad_alloc &) {
             throw Error("not enough memory for a context of " + std::to_string(params_.n_ctx) +
                         " cells; ask for fewer (n_ctx, -c)");
         }
+        plan_limits_ = {m.n_vocab(), m.memory_traits().kpool};
     }
 
     memory::MemoryParams memory_params(uint32_t n_ctx, uint32_t n_ubatch) {
@@ -282,7 +290,12 @@ public:
             return {DecodeStatus::InvalidBatch, "batch: " + std::to_string(in.size()) + " tokens, more than n_batch " +
                                                     std::to_string(params_.n_batch)};
         }
-        memory::Batch b;
+        // The memory's copy of the batch, in buffers kept from call to call.
+        memory::Batch & b = batch_;
+        b.tokens.clear();
+        b.pos.clear();
+        b.output.clear();
+        if (b.seqs.size() < in.size()) b.seqs.resize(in.size());
         const bool auto_pos = in[0].pos < 0;
         for (size_t i = 0; i < in.size(); ++i) {
             const auto & t = in[i];
@@ -294,9 +307,10 @@ public:
             if (!why.empty()) return {DecodeStatus::InvalidBatch, "batch: token " + std::to_string(i) + ": " + why};
             b.tokens.push_back(t.token);
             if (!auto_pos) b.pos.push_back(t.pos);
-            b.seqs.push_back(t.seqs);
+            b.seqs[i].assign(t.seqs.begin(), t.seqs.end());
             b.output.push_back(t.output ? 1 : 0);
         }
+        b.seqs.resize(in.size());  // one list per token (a steady step keeps its one list)
         apply_shifts();
 
         const memory::BeginResult br = mem_->begin(b);
@@ -305,7 +319,8 @@ public:
 
         // Output rows go back in batch order; a ubatch reorders tokens by sequence.
         const auto & vb = mem_->call_batch();
-        std::vector<int32_t> row_of(vb.size(), -1);
+        std::vector<int32_t> & row_of = row_of_;
+        row_of.assign(vb.size(), -1);
         int32_t n_out = 0;
         for (size_t i = 0; i < vb.size(); ++i) {
             if (vb.output[i]) row_of[i] = n_out++;
@@ -318,7 +333,8 @@ public:
         const size_t n_embd = model_->impl().hidden_width();
         std::vector<float> hidden(params_.embeddings ? vb.size() * n_embd : 0);  // batch order
         const size_t n_wide = params_.mtp_hidden ? model_->impl().wide_hidden_width() : 0;
-        std::vector<float> wide(vb.size() * n_wide);  // batch order
+        std::vector<float> & wide = spare_wide_;  // batch order, every row written below
+        wide.resize(vb.size() * n_wide);
 
         try {
             while (mem_->has_next()) {
@@ -327,20 +343,30 @@ public:
                     return {DecodeStatus::Aborted, "decode: aborted by the callback"};
                 }
                 const memory::Plan & plan = mem_->apply();
-                model::ForwardOptions fo;
-                fo.dense = params_.qsa_dense;
-                fo.hidden = params_.embeddings;
-                fo.wide_hidden = n_wide > 0;
-                fo.last_of_call = !mem_->has_next();
-                const model::ForwardResult res = model_->impl().forward(shape_, plan, *mem_, &pool_, fo);
-                const std::vector<float> & out = res.logits;
+                memory::check_plan(plan, plan_limits_, plan_seen_);
+                const size_t T = plan.tokens.size();
+                size_t n_plan_out = 0;
+                for (const auto & t : plan.tokens) n_plan_out += t.output ? 1 : 0;
+                // Ubatch-order rows, in buffers that only grow (a steady decode step allocates nothing).
+                auto rows_of = [](std::vector<float> & v, size_t n) {
+                    if (v.size() < n) v.resize(n);
+                    return n > 0 ? v.data() : nullptr;
+                };
+                model::ForwardContext fc{shape_, plan, *mem_, &pool_, workspace_, params_.qsa_dense, {}};
+                fc.out.logits = rows_of(ubatch_logits_, n_plan_out * n_vocab);
+                fc.out.hidden = params_.embeddings ? rows_of(ubatch_hidden_, T * n_embd) : nullptr;
+                fc.out.wide_hidden = n_wide > 0 ? rows_of(ubatch_wide_, T * n_wide) : nullptr;
+                fc.last_of_call = !mem_->has_next();
+                workspace_.reset();
+                model_->impl().forward(fc);
+                const float * out = fc.out.logits;
                 if (params_.embeddings) {
-                    for (size_t t = 0; t < plan.tokens.size(); ++t) {
-                        std::memcpy(&hidden[plan.tokens[t].index * n_embd], &res.hidden[t * n_embd], n_embd * sizeof(float));
+                    for (size_t t = 0; t < T; ++t) {
+                        std::memcpy(&hidden[plan.tokens[t].index * n_embd], &fc.out.hidden[t * n_embd], n_embd * sizeof(float));
                     }
                 }
-                for (size_t t = 0; t < plan.tokens.size() && n_wide > 0; ++t) {
-                    std::memcpy(&wide[plan.tokens[t].index * n_wide], &res.wide_hidden[t * n_wide], n_wide * sizeof(float));
+                for (size_t t = 0; t < T && n_wide > 0; ++t) {
+                    std::memcpy(&wide[plan.tokens[t].index * n_wide], &fc.out.wide_hidden[t * n_wide], n_wide * sizeof(float));
                 }
                 size_t k = 0;
                 for (const auto & t : plan.tokens) {
@@ -361,7 +387,7 @@ public:
         mem_->finish();
         std::swap(logits_, rows);
         n_outputs_ = n_out;
-        wide_ = std::move(wide);
+        std::swap(wide_, wide);
         return {};
     }
 
@@ -419,6 +445,12 @@ public:
     ops::ThreadPool pool_;
     memory::CacheShape shape_;
     std::unique_ptr<memory::HybridMemory> mem_;
+    ops::Workspace workspace_;            // the forward's scratch (model::Architecture::workspace_size)
+    memory::PlanLimits plan_limits_;
+    std::vector<uint8_t> plan_seen_;      // memory::check_plan's working space
+    memory::Batch batch_;                 // decode's copy of the batch for the memory
+    std::vector<int32_t> row_of_;         // decode's output row of each batch token
+    std::vector<float> ubatch_logits_, ubatch_hidden_, ubatch_wide_;  // one ubatch's rows, ubatch order
     std::function<bool()> abort_;
     std::vector<float> logits_;
     std::vector<float> spare_logits_;  // the buffer the next decode writes into (swapped with logits_)
@@ -426,6 +458,7 @@ public:
     std::vector<float> embd_;                          // pooling None: output rows
     std::map<int32_t, std::vector<float>> embd_seq_;   // pooled, per sequence
     std::vector<float> wide_;                          // mtp_hidden: every token's wide residual, batch order
+    std::vector<float> spare_wide_;                    // the buffer the next decode writes into (swapped with wide_)
 };
 
 }  // namespace runtime
@@ -536,6 +569,16 @@ std::vector<uint8_t> Context::state_get(int32_t seq) const { return memory::stat
 
 void Context::state_set(const std::vector<uint8_t> & data, int32_t seq) {
     memory::state_load(*impl_->mem_, data, seq, 0, "state");
+}
+
+std::vector<uint8_t> Context::state_get_tail(int32_t seq, int32_t from) const {
+    if (seq < 0 || from < 0) throw Error("state_get_tail: needs a sequence id and a position >= 0");
+    return memory::state_save(*impl_->mem_, seq, memory::kAppend, from);
+}
+
+void Context::state_append(const std::vector<uint8_t> & data, int32_t seq) {
+    if (seq < 0) throw Error("state_append: needs a sequence id");
+    memory::state_load(*impl_->mem_, data, seq, memory::kAppend, "state");
 }
 
 // State file (version 2): magic "OGSTATE1", u32 version, u64 model fingerprint, i32 seq (-1: whole context),

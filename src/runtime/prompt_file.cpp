@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include <fcntl.h>
@@ -109,8 +110,6 @@ void read_blocks(const std::string & path, const std::string & what, size_t bloc
 
 }  // namespace
 
-void check_input_file(const std::string & path, const std::string & what) { ::close(open_input(path, what)); }
-
 BoundedTokens tokenize_text(const Tokenizer & tok, std::string_view text, size_t limit, size_t block) {
     PieceTokenizer pt(tok, limit);
     block = std::max<size_t>(block, 1);
@@ -127,6 +126,21 @@ BoundedTokens tokenize_file(const Tokenizer & tok, const std::string & path, siz
     return pt.finish();
 }
 
+}  // namespace offgrid::runtime
+
+namespace offgrid {
+
+void check_input_file(const std::string & path, const std::string & what) { ::close(runtime::open_input(path, what)); }
+
+BoundedTokens tokenize_file(const Tokenizer & tok, const std::string & path, size_t limit, const std::string & what,
+                            size_t block) {
+    return runtime::tokenize_file(tok.impl(), path, limit, what, block);
+}
+
+BoundedTokens tokenize_text(const Tokenizer & tok, std::string_view text, size_t limit, size_t block) {
+    return runtime::tokenize_text(tok.impl(), text, limit, block);
+}
+
 BoundedTokens read_token_ids(const std::string & path, int32_t n_vocab, size_t limit, const std::string & what) {
     BoundedTokens out;
     std::string word;
@@ -140,10 +154,10 @@ BoundedTokens read_token_ids(const std::string & path, int32_t n_vocab, size_t l
         if (!digits) throw Error(where + ": expected a token id, got '" + printable(word) + (word.size() > kLongestId ? "...'" : "'"));
         for (const char c : word) v = v * 10 + (c - '0');
         if (v >= n_vocab) throw Error(where + ": " + word + " is outside 0.." + std::to_string(n_vocab - 1));
-        out.tokens.push_back(static_cast<TokenId>(v));
+        out.tokens.push_back(static_cast<int32_t>(v));
         word.clear();
     };
-    read_blocks(path, what, 1u << 20, [&](std::string_view data) {
+    runtime::read_blocks(path, what, 1u << 20, [&](std::string_view data) {
         for (const char c : data) {
             if (c == ' ' || c == '\n' || c == '\t' || c == '\r' || c == '\v' || c == '\f') {
                 finish_word();
@@ -178,4 +192,4 @@ std::string printable(std::string_view text, size_t max) {
     return out;
 }
 
-}  // namespace offgrid::runtime
+}  // namespace offgrid

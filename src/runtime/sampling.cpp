@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-#include <unordered_map>
 
 #include "common/error.h"
 
@@ -12,20 +11,17 @@ namespace offgrid::runtime {
 
 namespace {
 
-struct Candidate {
-    int32_t id;
-    float logit;
-};
-
 // Higher logit first; equal logits by lower id, so every step is deterministic.
+template <typename Candidate>
 bool ranks_before(const Candidate & a, const Candidate & b) {
     return a.logit > b.logit || (a.logit == b.logit && a.id < b.id);
 }
 
-// Probabilities of candidates sorted by ranks_before (the first one has the largest logit) at a temperature.
-// Subtracting the top logit before dividing keeps a tiny temperature from overflowing.
-std::vector<double> softmax_sorted(const std::vector<Candidate> & c, double temperature = 1.0) {
-    std::vector<double> p(c.size());
+// Probabilities of candidates sorted by ranks_before (the first one has the largest logit) at a temperature,
+// into p. Subtracting the top logit before dividing keeps a tiny temperature from overflowing.
+template <typename Candidate>
+void softmax_sorted(const std::vector<Candidate> & c, std::vector<double> & p, double temperature = 1.0) {
+    p.resize(c.size());
     const double top = c.front().logit;
     double sum = 0;
     for (size_t i = 0; i < c.size(); ++i) {
@@ -33,7 +29,6 @@ std::vector<double> softmax_sorted(const std::vector<Candidate> & c, double temp
         sum += p[i];
     }
     for (double & v : p) v /= sum;
-    return p;
 }
 
 std::string number(double v) { return std::to_string(v); }
@@ -76,16 +71,26 @@ Sampler::Sampler(const SamplingParams & params) : params_(params) {
 }
 
 void Sampler::reset() {
-    history_.clear();
+    ring_.clear();
+    ring_start_ = 0;
+    if (params_.repeat_last_n > 0) ring_.reserve(static_cast<size_t>(params_.repeat_last_n));
     rng_state_ = params_.seed;
 }
 
 void Sampler::accept(int32_t token) {
     if (params_.repeat_last_n == 0) return;
-    history_.push_back(token);
-    if (params_.repeat_last_n > 0 && history_.size() > static_cast<size_t>(params_.repeat_last_n)) {
-        history_.pop_front();
+    if (params_.repeat_last_n > 0 && ring_.size() == static_cast<size_t>(params_.repeat_last_n)) {
+        ring_[ring_start_] = token;  // over the oldest
+        ring_start_ = (ring_start_ + 1) % ring_.size();
+        return;
     }
+    ring_.push_back(token);
+}
+
+std::vector<int32_t> Sampler::history() const {
+    std::vector<int32_t> out(ring_.begin() + static_cast<long>(ring_start_), ring_.end());
+    out.insert(out.end(), ring_.begin(), ring_.begin() + static_cast<long>(ring_start_));
+    return out;
 }
 
 // splitmix64: a fixed, portable sequence for each seed.
@@ -98,11 +103,12 @@ double Sampler::next_uniform() {
     return static_cast<double>(z >> 11) * 0x1.0p-53;
 }
 
-std::vector<TokenProb> Sampler::distribution(std::span<const float> logits) const {
+void Sampler::run_chain(std::span<const float> logits) const {
     const SamplingParams & p = params_;
     if (logits.empty()) throw Error("sampling: empty logits row");
     if (logits.size() > static_cast<size_t>(INT32_MAX)) throw Error("sampling: logits row too long");
-    std::vector<Candidate> c(logits.size());
+    std::vector<Candidate> & c = cand_;
+    c.resize(logits.size());
     for (size_t i = 0; i < logits.size(); ++i) {
         if (std::isnan(logits[i]) || logits[i] == INFINITY) {
             throw Error("sampling: logits[" + std::to_string(i) + "] is " + (std::isnan(logits[i]) ? "NaN" : "+inf"));
@@ -110,22 +116,31 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits) cons
         c[i] = {static_cast<int32_t>(i), logits[i]};
     }
 
-    // Penalties, once per distinct token of the window (ids outside the row are ignored).
-    if (!history_.empty()) {
-        std::unordered_map<int32_t, int> counts;
-        for (const int32_t t : history_) {
-            if (t >= 0 && static_cast<size_t>(t) < c.size()) ++counts[t];
-        }
-        for (const auto & [t, n] : counts) {
-            float & l = c[t].logit;
-            l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
-            l -= static_cast<float>(n) * p.frequency_penalty + p.presence_penalty;
+    // Penalties, once per distinct token of the window (ids outside the row are ignored): the window sorted, so
+    // each token's occurrences are one run.
+    if (!ring_.empty()) {
+        if (window_.capacity() < ring_.size()) window_.reserve(std::max(ring_.capacity(), 2 * window_.capacity()));
+        window_.assign(ring_.begin(), ring_.end());
+        std::sort(window_.begin(), window_.end());
+        for (size_t i = 0; i < window_.size();) {
+            size_t j = i + 1;
+            while (j < window_.size() && window_[j] == window_[i]) ++j;
+            const int32_t t = window_[i];
+            if (t >= 0 && static_cast<size_t>(t) < c.size()) {
+                float & l = c[t].logit;
+                l = l > 0 ? l / p.repeat_penalty : l * p.repeat_penalty;
+                l -= static_cast<float>(j - i) * p.frequency_penalty + p.presence_penalty;
+            }
+            i = j;
         }
     }
 
     if (p.temperature <= 0) {
-        const auto best = std::min_element(c.begin(), c.end(), ranks_before);
-        return {{best->id, 1.0f}};
+        const auto best = std::min_element(c.begin(), c.end(), ranks_before<Candidate>);
+        c[0] = *best;
+        c.resize(1);
+        prob_.assign(1, 1.0);
+        return;
     }
 
     // Drop impossible tokens; they would only get probability 0.
@@ -134,19 +149,19 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits) cons
 
     // Top-k, leaving the candidates sorted.
     if (p.top_k > 0 && static_cast<size_t>(p.top_k) < c.size()) {
-        std::partial_sort(c.begin(), c.begin() + p.top_k, c.end(), ranks_before);
+        std::partial_sort(c.begin(), c.begin() + p.top_k, c.end(), ranks_before<Candidate>);
         c.resize(p.top_k);
     } else {
-        std::sort(c.begin(), c.end(), ranks_before);
+        std::sort(c.begin(), c.end(), ranks_before<Candidate>);
     }
 
     // Top-p: the shortest head whose probability reaches top_p.
     if (p.top_p < 1) {
-        const std::vector<double> prob = softmax_sorted(c);
+        softmax_sorted(c, prob_);
         double cum = 0;
         size_t keep = c.size();
-        for (size_t i = 0; i < prob.size(); ++i) {
-            cum += prob[i];
+        for (size_t i = 0; i < prob_.size(); ++i) {
+            cum += prob_[i];
             if (cum >= p.top_p) {
                 keep = i + 1;
                 break;
@@ -162,9 +177,13 @@ std::vector<TokenProb> Sampler::distribution(std::span<const float> logits) cons
         c.erase(std::remove_if(c.begin() + 1, c.end(), weak), c.end());
     }
 
-    const std::vector<double> prob = softmax_sorted(c, p.temperature);
-    std::vector<TokenProb> out(c.size());
-    for (size_t i = 0; i < c.size(); ++i) out[i] = {c[i].id, static_cast<float>(prob[i])};
+    softmax_sorted(c, prob_, p.temperature);
+}
+
+std::vector<TokenProb> Sampler::distribution(std::span<const float> logits) const {
+    run_chain(logits);
+    std::vector<TokenProb> out(cand_.size());
+    for (size_t i = 0; i < cand_.size(); ++i) out[i] = {cand_[i].id, static_cast<float>(prob_[i])};
     return out;
 }
 
@@ -184,15 +203,15 @@ int32_t Sampler::sample(std::span<const float> logits) {
         }
         return static_cast<int32_t>(best);
     }
-    const std::vector<TokenProb> dist = distribution(logits);
-    if (dist.size() == 1) return dist.front().id;
+    run_chain(logits);
+    if (cand_.size() == 1) return cand_.front().id;
     const double u = next_uniform();
     double cum = 0;
-    for (const TokenProb & t : dist) {
-        cum += t.p;
-        if (u < cum) return t.id;
+    for (size_t i = 0; i < cand_.size(); ++i) {
+        cum += static_cast<float>(prob_[i]);  // the float probabilities distribution() gives
+        if (u < cum) return cand_[i].id;
     }
-    return dist.back().id;  // u beyond the rounded total
+    return cand_.back().id;  // u beyond the rounded total
 }
 
 }  // namespace offgrid::runtime

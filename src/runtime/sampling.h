@@ -37,14 +37,28 @@ public:
     std::vector<TokenProb> distribution(std::span<const float> logits) const;
 
     const SamplingParams & params() const { return params_; }
-    const std::deque<int32_t> & history() const { return history_; }
+    // The accepted tokens of the penalty window, oldest first.
+    std::vector<int32_t> history() const;
 
 private:
+    struct Candidate {
+        int32_t id;
+        float logit;
+    };
     double next_uniform();  // in [0, 1)
+    // The chain into cand_ and prob_ (sorted, summing to 1): what distribution() returns, in buffers kept from
+    // call to call, so a steady sample() allocates nothing.
+    void run_chain(std::span<const float> logits) const;
 
     SamplingParams params_;
-    std::deque<int32_t> history_;
+    // The penalty window: a ring of repeat_last_n entries (ring_start_ the oldest once full), or the whole
+    // history in order when repeat_last_n is -1.
+    std::vector<int32_t> ring_;
+    size_t ring_start_ = 0;
     uint64_t rng_state_ = 0;
+    mutable std::vector<Candidate> cand_;
+    mutable std::vector<double> prob_;
+    mutable std::vector<int32_t> window_;
 };
 
 }  // namespace offgrid::runtime

@@ -6,9 +6,8 @@
 #include <map>
 #include <string>
 
-#include "model/qwen4exp/model.h"
-#include "model/qwen4exp/mtp_head.h"
-#include "runtime/mtp_draft_file.h"
+#include "model/architecture.h"
+#include "model/draft_head.h"
 #include "runtime/ngram_draft.h"
 
 namespace offgrid {
@@ -59,7 +58,7 @@ class SpeculativeImpl {
 public:
     struct SeqState {
         std::vector<int32_t> history;           // tokens the target's memory holds, in position order
-        model::qwen4exp::MtpCache cache;        // the MTP head's own KV
+        std::unique_ptr<model::DraftHead::Cache> cache;  // the draft head's own rows (with a head)
         std::vector<float> pending_h;           // wide residual of the last decoded position (zero at start)
     };
 
@@ -79,19 +78,7 @@ public:
         }
         if (spec.type == SpecType::DraftMtp) {
             if (!cp.mtp_hidden) throw Error("speculative: draft-mtp needs a context with mtp_hidden (SpeculativeDecoder::configure)");
-            const auto * target = dynamic_cast<const model::qwen4exp::Model *>(&ctx.model().impl());
-            if (!target) throw Error("speculative: draft-mtp needs a qwen4exp model, not " + ctx.model().architecture());
-            if (spec.draft_model.empty()) {
-                if (!target->weights().mtp.present) {
-                    throw Error(ctx.model().path() + ": no MTP (NextN) block to draft with; give an MTP-only file with -md");
-                }
-                head_ = std::make_unique<model::qwen4exp::MtpHead>(target->hparams(), target->weights().mtp,
-                                                                    target->weights().token_embd, target->weights().output);
-            } else {
-                sidecar_ = std::make_unique<MtpDraftFile>(spec.draft_model, *target);
-                head_ = std::make_unique<model::qwen4exp::MtpHead>(sidecar_->hparams(), sidecar_->weights(),
-                                                                    target->weights().token_embd, target->weights().output);
-            }
+            head_ = model::make_draft_head(ctx.model().impl(), spec.draft_model);
             wide_ = head_->wide_width();
         }
     }
@@ -99,6 +86,7 @@ public:
     SeqState & state(int32_t seq) {
         SeqState & s = seqs_[seq];
         if (s.pending_h.size() != wide_) s.pending_h.assign(wide_, 0.0f);
+        if (head_ && !s.cache) s.cache = head_->new_cache();
         return s;
     }
 
@@ -118,7 +106,7 @@ public:
             const float * src = k == 0 ? s.pending_h.data() : ctx_.mtp_hidden(row0 + static_cast<int32_t>(k) - 1);
             std::copy(src, src + wide_, &h[k * wide_]);
         }
-        head_->catch_up(s.cache, tokens, pos.data(), h.data(), n);
+        head_->catch_up(*s.cache, tokens, pos.data(), h.data(), n);
     }
 
     DecodeResult prefill(int32_t seq, const std::vector<int32_t> & tokens) {
@@ -155,7 +143,7 @@ public:
                 const float * src = k == 0 ? s.pending_h.data() : ctx_.mtp_hidden(idx[k - 1]);
                 std::copy(src, src + wide_, &h[k * wide_]);
             }
-            head_->catch_up(s.cache, toks.data(), pos.data(), h.data(), toks.size());
+            head_->catch_up(*s.cache, toks.data(), pos.data(), h.data(), toks.size());
             const float * last = ctx_.mtp_hidden(idx.back());
             s.pending_h.assign(last, last + wide_);
         }
@@ -170,7 +158,7 @@ public:
             std::vector<float> logits(head_->n_vocab()), h = s.pending_h, h_out(wide_);
             int32_t tok = last;
             for (int32_t j = 0; j < n_cap; ++j) {
-                head_->step(s.cache, tok, pos + j, h.data(), logits.data(), h_out.data());
+                head_->step(*s.cache, tok, pos + j, h.data(), logits.data(), h_out.data());
                 const auto [id, p] = draft_pick(logits.data(), logits.size());
                 if (p < spec_.p_min) break;
                 d.push_back(id);
@@ -178,7 +166,7 @@ public:
                 std::swap(h, h_out);
             }
             // Row `pos` was computed from (last, h_{pos-1}), as the catch-up would; the draft's own rows go.
-            s.cache.truncate(pos + 1);
+            s.cache->truncate(pos + 1);
         }
         if (static_cast<int32_t>(d.size()) < spec_.n_min) d.clear();
         return d;
@@ -215,7 +203,9 @@ public:
         }
         const DecodeResult res = ctx_.decode(batch);
         if (!res.ok()) {
-            for (size_t r = 0; r < reqs.size(); ++r) state(reqs[r].seq).cache.truncate(pos0[r]);
+            for (size_t r = 0; r < reqs.size(); ++r) {
+                if (head_) state(reqs[r].seq).cache->truncate(pos0[r]);
+            }
             return res;
         }
         const size_t n_vocab = static_cast<size_t>(ctx_.model().n_vocab());
@@ -246,10 +236,10 @@ public:
             if (head_) {
                 // Row pos0 from (last, pending_h) unless the draft's first step left it; then rows pos0+1..pos0+n
                 // from the verify rows (rejected ones too, then dropped).
-                if (s.cache.n == 0 || s.cache.end() != pos0[r] + 1) catch_up(s, &q.last, pos0[r], 1, 0);
+                if (s.cache->empty() || s.cache->end() != pos0[r] + 1) catch_up(s, &q.last, pos0[r], 1, 0);
                 std::vector<int32_t> toks(d.begin(), d.end());
                 if (!toks.empty()) catch_up_from(s, toks.data(), pos0[r] + 1, toks.size(), row);
-                s.cache.truncate(keep_end);
+                s.cache->truncate(keep_end);
                 const float * h = ctx_.mtp_hidden(row + n_acc);
                 s.pending_h.assign(h, h + wide_);
             }
@@ -271,13 +261,12 @@ public:
             const float * src = ctx_.mtp_hidden(row0 + static_cast<int32_t>(k));
             std::copy(src, src + wide_, &h[k * wide_]);
         }
-        head_->catch_up(s.cache, tokens, pos.data(), h.data(), n);
+        head_->catch_up(*s.cache, tokens, pos.data(), h.data(), n);
     }
 
     Context & ctx_;
     SpecParams spec_;
-    std::unique_ptr<MtpDraftFile> sidecar_;
-    std::unique_ptr<model::qwen4exp::MtpHead> head_;
+    std::unique_ptr<model::DraftHead> head_;
     size_t wide_ = 0;
     std::map<int32_t, SeqState> seqs_;
     SpecStats stats_;

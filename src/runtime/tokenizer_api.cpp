@@ -3,6 +3,7 @@
 
 #include "gguf/reader.h"
 #include "offgrid/context.h"
+#include "runtime/byte_vocab.h"
 #include "runtime/tokenizer.h"
 #include "runtime/unicode.h"
 
@@ -14,6 +15,11 @@ Tokenizer::Tokenizer(std::shared_ptr<const runtime::Tokenizer> impl) : impl_(std
 
 Tokenizer Tokenizer::from_model(const Model & model) {
     return Tokenizer(std::make_shared<const runtime::Tokenizer>(runtime::Tokenizer::from_model(model)));
+}
+
+Tokenizer Tokenizer::byte_level() {
+    static const auto shared = std::make_shared<const runtime::Tokenizer>(runtime::byte_vocab_tokenizer());
+    return Tokenizer(shared);
 }
 
 Tokenizer Tokenizer::from_file(const std::string & gguf_path) {

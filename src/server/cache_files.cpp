@@ -1,9 +1,9 @@
 #include "server/cache_files.h"
 
-#include "common/crc32c.h"
-#include "common/files.h"
+#include "offgrid/crc32c.h"
 #include "offgrid/error.h"
-#include "runtime/prompt_file.h"
+#include "offgrid/files.h"
+#include "offgrid/prompt_file.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -23,11 +23,11 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr char kMagic[8] = {'O', 'G', 'P', 'C', 'A', 'C', 'H', 'E'};
-constexpr uint32_t kVersion = 2;  // 2: whole-file CRC-32C, one folder per model
+constexpr uint32_t kVersion = 3;  // 2: whole-file CRC-32C, one folder per model; 3: tails (the first position)
 constexpr const char * kSuffix = ".ogpc";
 constexpr const char * kPrefix = "prefix-";
-// magic, version, fingerprint, n_tokens, n_state, n_logits, crc
-constexpr size_t kFixedBytes = 8 + 4 + 8 + 4 + 8 + 4 + 4;
+// magic, version, fingerprint, n_tokens, from, n_state, n_logits, crc
+constexpr size_t kFixedBytes = 8 + 4 + 8 + 4 + 4 + 8 + 4 + 4;
 
 template <typename T>
 void put(std::string & out, const T & v) {
@@ -56,7 +56,7 @@ private:
 };
 
 // File names come from the folder: control bytes in them must not reach the terminal.
-std::string shown(const fs::path & p) { return runtime::printable(p.string(), 4096); }
+std::string shown(const fs::path & p) { return printable(p.string(), 4096); }
 
 bool is_cache_name(const std::string & name) {
     return name.size() > std::strlen(kPrefix) + std::strlen(kSuffix) && name.rfind(kPrefix, 0) == 0 &&
@@ -98,7 +98,8 @@ std::string parse(const std::string & data, uint64_t fingerprint, size_t n_vocab
     uint64_t fp = 0, n_state = 0;
     Reader r(data, data.size() - 4);
     if (!r.bytes(magic, 8) || std::memcmp(magic, kMagic, 8) != 0) return "not a prefix cache file";
-    if (!r.get(version) || version != kVersion) return "version " + std::to_string(version) + ", this build reads 2";
+    if (!r.get(version) || version != kVersion)
+        return "version " + std::to_string(version) + ", this build reads " + std::to_string(kVersion);
     if (crc32c(data.data(), data.size() - 4) != stored) return "checksum mismatch: the file is damaged";
     if (!r.get(fp) || fp != fingerprint) return "written with another model";
     if (!r.get(n_tokens) || n_tokens == 0 || static_cast<uint64_t>(n_tokens) * 4 > r.left()) return "bad token count";
@@ -107,6 +108,9 @@ std::string parse(const std::string & data, uint64_t fingerprint, size_t n_vocab
     for (const int32_t t : tokens) {
         if (t < 0 || static_cast<size_t>(t) >= n_vocab) return "token id " + std::to_string(t) + " out of the vocabulary";
     }
+    uint32_t from = 0;
+    if (!r.get(from) || from >= n_tokens) return "bad first position";
+    snap.from = from;
     if (!r.get(n_state) || n_state > r.left()) return "bad state size";
     snap.state.resize(n_state);
     r.bytes(snap.state.data(), n_state);
@@ -146,6 +150,7 @@ size_t save_prefix_cache(const PrefixCache & cache, const std::string & dir, uin
         put(out, fingerprint);
         put(out, static_cast<uint32_t>(tokens.size()));
         out.append(reinterpret_cast<const char *>(tokens.data()), tokens.size() * sizeof(int32_t));
+        put(out, static_cast<uint32_t>(snap.from));
         put(out, static_cast<uint64_t>(snap.state.size()));
         out.append(reinterpret_cast<const char *>(snap.state.data()), snap.state.size());
         put(out, static_cast<uint32_t>(snap.logits.size()));
@@ -203,20 +208,38 @@ size_t load_prefix_cache(PrefixCache & cache, const std::string & dir, uint64_t 
     size_t first = files.size();
     while (first > 0 && total + files[first - 1].second <= cache.budget()) total += files[--first].second;
     for (size_t i = 0; i < first; ++i) std::fprintf(stderr, "serve: %s: skipped (beyond the cache budget)\n", shown(files[i].first).c_str());
-    size_t n = 0;
-    for (size_t i = first; i < files.size(); ++i) {
-        const fs::path & path = files[i].first;
-        std::string data, why;
+    struct Parsed {
+        fs::path path;
         std::vector<int32_t> tokens;
         Snapshot snap;
-        why = read_bounded(path, files[i].second, data);
-        if (why.empty()) why = parse(data, fingerprint, n_vocab, tokens, snap);
-        if (why.empty() && check) why = check(tokens, snap);
+    };
+    std::vector<Parsed> parsed;
+    for (size_t i = first; i < files.size(); ++i) {
+        Parsed p{files[i].first, {}, {}};
+        std::string data;
+        std::string why = read_bounded(p.path, files[i].second, data);
+        if (why.empty()) why = parse(data, fingerprint, n_vocab, p.tokens, p.snap);
         if (!why.empty()) {
-            std::fprintf(stderr, "serve: %s: skipped (%s)\n", shown(path).c_str(), why.c_str());
+            std::fprintf(stderr, "serve: %s: skipped (%s)\n", shown(p.path).c_str(), why.c_str());
             continue;
         }
-        cache.insert(tokens, std::move(snap));
+        parsed.push_back(std::move(p));
+    }
+    // Shorter paths first: a tail's parent (the snapshot at its first `from` tokens) is in the cache before it.
+    std::stable_sort(parsed.begin(), parsed.end(), [](const Parsed & a, const Parsed & b) { return a.tokens.size() < b.tokens.size(); });
+    size_t n = 0;
+    for (Parsed & p : parsed) {
+        std::string why;
+        if (p.snap.from > 0) {
+            p.snap.parent = cache.find(std::span<const int32_t>(p.tokens.data(), p.snap.from));
+            if (!p.snap.parent) why = "the snapshot below it, at " + std::to_string(p.snap.from) + " tokens, was not loaded";
+        }
+        if (why.empty() && check) why = check(p.tokens, p.snap);
+        if (why.empty() && !cache.insert(p.tokens, std::move(p.snap))) why = "beyond the cache budget";
+        if (!why.empty()) {
+            std::fprintf(stderr, "serve: %s: skipped (%s)\n", shown(p.path).c_str(), why.c_str());
+            continue;
+        }
         ++n;
     }
     return n;

@@ -13,6 +13,7 @@
 
 #include "offgrid/error.h"
 #include "server/connection_pool.h"
+#include "server/framing.h"
 #include "server/peer_probe.h"
 #include "server/protocol.h"
 
@@ -124,36 +125,6 @@ void widen_backlog(int port) {
 
 constexpr size_t kMaxConnectionThreads = 1024;
 
-struct FramingError {
-    int status = 0;  // 0: fine
-    std::string message;
-};
-
-bool all_digits(const std::string & v) {
-    return !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
-}
-
-// RFC 9112 section 6: Content-Length must be one decimal number (repeated headers only with the same value);
-// Transfer-Encoding may only be `chunked` (the one coding httplib decodes) and never together with a length.
-FramingError check_framing(const httplib::Request & req) {
-    const size_t n_len = req.get_header_value_count("Content-Length");
-    const size_t n_te = req.get_header_value_count("Transfer-Encoding");
-    std::string length;
-    for (size_t i = 0; i < n_len; ++i) {
-        const std::string v = req.get_header_value("Content-Length", i);
-        if (!all_digits(v) || v.size() > 18) return {400, "invalid Content-Length: not a decimal number of at most 18 digits"};
-        if (i == 0) length = v;
-        else if (v != length) return {400, "conflicting Content-Length headers"};
-    }
-    if (n_te > 0) {
-        std::string te = req.get_header_value("Transfer-Encoding");
-        std::transform(te.begin(), te.end(), te.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-        if (n_te > 1 || te != "chunked") return {501, "unsupported Transfer-Encoding (only chunked)"};
-        if (n_len > 0) return {400, "both Transfer-Encoding and Content-Length"};
-    }
-    return {};
-}
-
 std::string metrics_text(const SchedulerStats & st, uint32_t n_slots, uint64_t http_requests) {
     std::string out;
     auto metric = [&](const char * name, const char * type, const char * help, double value) {
@@ -179,6 +150,21 @@ std::string metrics_text(const SchedulerStats & st, uint32_t n_slots, uint64_t h
     metric("prefix_cache_tokens_saved_total", "counter", "prompt tokens restored instead of prefilled", static_cast<double>(st.cache_tokens_saved));
     metric("prefix_cache_bytes", "gauge", "RAM held by prefix cache snapshots", static_cast<double>(st.cache_bytes));
     metric("prefix_cache_entries", "gauge", "snapshots in the prefix cache", static_cast<double>(st.cache_entries));
+    {
+        // The cache's bytes by kind: rows stored once per path, what each snapshot adds, and logits.
+        const double rows = static_cast<double>(st.cache_row_bytes), logits = static_cast<double>(st.cache_logits_bytes);
+        out += "# HELP offgrid_prefix_cache_kind_bytes prefix cache RAM by kind (rows: K, V and indexer rows of the cached "
+               "tokens, each held once; state: recurrent states, conv histories and books per snapshot; logits)\n"
+               "# TYPE offgrid_prefix_cache_kind_bytes gauge\n";
+        char line[160];
+        std::snprintf(line, sizeof(line), "offgrid_prefix_cache_kind_bytes{kind=\"rows\"} %.0f\n", rows);
+        out += line;
+        std::snprintf(line, sizeof(line), "offgrid_prefix_cache_kind_bytes{kind=\"state\"} %.0f\n",
+                      static_cast<double>(st.cache_bytes) - rows - logits);
+        out += line;
+        std::snprintf(line, sizeof(line), "offgrid_prefix_cache_kind_bytes{kind=\"logits\"} %.0f\n", logits);
+        out += line;
+    }
     metric("queue_length", "gauge", "choices waiting for a slot", static_cast<double>(st.queue_length));
     metric("slots_busy", "gauge", "slots running a request", static_cast<double>(st.slots_busy));
     metric("slots_total", "gauge", "slots", n_slots);
@@ -245,7 +231,7 @@ void HttpServer::routes() {
         ++http_requests;
         // Framing first (before the body is read, before the API key): a request whose length is ambiguous is
         // refused, never guessed at (the request-smuggling shape behind a proxy).
-        if (const FramingError bad = check_framing(req); bad.status != 0) {
+        if (const FramingError bad = check_framing({req.headers.begin(), req.headers.end()}); bad.status != 0) {
             send_json(res, bad.status, error_body(bad.message, "invalid_request_error", {}, "bad_framing"));
             return httplib::Server::HandlerResponse::Handled;
         }

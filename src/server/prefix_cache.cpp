@@ -69,23 +69,35 @@ size_t PrefixCache::match_length(std::span<const int32_t> tokens) const {
     return depth;
 }
 
-bool PrefixCache::has(std::span<const int32_t> tokens, bool with_logits) const {
+PrefixCache::Node * PrefixCache::exact(std::span<const int32_t> tokens) const {
     const Node * n = &root_;
     size_t depth = 0;
     while (depth < tokens.size()) {
         auto it = n->children.find(tokens[depth]);
-        if (it == n->children.end()) return false;
+        if (it == n->children.end()) return nullptr;
         const Node * c = it->second.get();
         const size_t k = common(c->edge, tokens.subspan(depth));
-        if (k < c->edge.size()) return false;
+        if (k < c->edge.size()) return nullptr;
         depth += k;
         n = c;
     }
-    return n != &root_ && n->snap && (!with_logits || !n->snap->logits.empty());
+    return n == &root_ ? nullptr : const_cast<Node *>(n);
 }
 
-void PrefixCache::insert(std::span<const int32_t> tokens, Snapshot snap) {
-    if (tokens.empty() || snap.bytes() > budget_) return;
+bool PrefixCache::has(std::span<const int32_t> tokens, bool with_logits) const {
+    const Node * n = exact(tokens);
+    return n && n->snap && (!with_logits || !n->snap->logits.empty());
+}
+
+std::shared_ptr<const Snapshot> PrefixCache::find(std::span<const int32_t> tokens) const {
+    const Node * n = exact(tokens);
+    return n ? n->snap : nullptr;
+}
+
+std::shared_ptr<const Snapshot> PrefixCache::insert(std::span<const int32_t> tokens, Snapshot snap) {
+    if (tokens.empty() || snap.bytes() > budget_) return nullptr;
+    if (snap.parent && (!snap.parent->cached || snap.from == 0 || snap.from >= tokens.size())) return nullptr;
+    if (!snap.parent && snap.from != 0) return nullptr;
     Node * n = &root_;
     size_t depth = 0;
     while (depth < tokens.size()) {
@@ -120,33 +132,51 @@ void PrefixCache::insert(std::span<const int32_t> tokens, Snapshot snap) {
         n = c;
     }
     if (n->snap) {
-        bytes_ -= n->snap->bytes();
-        --entries_;
+        if (n->snap->dependents > 0) {  // tails restore through it: it stays (the new one is the same state)
+            n->last_use = ++clock_;
+            return n->snap;
+        }
+        drop(n);
     }
-    bytes_ += snap.bytes();
+    auto kept = std::make_shared<const Snapshot>(std::move(snap));
+    kept->cached = true;
+    if (kept->parent) ++kept->parent->dependents;
+    bytes_ += kept->bytes();
+    row_bytes_ += kept->row_bytes;
+    logits_bytes_ += kept->logits.size() * sizeof(float);
     ++entries_;
-    n->snap = std::make_shared<const Snapshot>(std::move(snap));
+    n->snap = kept;
     n->last_use = ++clock_;
     evict();
+    return kept->cached ? kept : nullptr;
+}
+
+void PrefixCache::drop(Node * n) {
+    const Snapshot & s = *n->snap;
+    bytes_ -= s.bytes();
+    row_bytes_ -= s.row_bytes;
+    logits_bytes_ -= s.logits.size() * sizeof(float);
+    --entries_;
+    s.cached = false;
+    if (s.parent) --s.parent->dependents;
+    n->snap.reset();
 }
 
 bool PrefixCache::erase(std::span<const int32_t> tokens) {
-    Node * n = &root_;
-    size_t depth = 0;
-    while (depth < tokens.size()) {
-        auto it = n->children.find(tokens[depth]);
-        if (it == n->children.end()) return false;
-        Node * c = it->second.get();
-        const size_t k = common(c->edge, tokens.subspan(depth));
-        if (k < c->edge.size()) return false;
-        depth += k;
-        n = c;
+    Node * n = exact(tokens);
+    if (!n || !n->snap) return false;
+    const Snapshot * target = n->snap.get();
+    // Its tails lie below it in the tree (a tail's parent is at a prefix of its path); deepest first, so every
+    // tail goes before the snapshot it depends on.
+    std::vector<Node *> below;
+    collect(n, below);
+    std::sort(below.begin(), below.end(), [](const Node * a, const Node * b) { return a->snap->from > b->snap->from; });
+    for (Node * b : below) {
+        bool depends = false;
+        for (const Snapshot * p = b->snap.get(); p; p = p->parent.get()) depends = depends || p == target;
+        if (depends) drop(b);
     }
-    if (n == &root_ || !n->snap) return false;
-    bytes_ -= n->snap->bytes();
-    --entries_;
-    n->snap.reset();
-    prune(n);
+    compact(&root_);
     return true;
 }
 
@@ -160,33 +190,39 @@ void PrefixCache::evict() {
     std::vector<Node *> nodes;
     collect(&root_, nodes);
     std::sort(nodes.begin(), nodes.end(), [](const Node * a, const Node * b) { return a->last_use < b->last_use; });
-    for (Node * n : nodes) {
-        if (bytes_ <= budget_) break;
-        bytes_ -= n->snap->bytes();
-        --entries_;
-        n->snap.reset();
-        prune(n);
+    // Least recently used first among the snapshots nothing depends on; dropping a tail may free its parent, so
+    // the scan starts again after each drop that freed one.
+    bool dropped = true;
+    while (bytes_ > budget_ && dropped) {
+        dropped = false;
+        for (Node * n : nodes) {
+            if (!n->snap || n->snap->dependents > 0) continue;
+            const bool frees_parent = n->snap->parent && n->snap->parent->dependents == 1;
+            drop(n);
+            dropped = true;
+            if (bytes_ <= budget_ || frees_parent) break;
+        }
     }
+    compact(&root_);
 }
 
-// Removes nodes that hold nothing and lead nowhere, walking up; a snapshot-less node with one child is merged into
-// it, so the tree stays a radix tree.
-void PrefixCache::prune(Node * n) {
-    while (n != &root_ && !n->snap) {
-        Node * p = n->parent;
-        if (n->children.empty()) {
-            const int32_t key = n->edge[0];
-            p->children.erase(key);
-        } else if (n->children.size() == 1) {
-            std::unique_ptr<Node> child = std::move(n->children.begin()->second);
-            child->edge.insert(child->edge.begin(), n->edge.begin(), n->edge.end());
-            child->parent = p;
-            const int32_t key = child->edge[0];
-            p->children[key] = std::move(child);  // replaces (and frees) n
-        } else {
-            return;
+// Removes nodes that hold nothing and lead nowhere; a snapshot-less node with one child is merged into it, so the
+// tree stays a radix tree.
+void PrefixCache::compact(Node * n) {
+    for (auto it = n->children.begin(); it != n->children.end();) {
+        Node * c = it->second.get();
+        compact(c);
+        if (!c->snap && c->children.empty()) {
+            it = n->children.erase(it);
+            continue;
         }
-        n = p;
+        if (!c->snap && c->children.size() == 1) {
+            std::unique_ptr<Node> grand = std::move(c->children.begin()->second);
+            grand->edge.insert(grand->edge.begin(), c->edge.begin(), c->edge.end());
+            grand->parent = n;
+            it->second = std::move(grand);  // same first token: replaces (and frees) c
+        }
+        ++it;
     }
 }
 
@@ -206,8 +242,11 @@ void PrefixCache::for_each(const std::function<void(const std::vector<int32_t> &
 }
 
 void PrefixCache::clear() {
+    std::vector<Node *> nodes;
+    collect(&root_, nodes);
+    for (Node * n : nodes) n->snap->cached = false;  // tails still held by running slots are no parents any more
     root_.children.clear();
-    bytes_ = 0;
+    bytes_ = row_bytes_ = logits_bytes_ = 0;
     entries_ = 0;
 }
 

@@ -1,11 +1,18 @@
 // The prefix cache: a radix tree over token sequences whose nodes may hold a snapshot of one sequence's memory
-// state (Context::state_get of a sequence that held exactly the node's tokens at positions 0..depth-1), taken
-// where prompts end and at prefill chunk boundaries. A new prompt takes the deepest snapshot on its path, at any
-// position; the rest is prefilled. Snapshots live in RAM under a byte budget, evicted least recently used first.
+// state, taken where prompts end, where chat messages end, at prefill chunk boundaries and where prompts part. A
+// new prompt takes the deepest snapshot on its path, at any position; the rest is prefilled. Snapshots live in
+// RAM under a byte budget, evicted least recently used first.
+//
+// Cells stored once: a snapshot is either a whole sequence state (from == 0) or the tail of one since the snapshot
+// below it on the same path (Context::state_get_tail: the cells at positions >= from and the recurrent state),
+// restored by restoring its parent chain first. So the K, V and indexer rows of a path are held once, and each
+// snapshot adds only its own cells plus what cannot be shared (the recurrent state, conv histories, books).
 //
 // Invariants: a node's depth is the length of the token path from the root; a snapshot restores a sequence to
-// exactly that path; a snapshot taken at a prompt's end also keeps the logits of its last token, so an identical
-// prompt needs no decode at all. Not thread-safe: the scheduler thread owns it.
+// exactly that path; a tail's parent is cached, at the path of the tail's first `from` tokens, for as long as the
+// tail is (a snapshot with dependents is never evicted nor replaced); a snapshot taken at a prompt's end also
+// keeps the logits of its last token, so an identical prompt needs no decode at all. Not thread-safe: the
+// scheduler thread owns it.
 #pragma once
 
 #include <cstdint>
@@ -18,9 +25,20 @@
 namespace offgrid::server {
 
 struct Snapshot {
-    std::vector<uint8_t> state;  // one sequence's state (Context::state_get(seq))
+    std::vector<uint8_t> state;  // whole (Context::state_get) or a tail since `from` (Context::state_get_tail)
     std::vector<float> logits;   // the last position's logits, or empty
+    size_t from = 0;             // the first position in `state`; the parent covers [0, from)
+    std::shared_ptr<const Snapshot> parent;  // null when from == 0
+    size_t row_bytes = 0;        // of `state`: the K, V and indexer rows of its cells (the rest: recurrent state, books)
+    mutable uint32_t dependents = 0;  // cached tails whose parent this is (the cache's books)
+    mutable bool cached = false;      // held by a PrefixCache
     size_t bytes() const { return state.size() + logits.size() * sizeof(float); }
+    // The chain to restore, whole state first.
+    std::vector<const Snapshot *> chain() const {
+        std::vector<const Snapshot *> out;
+        for (const Snapshot * p = this; p; p = p->parent.get()) out.insert(out.begin(), p);
+        return out;
+    }
 };
 
 class PrefixCache {
@@ -42,16 +60,24 @@ public:
     size_t match_length(std::span<const int32_t> tokens) const;
     // Whether a snapshot at exactly this path exists (with logits, if asked).
     bool has(std::span<const int32_t> tokens, bool with_logits = false) const;
-    // Stores a snapshot at the path `tokens` (replacing one there), then evicts down to the budget. A snapshot
-    // larger than the whole budget is not kept.
-    void insert(std::span<const int32_t> tokens, Snapshot snap);
-    // Drops the snapshot at exactly this path (one that failed to restore); false when there is none.
+    // Stores a snapshot at the path `tokens`, then evicts down to the budget. Returns the snapshot now at the path:
+    // the new one, or the one already there when that one has tails depending on it (the same state: restores are
+    // exact); null when the new one is not kept (larger than the budget, its parent no longer cached, or evicted
+    // at once).
+    std::shared_ptr<const Snapshot> insert(std::span<const int32_t> tokens, Snapshot snap);
+    // The snapshot at exactly this path, or null.
+    std::shared_ptr<const Snapshot> find(std::span<const int32_t> tokens) const;
+    // Drops the snapshot at exactly this path (one that failed to restore) and every tail that depends on it;
+    // false when there is none.
     bool erase(std::span<const int32_t> tokens);
     void clear();
     // Every snapshot with its token path, least recently used first (for saving the cache to files).
     void for_each(const std::function<void(const std::vector<int32_t> &, const Snapshot &)> & fn) const;
 
     size_t bytes() const { return bytes_; }
+    size_t row_bytes() const { return row_bytes_; }        // K, V and indexer rows
+    size_t logits_bytes() const { return logits_bytes_; }
+    // The rest of bytes(): recurrent states, conv histories, cell books and state headers.
     size_t entries() const { return entries_; }
     size_t budget() const { return budget_; }
     bool enabled() const { return budget_ > 0; }
@@ -65,12 +91,14 @@ private:
         uint64_t last_use = 0;
     };
     const Node * deepest(std::span<const int32_t> tokens, size_t max_len, size_t & length) const;
+    Node * exact(std::span<const int32_t> tokens) const;
     void evict();
-    void prune(Node * n);
+    void drop(Node * n);      // forgets n's snapshot (the books); the node stays until compact()
+    void compact(Node * n);   // removes empty leaves and merges snapshot-less single children, below n
     void collect(Node * n, std::vector<Node *> & out);
 
     size_t budget_;
-    size_t bytes_ = 0;
+    size_t bytes_ = 0, row_bytes_ = 0, logits_bytes_ = 0;
     size_t entries_ = 0;
     uint64_t clock_ = 0;
     Node root_;

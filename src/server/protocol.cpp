@@ -1,5 +1,6 @@
 #include "server/protocol.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -24,6 +25,10 @@ json parse_body(const std::string & body) {
             throw ApiError(400, "the request body is not valid UTF-8: " + what, "invalid_request_error", {}, "invalid_utf8");
         }
         throw ApiError(400, "the request body is not valid JSON: " + what, "invalid_request_error", {}, "invalid_json");
+    } catch (const json::exception & e) {
+        // The parser's other refusal: a number beyond a double (1e999), out_of_range rather than parse_error.
+        throw ApiError(400, std::string("the request body is not valid JSON: ") + e.what(), "invalid_request_error", {},
+                       "invalid_json");
     }
 }
 
@@ -131,7 +136,12 @@ std::string message_content(const json & m, size_t i) {
     bad(param, "'" + param + "' must be a string or an array of text parts", "invalid_type");
 }
 
-std::vector<int32_t> chat_prompt(const json & body, const Tokenizer & tok) {
+struct ChatPrompt {
+    std::vector<int32_t> tokens;
+    std::vector<size_t> message_ends;
+};
+
+ChatPrompt chat_prompt(const json & body, const Tokenizer & tok) {
     const json * msgs = field(body, "messages");
     if (!msgs) bad("messages", "you must provide 'messages'", "missing_required_parameter");
     if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array", "invalid_type");
@@ -149,7 +159,10 @@ std::vector<int32_t> chat_prompt(const json & body, const Tokenizer & tok) {
         }
         out.push_back({r, message_content(m, i)});
     }
-    return render_chatml(tok, out);
+    ChatPrompt cp;
+    cp.tokens = render_chatml(tok, out);
+    cp.message_ends = chat_message_ends(tok, out, cp.tokens);
+    return cp;
 }
 
 std::vector<std::string> stop_strings(const json & body) {
@@ -193,6 +206,29 @@ void check_model(const json & body, const std::string & model_id) {
     }
 }
 
+std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
+                                      std::span<const int32_t> rendered) {
+    // The conversation without messages is BOS (when the tokenizer asks for it) and the assistant's opener.
+    const std::vector<int32_t> bare = render_chatml(tok, {});
+    const size_t bos = tok.add_bos() && tok.bos() && !bare.empty() && bare[0] == *tok.bos() ? 1 : 0;
+    if (bare.size() > rendered.size()) return {};
+    std::vector<size_t> ends;
+    size_t at = bos;
+    for (const ChatMessage & m : messages) {
+        const std::vector<int32_t> alone = render_chatml(tok, {m});
+        if (alone.size() < bare.size()) break;
+        const size_t n = alone.size() - bare.size();
+        if (at + n > rendered.size() || !std::equal(alone.begin() + static_cast<std::ptrdiff_t>(bos),
+                                                     alone.begin() + static_cast<std::ptrdiff_t>(bos + n),
+                                                     rendered.begin() + static_cast<std::ptrdiff_t>(at))) {
+            break;  // the tokens merged across a boundary (markers that are plain text): no exact end from here on
+        }
+        at += n;
+        ends.push_back(at);
+    }
+    return ends;
+}
+
 ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & tok, const ParseLimits & lim) {
     check_model(body, lim.model_id);
     ParsedRequest pr;
@@ -234,8 +270,12 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
     std::vector<std::string> stop = stop_strings(body);
     if (chat && !has_control_token(tok, kChatMLEnd)) stop.push_back(kChatMLEnd);  // the turn's end as plain text
 
-    if (chat) pr.prompts.push_back(chat_prompt(body, tok));
-    else pr.prompts = completion_prompts(body, tok, lim.n_vocab);
+    std::vector<size_t> message_ends;
+    if (chat) {
+        ChatPrompt cp = chat_prompt(body, tok);
+        pr.prompts.push_back(std::move(cp.tokens));
+        message_ends = std::move(cp.message_ends);
+    } else pr.prompts = completion_prompts(body, tok, lim.n_vocab);
 
     const char * max_name = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     const bool max_given = field(body, max_name) != nullptr;
@@ -265,6 +305,7 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
             g.speculative = speculative;
             g.top_logprobs = top_logprobs;
             g.index = static_cast<int32_t>(p) * pr.n + k;
+            g.message_ends = message_ends;
             pr.choices.push_back(std::move(g));
         }
     }

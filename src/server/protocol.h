@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -50,6 +51,13 @@ struct ParsedRequest {
     std::vector<std::vector<int32_t>> prompts;  // one per prompt (the chat has one)
     std::vector<GenRequest> choices;            // prompts x n, index = prompt * n + k
 };
+
+// Where each message of a rendered chat ends in its tokens (after the message's closing marker and newline),
+// ascending, for every message whose end is exact: the rendered prompt starts with the messages rendered one by
+// one up to there. The ends stop at the first message whose tokens merge with the next one's (template markers
+// that are plain text in the vocabulary); with control-token markers every message's end is exact.
+std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
+                                      std::span<const int32_t> rendered);
 
 // Parses a body. Throws ApiError.
 json parse_body(const std::string & body);

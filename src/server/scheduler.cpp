@@ -94,6 +94,10 @@ struct Scheduler::Slot {
     std::unique_ptr<Sampler> sampler;
     std::unique_ptr<StopText> stop;
     std::vector<float> cached_logits;
+    // The cached snapshot the sequence's first base_len tokens are (restored or taken last): the next snapshot
+    // is the tail since it, so the rows below are stored once.
+    std::shared_ptr<const Snapshot> base;
+    size_t base_len = 0;
 };
 
 Scheduler::Scheduler(std::shared_ptr<const Model> model, Tokenizer tok, const SchedulerConfig & cfg)
@@ -104,6 +108,12 @@ Scheduler::Scheduler(std::shared_ptr<const Model> model, Tokenizer tok, const Sc
       capacity_(ctx_.seq_capacity()),
       n_vocab_(model_->n_vocab()),
       cache_(cfg.cache_bytes) {
+    // Bytes of one cell's K, V and indexer rows: the attention and indexer caches over all their cells.
+    {
+        const MemoryBreakdown mb = ctx_.memory_breakdown();
+        const uint64_t cells = uint64_t(capacity_) * cfg_.n_slots;
+        cell_row_bytes_ = cells ? static_cast<size_t>((mb.attention_bytes + mb.indexer_bytes) / cells) : 0;
+    }
     slots_.resize(cfg_.n_slots);
     for (uint32_t i = 0; i < cfg_.n_slots; ++i) slots_[i].seq = static_cast<int32_t>(i);
     if (cfg_.spec.type != SpecType::None) spec_ = std::make_unique<SpeculativeDecoder>(ctx_, cfg_.spec);
@@ -121,10 +131,11 @@ void Scheduler::load_cache_files() {
         // Each snapshot is restored once here, into slot 0, so one of another slot layout or cache type (or one
         // the memory refuses for any reason) is dropped now rather than found at every request.
         const size_t capacity = capacity_;
-        auto check = [this, capacity](const std::vector<int32_t> & tokens, const Snapshot & snap) -> std::string {
+        auto check = [this, capacity](const std::vector<int32_t> & tokens, Snapshot & snap) -> std::string {
             if (tokens.size() > capacity) return "longer than a slot";
+            snap.row_bytes = (tokens.size() - snap.from) * cell_row_bytes_;
             try {
-                ctx_.state_set(snap.state, 0);
+                restore(0, snap);
                 ctx_.seq_rm(0, -1, -1);
                 return {};
             } catch (const std::exception & e) {
@@ -134,8 +145,7 @@ void Scheduler::load_cache_files() {
         };
         const size_t n =
             load_prefix_cache(cache_, cfg_.cache_dir, model_->fingerprint(), static_cast<size_t>(n_vocab_), check);
-        stats_.cache_bytes = cache_.bytes();
-        stats_.cache_entries = cache_.entries();
+        update_cache_stats();
         if (cfg_.log) std::fprintf(stderr, "serve: prefix cache: %zu snapshots loaded from %s\n", n, cfg_.cache_dir.c_str());
         cache_files_loaded_ = true;
     } catch (const std::exception & e) {
@@ -311,6 +321,8 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
     s.cached_logits.clear();
     s.logits_ready = false;
     s.prefilling = true;
+    s.base.reset();
+    s.base_len = 0;
     s.sampler = std::make_unique<Sampler>(j.req.sampling);
     for (const int32_t t : prompt) s.sampler->accept(t);
     s.stop = std::make_unique<StopText>(j.req.stop);
@@ -324,7 +336,9 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
         const PrefixCache::Hit hit = cache_.lookup(prompt, prompt.size());
         if (hit.length > 0) {
             try {
-                ctx_.state_set(hit.snap->state, s.seq);
+                restore(s.seq, *hit.snap);
+                s.base = hit.snap;
+                s.base_len = hit.length;
                 if (spec_) spec_->reset(s.seq, std::vector<int32_t>(prompt.begin(), prompt.begin() + static_cast<std::ptrdiff_t>(hit.length)));
                 s.n_past = hit.length;
                 s.n_cached = hit.length;
@@ -342,12 +356,20 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
                 s.n_past = 0;
                 // A snapshot that failed once fails every time: drop it, so this prompt is cached afresh.
                 cache_.erase(std::span<const int32_t>(prompt.data(), hit.length));
-                stats_.cache_bytes = cache_.bytes();
-                stats_.cache_entries = cache_.entries();
+                update_cache_stats();
             }
         }
         const size_t m = cache_.match_length(prompt);
         if (m > s.n_past && m < prompt.size()) s.cuts.insert(m);
+        // Message ends: another chat with the same first messages (a system prompt), or this conversation's next
+        // turn, restores exactly there. Each cut ends a chunk (one more step), so ends closer than min_snapshot
+        // to the previous cut or to the prompt's end (which has its own snapshot) are left out.
+        size_t last = s.n_past;
+        for (const size_t e : j.req.message_ends) {
+            if (e <= last || e + cfg_.min_snapshot > prompt.size() || e - last < cfg_.min_snapshot) continue;
+            s.cuts.insert(e);
+            last = e;
+        }
     }
 }
 
@@ -359,13 +381,58 @@ void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits) {
     const size_t from_prompt = std::min(n_tokens, j.req.prompt.size());
     path.assign(j.req.prompt.begin(), j.req.prompt.begin() + static_cast<std::ptrdiff_t>(from_prompt));
     for (size_t i = from_prompt; i < n_tokens; ++i) path.push_back(s.generated[i - from_prompt]);
-    if (cache_.has(path, logits != nullptr)) return;
+    if (auto there = cache_.find(path); there && (!logits || !there->logits.empty())) {
+        s.base = std::move(there);  // the same state (restores are exact): later tails build on it
+        s.base_len = n_tokens;
+        return;
+    }
     Snapshot snap;
-    snap.state = ctx_.state_get(s.seq);
+    if (cfg_.tails && s.base && s.base->cached && s.base_len > 0 && s.base_len < n_tokens) {
+        snap.from = s.base_len;
+        snap.parent = s.base;
+        snap.state = ctx_.state_get_tail(s.seq, static_cast<int32_t>(s.base_len));
+    } else {
+        snap.state = ctx_.state_get(s.seq);
+    }
+    snap.row_bytes = (n_tokens - snap.from) * cell_row_bytes_;
+    // What a snapshot adds besides rows, as measured (the smallest seen: books grow a little with the cells).
+    if (snap.state.size() > snap.row_bytes) {
+        const size_t fixed = snap.state.size() - snap.row_bytes;
+        snapshot_fixed_bytes_ = snapshot_fixed_bytes_ == 0 ? fixed : std::min(snapshot_fixed_bytes_, fixed);
+    }
     if (logits) snap.logits.assign(logits, logits + n_vocab_);
-    cache_.insert(path, std::move(snap));
+    if (auto kept = cache_.insert(path, std::move(snap))) {
+        s.base = std::move(kept);
+        s.base_len = n_tokens;
+    }
+    update_cache_stats();
+}
+
+// A chunk boundary (not a place where prompts part or a message ends) is worth a snapshot once the rows since the
+// slot's last snapshot weigh at least what a snapshot adds besides rows (its recurrent state, conv histories and
+// books): so such snapshots never take more RAM than the rows they cover, whatever the model's recurrent state
+// weighs against its rows per token.
+bool Scheduler::chunk_snapshot_due(const Slot & s) const {
+    if (s.n_past < cfg_.min_snapshot) return false;
+    const size_t since = s.n_past - (s.base && s.base->cached ? s.base_len : 0);
+    return since >= cfg_.min_snapshot && since * cell_row_bytes_ >= snapshot_fixed_bytes_;
+}
+
+void Scheduler::update_cache_stats() {
     stats_.cache_bytes = cache_.bytes();
+    stats_.cache_row_bytes = cache_.row_bytes();
+    stats_.cache_logits_bytes = cache_.logits_bytes();
     stats_.cache_entries = cache_.entries();
+}
+
+// A snapshot's chain, whole state first, into an empty sequence. Throws as Context::state_set does (the sequence
+// is then dropped).
+void Scheduler::restore(int32_t seq, const Snapshot & snap) {
+    ctx_.seq_rm(seq, -1, -1);
+    for (const Snapshot * part : snap.chain()) {
+        if (part->from == 0) ctx_.state_set(part->state, seq);
+        else ctx_.state_append(part->state, seq);
+    }
 }
 
 bool Scheduler::step() {
@@ -447,7 +514,7 @@ bool Scheduler::step() {
             stats_.prompt_tokens_decoded += p.n;
             if (!p.output) {
                 // A chunk boundary: later prompts sharing this prefix restore it.
-                if (s.n_past >= cfg_.min_snapshot || s.cuts.count(s.n_past)) snapshot(s, s.n_past, nullptr);
+                if (s.cuts.count(s.n_past) || chunk_snapshot_due(s)) snapshot(s, s.n_past, nullptr);
                 continue;
             }
             s.prefilling = false;

@@ -45,6 +45,7 @@ struct GenRequest {
     int32_t top_logprobs = -1;    // -1: no logprobs; else the sampled token's plus this many alternatives
     int32_t index = 0;            // choice index in the response
     bool speculative = true;      // with a speculative server: draft and verify this choice (off: one token a step)
+    std::vector<size_t> message_ends;  // chat: where each message ends in the prompt (ascending), worth a snapshot
 };
 
 struct ChoiceEvent {
@@ -81,10 +82,11 @@ struct SchedulerConfig {
     int n_threads = 1;
     size_t cache_bytes = 256u << 20;  // prefix cache budget (0: off)
     uint32_t max_queue = 64;      // waiting requests beyond the slots
-    uint32_t min_snapshot = 32;   // no chunk-boundary snapshot below this many tokens
+    uint32_t min_snapshot = 32;   // no chunk-boundary snapshot below this many tokens, nor this close to the last
     bool log = true;              // one line per request to stderr
     std::string cache_dir;        // not empty: the prefix cache is loaded from here at start and saved at shutdown
     SpecParams spec;              // speculative decoding of generating slots (type None: off)
+    bool tails = true;            // snapshots as tails of the one below (false: whole states, for comparisons)
 };
 
 // Counters for /metrics; written by the scheduler thread, read by anyone.
@@ -93,6 +95,7 @@ struct SchedulerStats {
     std::atomic<uint64_t> prompt_tokens{0}, prompt_tokens_decoded{0}, generated_tokens{0};
     std::atomic<uint64_t> cache_lookups{0}, cache_hits{0}, cache_tokens_saved{0};
     std::atomic<uint64_t> cache_bytes{0}, cache_entries{0};
+    std::atomic<uint64_t> cache_row_bytes{0}, cache_logits_bytes{0};  // parts of cache_bytes: K/V/indexer rows, logits
     std::atomic<uint64_t> queue_length{0}, slots_busy{0};
     std::atomic<uint64_t> steps{0}, step_us{0}, prefill_step_us{0};
     std::atomic<uint64_t> spec_rounds{0}, spec_drafted{0}, spec_accepted{0};  // speculative rounds and draft tokens
@@ -138,6 +141,9 @@ private:
     void speculate(const std::vector<Slot *> & slots);
     void finish(Slot & s, const std::string & reason, const std::string & error = {});
     void snapshot(Slot & s, size_t n_tokens, const float * logits);
+    void restore(int32_t seq, const Snapshot & snap);
+    bool chunk_snapshot_due(const Slot & s) const;
+    void update_cache_stats();
 
     std::shared_ptr<const Model> model_;
     Tokenizer tok_;
@@ -146,6 +152,8 @@ private:
     std::unique_ptr<SpeculativeDecoder> spec_;  // null: no speculation
     uint32_t capacity_ = 0;
     int32_t n_vocab_ = 0;
+    size_t cell_row_bytes_ = 0;  // K, V and indexer bytes of one cell
+    size_t snapshot_fixed_bytes_ = 0;  // a snapshot's bytes besides rows (recurrent state, books), once one was taken
     PrefixCache cache_;
     bool cache_files_loaded_ = false;  // --slot-save-path was read: the cache is saved there at shutdown
     SchedulerStats stats_;

@@ -9,7 +9,7 @@
 
 #include "cli_helpers.h"
 #include "offgrid/context.h"
-#include "runtime/default_model.h"
+#include "model/qwen4exp/generator.h"
 
 namespace offgrid::test {
 namespace {
@@ -29,7 +29,7 @@ class BenchStates : public ::testing::Test {
 protected:
     void SetUp() override {
         model_ = dir_.file("m.gguf");
-        runtime::write_model_file(model::qwen4exp::gen_preset("tiny"), model_);
+        model::qwen4exp::write_model_file(model::qwen4exp::gen_preset("tiny"), model_);
         fs::create_directories(dir_.file("a"));
         // Depth 100 is past the tiny model's budget of 64 tokens, so its sparse layers select.
         const CmdResult r = run_offgrid("bench -m " + q(model_) + " -d 40,100 -p 8 -n 3 -t 2 --mode sparse --save-states " +
@@ -117,7 +117,7 @@ TEST_F(BenchStates, BadStateAndCompareFilesGiveOneLine) {
     // Another model.
     model::qwen4exp::GenConfig other = model::qwen4exp::gen_preset("tiny");
     other.seed = 2;
-    runtime::write_model_file(other, dir_.file("other.gguf"));
+    model::qwen4exp::write_model_file(other, dir_.file("other.gguf"));
     expect_one_line_error(run_offgrid("bench -m " + q(dir_.file("other.gguf")) + " -p 4 -n 2 --load-state " +
                                       q(dir_.file("a/depth-40.ogstate"))),
                           "model fingerprint");

@@ -9,7 +9,7 @@
 
 #include "cli_helpers.h"
 #include "offgrid/context.h"
-#include "runtime/default_model.h"
+#include "model/qwen4exp/generator.h"
 
 namespace offgrid::test {
 namespace {
@@ -17,7 +17,7 @@ namespace {
 TEST(Bench, TableJsonAndPlot) {
     TempDir dir;
     const std::string model = dir.file("m.gguf");
-    runtime::write_model_file(model::qwen4exp::gen_preset("tiny"), model);
+    model::qwen4exp::write_model_file(model::qwen4exp::gen_preset("tiny"), model);
     const std::string base = "bench -m " + q(model) + " -d 0,200,100 -p 16 -n 4 -t 2";
     const CmdResult table = run_offgrid(base + " --plot " + q(dir.file("p.svg")));
     ASSERT_EQ(table.status, 0) << table.err;
@@ -52,7 +52,7 @@ TEST(Bench, TableJsonAndPlot) {
 TEST(Bench, ParallelSequencesTableAndJson) {
     TempDir dir;
     const std::string model = dir.file("m.gguf");
-    runtime::write_model_file(model::qwen4exp::gen_preset("tiny"), model);
+    model::qwen4exp::write_model_file(model::qwen4exp::gen_preset("tiny"), model);
     const std::string base = "bench -m " + q(model) + " -d 0,20 -n 3 -t 2 --parallel 3,2 -r 2";
     const CmdResult table = run_offgrid(base);
     ASSERT_EQ(table.status, 0) << table.err;
@@ -77,7 +77,7 @@ TEST(Bench, ParallelSequencesTableAndJson) {
 TEST(Bench, QsaDenseSwitchesTheQsaLayersToDenseAttention) {
     TempDir dir;
     model::qwen4exp::GenConfig cfg = model::qwen4exp::gen_preset("tiny");  // r = 4, top_k = 64
-    runtime::write_model_file(cfg, dir.file("m.gguf"));
+    model::qwen4exp::write_model_file(cfg, dir.file("m.gguf"));
     auto model = Model::load(dir.file("m.gguf"));
     ContextParams sp;
     sp.n_ctx = 512;

@@ -9,7 +9,7 @@
 #include "cli_helpers.h"
 #include "common/shared_dir.h"
 #include "offgrid/context.h"
-#include "runtime/default_model.h"
+#include "model/qwen4exp/generator.h"
 
 namespace offgrid::test {
 namespace {
@@ -131,7 +131,7 @@ TEST(Perplexity, Q8KvCacheWithinOnePercentOfF16OnTheGoldenLongWorkload) {
     cfg.head_dim = 32;
     cfg.n_rot = 16;
     const std::string model = dir.file("h32.gguf");
-    runtime::write_model_file(cfg, model);
+    model::qwen4exp::write_model_file(cfg, model);
     auto ppl = [&](const std::string & type) {
         const CmdResult r = run_offgrid("perplexity -m " + q(model) + " -f " + q(ids) + " --ids -c 300 -t 2 -ctk " +
                                         type + " -ctv " + type);

@@ -9,7 +9,7 @@
 #include "cli_helpers.h"
 #include "common/error.h"
 #include "offgrid/context.h"
-#include "runtime/default_model.h"
+#include "model/qwen4exp/generator.h"
 
 namespace offgrid::test {
 namespace {
@@ -38,7 +38,7 @@ TEST(Run, DefaultModelIsGeneratedOnceIntoTheCache) {
     std::vector<fs::path> files;
     for (const auto & e : fs::directory_iterator(dir.file("cache"))) files.push_back(e.path());
     ASSERT_EQ(files.size(), 1u);
-    runtime::write_model_file(model::qwen4exp::gen_preset("tiny"), dir.file("tiny.gguf"));
+    model::qwen4exp::write_model_file(model::qwen4exp::gen_preset("tiny"), dir.file("tiny.gguf"));
     EXPECT_TRUE(slurp(files[0]) == slurp(dir.file("tiny.gguf")));
     const auto mtime = fs::last_write_time(files[0]);
     // A second run reuses it and, greedy, prints the same text.
@@ -146,10 +146,10 @@ TEST(Run, StateFileRoundTripThroughTheCommandLine) {
 // Save after a prompt, load into a fresh context, continue: the logits equal an uninterrupted run's exactly.
 TEST(Run, StateFileRoundTripThroughTheApi) {
     TempDir dir;
-    runtime::write_model_file(model::qwen4exp::gen_preset("tiny"), dir.file("m.gguf"));
+    model::qwen4exp::write_model_file(model::qwen4exp::gen_preset("tiny"), dir.file("m.gguf"));
     model::qwen4exp::GenConfig other_cfg = model::qwen4exp::gen_preset("tiny");
     other_cfg.seed = 5;
-    runtime::write_model_file(other_cfg, dir.file("other.gguf"));
+    model::qwen4exp::write_model_file(other_cfg, dir.file("other.gguf"));
     auto model = Model::load(dir.file("m.gguf"));
     ContextParams cp;
     cp.n_ctx = 512;

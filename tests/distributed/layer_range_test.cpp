@@ -12,6 +12,7 @@
 #include "gguf/reader.h"
 #include "memory/hybrid_memory.h"
 #include "model/architecture.h"
+#include "model/forward_once.h"
 #include "model/glm5next/gen_model.h"
 #include "model/qwen4exp/gen_model.h"
 #include "model/registry.h"
@@ -70,7 +71,7 @@ void expect_ranges_equal_whole(const model::Architecture & m, const std::vector<
         for (auto & st : stages) ASSERT_EQ(st->begin(b).status, memory::DecodeStatus::Ok);
         while (whole.has_next()) {
             const memory::Plan & plan = whole.apply();
-            const model::ForwardResult want = m.forward(mp.shape, plan, whole, nullptr, {});
+            const model::ForwardResult want = model::forward_once(m, mp.shape, plan, whole, nullptr, {});
             model::LayerCarry carry;
             model::ForwardResult got;
             for (size_t s = 0; s < stages.size(); ++s) {
@@ -80,7 +81,7 @@ void expect_ranges_equal_whole(const model::Architecture & m, const std::vector<
                 o.first_layer = bounds[s];
                 o.end_layer = bounds[s + 1];
                 o.carry_in = s > 0 ? &carry : nullptr;
-                got = m.forward(mp.shape, sp, *stages[s], nullptr, o);
+                got = model::forward_once(m, mp.shape, sp, *stages[s], nullptr, o);
                 if (s + 1 < stages.size()) {
                     EXPECT_TRUE(got.logits.empty()) << "a range before the last computes no head";
                     ASSERT_EQ(got.carry.streams.size(), sp.tokens.size() * m.carry_width());
@@ -159,10 +160,10 @@ TEST(LayerRange, RefusesARangeOutsideTheModelOrWithoutItsInput) {
     const memory::Plan & plan = mem.apply();
     model::ForwardOptions o;
     o.first_layer = 1;  // no carry
-    EXPECT_THROW(m.forward(mp.shape, plan, mem, nullptr, o), Error);
+    EXPECT_THROW(model::forward_once(m, mp.shape, plan, mem, nullptr, o), Error);
     o.first_layer = 0;
     o.end_layer = m.n_layers() + 1;
-    EXPECT_THROW(m.forward(mp.shape, plan, mem, nullptr, o), Error);
+    EXPECT_THROW(model::forward_once(m, mp.shape, plan, mem, nullptr, o), Error);
     mem.undo();
 }
 

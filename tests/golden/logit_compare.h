@@ -14,7 +14,7 @@
 
 #include <unistd.h>
 
-#include "runtime/logrec.h"
+#include "workload/logrec.h"
 
 namespace offgrid::test {
 
@@ -24,7 +24,7 @@ inline int argmax(const std::vector<float> & v) {
 
 // Runs the replay in a fresh working directory (workloads write state files there) and reads its record.
 // `name` keeps the directories of parallel tests apart; `env` (e.g. "OFFGRID_QUANT_ACT=f32") is set for the run.
-inline runtime::Logrec run_replay(const std::string & model_path, const std::string & workload_path,
+inline tools::Logrec run_replay(const std::string & model_path, const std::string & workload_path,
                                   const std::string & name, const std::string & env = "") {
     namespace fs = std::filesystem;
     // The process id keeps apart the same test run at once from several worktrees (/tmp is shared).
@@ -35,8 +35,8 @@ inline runtime::Logrec run_replay(const std::string & model_path, const std::str
                             workload_path + "' -b out.bin -o out.txt 2>err.txt";
     const int rc = std::system(cmd.c_str());
     EXPECT_EQ(rc, 0) << cmd;
-    runtime::Logrec out;
-    if (rc == 0) out = runtime::Logrec::read((dir / "out.bin").string());
+    tools::Logrec out;
+    if (rc == 0) out = tools::Logrec::read((dir / "out.bin").string());
     std::error_code ec;
     fs::remove_all(dir, ec);
     return out;
@@ -49,7 +49,7 @@ struct RowDiff {
 
 // Checks that both records have the same rows (width, count, seq, pos, tok) and returns one RowDiff per row
 // (empty after a failed check).
-inline std::vector<RowDiff> compare_records(const runtime::Logrec & want, const runtime::Logrec & got) {
+inline std::vector<RowDiff> compare_records(const tools::Logrec & want, const tools::Logrec & got) {
     std::vector<RowDiff> out;
     EXPECT_EQ(got.n_vocab, want.n_vocab);
     EXPECT_EQ(got.rows.size(), want.rows.size());

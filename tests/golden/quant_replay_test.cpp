@@ -26,7 +26,7 @@
 #include "ops/cpu/dispatch.h"
 
 namespace fs = std::filesystem;
-using offgrid::runtime::Logrec;
+using offgrid::tools::Logrec;
 
 namespace {
 

@@ -10,7 +10,7 @@
 #include "golden/logit_compare.h"
 
 namespace fs = std::filesystem;
-using offgrid::runtime::Logrec;
+using offgrid::tools::Logrec;
 
 namespace {
 

@@ -24,7 +24,7 @@ inline CacheShape small_shape(bool recurrent = true, bool indexer = true) {
     s.n_recr_layers = recurrent ? 1 : 0;
     s.conv_floats = recurrent ? 2 : 0;
     s.ssm_floats = recurrent ? 1 : 0;
-    s.ple_floats = 0;
+    s.row_floats = 0;
     s.type_k = tensor::ElemType::F32;
     s.type_v = tensor::ElemType::F32;
     s.type_idx = tensor::ElemType::F32;
@@ -85,7 +85,7 @@ inline void fake_forward(const Plan & plan, HybridMemory & mem) {
     for (const NewPool & np : plan.new_pools) {
         float * idx = (float *)mem.idx_row(0, np.rep);
         idx[2] = pool_signature(mem, np.members);
-        idx[3] = (float)np.pos4[0];
+        idx[3] = (float)np.pos;
     }
     // As the model does before scoring: the pooled keys in pool order of each sequence of the ubatch.
     if (shape.idx_width > 0 && mem.params().kpool > 0)

@@ -40,7 +40,7 @@ TEST(Plan, FreshSequenceByOrder) {
     EXPECT_EQ(plan.new_pools[1].rep, 7u);
     // A text token's 2-D coordinates are its position, so the pool ropes at (4, 4, 4, 4), as the reference's
     // block position (pb*r four times) does; the golden QSA logits depend on it.
-    EXPECT_EQ(plan.new_pools[1].pos4, (std::array<Pos, 4>{4, 4, 4, 4}));
+    EXPECT_EQ(plan.new_pools[1].pos, 4);
     ASSERT_EQ(plan.groups.size(), 1u);
     EXPECT_EQ(plan.groups[0].tokens.size(), 10u);
     EXPECT_EQ(plan.groups[0].row, 0u);
@@ -100,7 +100,7 @@ TEST(Plan, StalePoolsRepooledAfterRollback) {
     ASSERT_EQ(mem.begin(one).status, DecodeStatus::Ok);
     const Plan & q = mem.apply();
     ASSERT_EQ(q.new_pools.size(), 1u);
-    EXPECT_EQ(q.new_pools[0].pos4[0], 8);
+    EXPECT_EQ(q.new_pools[0].pos, 8);
     fake_forward(q, mem);
     mem.finish();
     EXPECT_EQ(check_contents(mem), "");

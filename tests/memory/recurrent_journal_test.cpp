@@ -15,7 +15,7 @@ CacheShape shape() {
     s.n_recr_layers = 3;
     s.conv_floats = 6;
     s.ssm_floats = 10;
-    s.ple_floats = 5;
+    s.row_floats = 5;
     return s;
 }
 
@@ -46,7 +46,7 @@ TEST(RecurrentJournal, UndoRestoresWhatTheModelTouchedInAnyOrder) {
             fill(c, l, c.row(0, s), 10.0f * (s + 1) + l);
             fill(c, l, c.row(1, s), 100.0f * (s + 1) + l);
         }
-        for (int i = 0; i < 5; ++i) c.ple(c.row(0, s))[i] = 7.0f + s + i;
+        for (int i = 0; i < 5; ++i) c.row_state(c.row(0, s))[i] = 7.0f + s + i;
         c.finish_group(s, only(s), 4, 5);
     }
     c.journal_commit();
@@ -57,7 +57,7 @@ TEST(RecurrentJournal, UndoRestoresWhatTheModelTouchedInAnyOrder) {
     c.prepare_group(0, only(0));
     fill(c, 2, c.row(0, 0), -1.0f);
     fill(c, 0, c.row(1, 0), -2.0f);
-    c.ple(c.row(0, 0))[3] = 99.0f;
+    c.row_state(c.row(0, 0))[3] = 99.0f;
     c.finish_group(0, only(0), 5, 1);
     c.prepare_group(2, only(2));  // new: zeroed rows, saved at once
     fill(c, 1, c.row(0, 2), -3.0f);

@@ -17,7 +17,7 @@ CacheShape shape() {
     s.n_recr_layers = kLayers;
     s.conv_floats = kConv;
     s.ssm_floats = kSsm;
-    s.ple_floats = kPle;
+    s.row_floats = kPle;
     return s;
 }
 
@@ -44,7 +44,7 @@ void seed(RecurrentCache & c) {
                 for (uint32_t i = 0; i < kSsm; ++i) c.ssm(l, c.row(p, s))[i] = -1.0f - s - 10.0f * l - 100.0f * p - i;
             }
         }
-        for (uint32_t i = 0; i < kPle; ++i) c.ple(c.row(0, s))[i] = 0.5f + s + i;
+        for (uint32_t i = 0; i < kPle; ++i) c.row_state(c.row(0, s))[i] = 0.5f + s + i;
         c.finish_group(s, only(s), 3, 1);
     }
     c.journal_commit();
@@ -108,7 +108,7 @@ TEST(RecurrentRewrite, CommitKeepsTheNewStateAndTheNextCallStartsFromIt) {
     c.journal_begin();
     c.prepare_group(1, only(1));
     step(c.rewrite(0, c.row(0, 1)));
-    c.ple(c.row(0, 1))[0] = 42.0f;
+    c.row_state(c.row(0, 1))[0] = 42.0f;
     c.journal_undo();
     EXPECT_EQ(all_rows(c), committed);
 }

@@ -313,7 +313,7 @@ TEST(Forward, SnapshotsHoldTheStateBeforeTheLastTokens) {
             EXPECT_EQ(0, std::memcmp(mem.storage().conv_state(l, k), ref.storage().conv_state(l, 0), s.conv_floats * 4));
             EXPECT_EQ(0, std::memcmp(mem.storage().ssm_state(l, k), ref.storage().ssm_state(l, 0), s.ssm_floats * 4));
         }
-        EXPECT_EQ(0, std::memcmp(mem.storage().ple_state(k), ref.storage().ple_state(0), s.ple_floats * 4));
+        EXPECT_EQ(0, std::memcmp(mem.storage().row_state(k), ref.storage().row_state(0), s.row_floats * 4));
     }
 }
 

@@ -51,7 +51,7 @@ TEST(Load, TinyModelLoadsWithDerivedValues) {
     EXPECT_EQ(s.n_recr_layers, 2u);
     EXPECT_EQ(s.conv_floats, 3u * (2 * 16 + 32));
     EXPECT_EQ(s.ssm_floats, 8u * 8 * 4);
-    EXPECT_EQ(s.ple_floats, 2u * 3 * 3 * 32);
+    EXPECT_EQ(s.row_floats, 2u * 3 * 3 * 32);
     EXPECT_THROW(m.cache_shape(tensor::ElemType::Q8_0, tensor::ElemType::F16), Error);
 }
 

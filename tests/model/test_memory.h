@@ -26,7 +26,7 @@ public:
         idx_.assign(size_t(s.n_attn_layers) * n_cells * idx_bytes_, 0);
         conv_.assign(size_t(s.n_recr_layers) * n_rows * s.conv_floats, 0.0f);
         ssm_.assign(size_t(s.n_recr_layers) * n_rows * s.ssm_floats, 0.0f);
-        ple_.assign(size_t(n_rows) * s.ple_floats, 0.0f);
+        ple_.assign(size_t(n_rows) * s.row_floats, 0.0f);
         n_rows_ = n_rows;
     }
     void * k_row(uint32_t l, uint32_t c) override { return &k_[(size_t(l) * n_cells_ + c) * k_bytes_]; }
@@ -39,7 +39,7 @@ public:
     }
     float * conv_state(uint32_t l, uint32_t r) override { return &conv_[(size_t(l) * n_rows_ + r) * s_.conv_floats]; }
     float * ssm_state(uint32_t l, uint32_t r) override { return &ssm_[(size_t(l) * n_rows_ + r) * s_.ssm_floats]; }
-    float * ple_state(uint32_t r) override { return ple_.data() + size_t(r) * s_.ple_floats; }
+    float * row_state(uint32_t r) override { return ple_.data() + size_t(r) * s_.row_floats; }
 
 private:
     memory::CacheShape s_;
@@ -122,7 +122,7 @@ public:
             }
             for (const auto & mem : plan.members) {
                 const memory::Pos p0 = static_cast<memory::Pos>(mem[0]);
-                plan.new_pools.push_back({mem, mem.back(), {p0, p0, p0, p0}});
+                plan.new_pools.push_back({mem, mem.back(), p0});
             }
         }
         return model::qwen4exp::forward(model_, shape_, plan, storage_, pool);

@@ -124,7 +124,7 @@ TEST(Sampling, PenaltyWindow) {
     const std::vector<float> logits = {3.0f, 2.0f, 1.0f};
     EXPECT_EQ(s.sample(logits), 0);
     for (const int t : {0, 1, 2}) s.accept(t);  // the window keeps {1, 2}
-    EXPECT_EQ(s.history(), (std::deque<int32_t>{1, 2}));
+    EXPECT_EQ(s.history(), (std::vector<int32_t>{1, 2}));
     EXPECT_EQ(s.sample(logits), 0);
     s.accept(0);  // now {2, 0}: 0 falls to 0.75, 1 wins
     EXPECT_EQ(s.sample(logits), 1);

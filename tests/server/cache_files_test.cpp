@@ -185,7 +185,7 @@ TEST(CacheFiles, ASnapshotTheCheckRefusesIsNotLoaded) {
     const fs::path dir = fresh_dir("check");
     ASSERT_EQ(save_two(dir, kModelA), 2u);
     PrefixCache c(1 << 20);
-    auto check = [](const std::vector<int32_t> & tokens, const Snapshot &) -> std::string {
+    auto check = [](const std::vector<int32_t> & tokens, Snapshot &) -> std::string {
         return tokens.size() == 3 ? "another slot layout" : "";
     };
     EXPECT_EQ(load_prefix_cache(c, dir.string(), kModelA, kVocab, check), 1u);

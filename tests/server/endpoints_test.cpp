@@ -158,6 +158,8 @@ TEST(Server, BadInputIs4xxWithOpenAIErrorObject) {
     const std::vector<Case> cases = {
         {"malformed JSON", "/v1/completions", "{\"model\": \"tiny\", \"prompt\": ", 400},
         {"not an object", "/v1/completions", "[1, 2]", 400},
+        {"number beyond a double", "/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":1e999})", 400},
+        {"number beyond a double (embeddings)", "/v1/embeddings", R"({"model":"tiny","input":"x","dimensions":-1e400})", 400},
         {"wrong type: max_tokens", "/v1/completions", R"({"model":"tiny","prompt":"x","max_tokens":"8"})", 400},
         {"wrong type: prompt", "/v1/completions", R"({"model":"tiny","prompt":{"a":1}})", 400},
         {"wrong type: temperature", "/v1/completions", R"({"model":"tiny","prompt":"x","temperature":"hot"})", 400},

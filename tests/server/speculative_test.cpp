@@ -58,5 +58,39 @@ TEST(SpeculativeServer, SameTextsAsPlainUnderLoadForBothDraftTypes) {
     }
 }
 
+// A conversation of three turns: with speculation each turn restores the earlier ones from the cache (snapshots
+// taken after speculative rounds, stored as tails) and answers as the plain server does.
+TEST(SpeculativeServer, ConversationTurnsRestoreEarlierTurnsAndAnswerAsPlain) {
+    if (!fs::exists(kSpeaks)) GTEST_SKIP() << kSpeaks << " absent";
+    auto converse = [](const ServerProcess & s, std::vector<int> & cached) {
+        json messages = json::array({{{"role", "system"}, {"content", "You answer in the words of an old book."}}});
+        std::vector<std::string> replies;
+        for (const char * q : {"And God said", "And it came to pass", "Blessed are they"}) {
+            messages.push_back({{"role", "user"}, {"content", q}});
+            const json body = {{"model", "offgrid-speaks"}, {"messages", messages}, {"max_tokens", 24},
+                               {"temperature", 0}, {"ignore_eos", true}};
+            const Reply r = post(s, "/v1/chat/completions", body);
+            EXPECT_EQ(r.status, 200) << r.body;
+            if (r.status != 200) break;
+            replies.push_back(r.j["choices"][0]["message"]["content"]);
+            cached.push_back(r.j["usage"]["prompt_tokens_details"]["cached_tokens"]);
+            messages.push_back({{"role", "assistant"}, {"content", replies.back()}});
+        }
+        return replies;
+    };
+    std::vector<int> cached_plain, cached_spec;
+    std::vector<std::string> plain;
+    {
+        ServerProcess s({"-np", "2", "-t", "1", "--quiet", "--cache-ram", "0"}, "spec_conv_plain", kSpeaks);
+        plain = converse(s, cached_plain);
+    }
+    ServerProcess s({"-np", "2", "-t", "1", "--quiet", "--spec-type", "ngram-simple"}, "spec_conv", kSpeaks);
+    EXPECT_EQ(converse(s, cached_spec), plain);
+    ASSERT_EQ(cached_spec.size(), 3u);
+    EXPECT_GT(cached_spec[1], 0);
+    EXPECT_GT(cached_spec[2], cached_spec[1]);
+    EXPECT_GT(metric(s, "spec_rounds_total"), 0.0);
+}
+
 }  // namespace
 }  // namespace offgrid::test

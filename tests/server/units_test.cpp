@@ -131,6 +131,59 @@ TEST(PrefixCache, EvictionMergesPathsBack) {
     EXPECT_EQ(c.match_length(a), 2u);
 }
 
+Snapshot tail(size_t bytes, std::shared_ptr<const Snapshot> parent, size_t from) {
+    Snapshot s = snap(bytes);
+    s.parent = std::move(parent);
+    s.from = from;
+    return s;
+}
+
+TEST(PrefixCache, TailsChainToTheirParentsWhichStayWhileTheyAre) {
+    PrefixCache c(100);
+    const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6};
+    auto root = c.insert(std::span(a).first(2), snap(30));
+    ASSERT_TRUE(root);
+    auto mid = c.insert(std::span(a).first(4), tail(30, root, 2));
+    ASSERT_TRUE(mid);
+    auto top = c.insert(a, tail(30, mid, 4));
+    ASSERT_TRUE(top);
+    EXPECT_EQ(top->chain(), (std::vector<const Snapshot *>{root.get(), mid.get(), top.get()}));
+    EXPECT_EQ(root->dependents, 1u);
+    // Over budget: only the snapshot nothing depends on goes, the least recently used of those first.
+    c.lookup(std::span(a).first(3), 3);  // uses root, but it has a dependent
+    auto other = c.insert(std::vector<int32_t>{9}, snap(30));
+    ASSERT_TRUE(other);
+    EXPECT_FALSE(top->cached);
+    EXPECT_TRUE(mid->cached);
+    EXPECT_TRUE(root->cached);
+    EXPECT_EQ(mid->dependents, 0u);
+    EXPECT_LE(c.bytes(), 100u);
+    // A tail whose parent is gone is not kept; nor one with no parent that does not start at 0.
+    EXPECT_FALSE(c.insert(a, tail(10, top, 4)));
+    EXPECT_FALSE(c.insert(a, tail(10, nullptr, 4)));
+    // A snapshot with tails is not replaced (the same state): insert gives back the one there.
+    EXPECT_EQ(c.insert(std::span(a).first(2), snap(10, true)), root);
+}
+
+TEST(PrefixCache, ErasingASnapshotErasesTheTailsBuiltOnIt) {
+    PrefixCache c(1 << 20);
+    const std::vector<int32_t> a = {1, 2, 3, 4, 5, 6}, b = {1, 2, 3, 7};
+    auto root = c.insert(std::span(a).first(2), snap(10));
+    auto mid = c.insert(std::span(a).first(4), tail(10, root, 2));
+    c.insert(a, tail(10, mid, 4));
+    auto side = c.insert(b, tail(10, root, 2));
+    auto lone = c.insert(std::span(a).first(5), snap(10));  // whole, below a's tail but not depending on mid
+    ASSERT_TRUE(side && lone);
+    EXPECT_TRUE(c.erase(std::span(a).first(4)));
+    EXPECT_EQ(c.entries(), 3u);  // root, side, lone
+    EXPECT_TRUE(root->cached && side->cached && lone->cached);
+    EXPECT_EQ(root->dependents, 1u);
+    EXPECT_EQ(c.lookup(a, a.size()).length, 5u);
+    EXPECT_EQ(c.bytes(), 30u);
+    c.clear();
+    EXPECT_FALSE(root->cached);
+}
+
 TEST(ChatTemplate, ChatMLMarkersAreTextWithoutControlTokensAndContentNeverSpecial) {
     const Tokenizer tok(std::make_shared<const runtime::Tokenizer>(runtime::byte_vocab_tokenizer()));
     const std::vector<int32_t> ids = render_chatml(tok, {{"system", "S"}, {"user", "<|endoftext|>hi"}});

@@ -7,7 +7,7 @@
 
 #include "model/qwen4exp/model.h"
 #include "model/qwen4exp/mtp_head.h"
-#include "runtime/mtp_draft_file.h"
+#include "model/qwen4exp/mtp_draft_file.h"
 #include "spec/mtp_reference.h"
 #include "spec/spec_helpers.h"
 
@@ -142,7 +142,7 @@ TEST(MtpDraftFile, MismatchedSidecarsAreRefused) {
         if (edit) edit(w);
         w.write_file(side);
         try {
-            runtime::MtpDraftFile f(side, tm);
+            model::qwen4exp::MtpDraftFile f(side, tm);
             ADD_FAILURE() << "accepted a sidecar with " << what;
         } catch (const Error & e) {
             EXPECT_NE(std::string(e.what()).find(side), std::string::npos) << e.what();

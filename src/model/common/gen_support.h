@@ -62,6 +62,16 @@ inline void check_gen_weight_type(tensor::ElemType t) {
     }
 }
 
+// The weight type a generator's --type names.
+inline tensor::ElemType gen_weight_type(const std::string & name) {
+    using tensor::ElemType;
+    if (name == "f32") return ElemType::F32;
+    if (name == "f16") return ElemType::F16;
+    if (name == "bf16") return ElemType::BF16;
+    if (name == "q8_0") return ElemType::Q8_0;
+    throw Error("--type: '" + name + "' is not one of f32, f16, bf16, q8_0");
+}
+
 [[noreturn]] inline void unknown_preset(const std::string & name, const std::vector<std::string> & names) {
     std::string list;
     for (const auto & n : names) list += (list.empty() ? "" : ", ") + n;

@@ -57,18 +57,14 @@ void prepare_gated_hc(GatedHcWeights & w) {
 }
 
 void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float * R, size_t n, float * mixed,
-                  float * inject, ops::ThreadPool * pool) {
+                  float * inject, ops::ThreadPool * pool, ops::Arena * scratch) {
     const size_t E = s.E, hc = s.hc, dim = hc * E, lr = s.lr;
     const bool grouped = w.up_grouped.size() == grouped_size(dim, lr);
-    // Scratch that only grows (per thread): a decode step allocates nothing here.
-    thread_local std::vector<float> xn, lo, g;
-    if (xn.size() < n * dim) xn.resize(n * dim);
-    if (lo.size() < n * lr) lo.resize(n * lr);
-    if (!grouped && g.size() < n * dim) g.resize(n * dim);
-    // Pointers, not the thread_local names, inside the lambdas (those would be each worker's own buffers).
-    float * const xnp = xn.data();
-    float * const lop = lo.data();
-    float * const gp = g.data();
+    ops::Arena own;
+    ops::Scope scope(scratch ? *scratch : own);
+    float * const xnp = scope.take<float>(n * dim).data();
+    float * const lop = scope.take<float>(n * lr).data();
+    float * const gp = grouped ? nullptr : scope.take<float>(n * dim).data();
     // The per-stream norms and the gated mean below are independent per stream and per element, so they are spread
     // over the pool, each value computed by one thread with the same arithmetic. The norms only with several
     // tokens (for one token the barrier costs about what it saves).
@@ -125,6 +121,10 @@ void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float 
     }, 2);
 }
 
+size_t gated_hc_mix_bytes(const GatedHcShape & s, size_t n) {
+    return 2 * ops::arena_bytes<float>(n * s.hc * s.E) + ops::arena_bytes<float>(n * s.lr);
+}
+
 void gated_hc_combine(const GatedHcShape & s, float * R, const float * y, const float * inject, size_t n) {
     const size_t E = s.E, hc = s.hc;
     const float inv_hc = 1.0f / static_cast<float>(hc);
@@ -138,12 +138,11 @@ void gated_hc_combine(const GatedHcShape & s, float * R, const float * y, const 
     }
 }
 
-void sinkhorn(float * L, size_t hc, float eps, unsigned iterations) {
-    std::vector<float> col(hc);
+void sinkhorn(float * L, size_t hc, float eps, unsigned iterations, float * col) {
     // Softmax over the destinations of each source, then + eps.
     for (size_t s = 0; s < hc; ++s) {
         for (size_t d = 0; d < hc; ++d) col[d] = L[d * hc + s];
-        ops::softmax(col.data(), hc);
+        ops::softmax(col, hc);
         for (size_t d = 0; d < hc; ++d) L[d * hc + s] = col[d] + eps;
     }
     auto over_sources = [&] {  // each destination's weights sum to 1 (up to eps)
@@ -170,15 +169,19 @@ void sinkhorn(float * L, size_t hc, float eps, unsigned iterations) {
 }
 
 void mhc_pre(const MhcShape & s, const MhcWeights & w, const float * R, size_t n, float * a, float * post,
-             float * comb, ops::ThreadPool * pool) {
+             float * comb, ops::ThreadPool * pool, ops::Arena * scratch) {
     const size_t E = s.E, hc = s.hc, dim = hc * E, n_mix = (2 + hc) * hc;
-    std::vector<float> z(n * dim), m(n * n_mix);
-    for (size_t t = 0; t < n; ++t) ops::rms_norm(R + t * dim, dim, s.rms_eps, nullptr, z.data() + t * dim);
-    ops::matmul(w.fn, z.data(), n, m.data(), pool);
+    ops::Arena own;
+    ops::Scope scope(scratch ? *scratch : own);
+    float * const z = scope.take<float>(n * dim).data();
+    float * const m = scope.take<float>(n * n_mix).data();
+    float * const pre = scope.take<float>(hc).data();
+    float * const col = scope.take<float>(hc).data();
+    for (size_t t = 0; t < n; ++t) ops::rms_norm(R + t * dim, dim, s.rms_eps, nullptr, z + t * dim);
+    ops::matmul(w.fn, z, n, m, pool);
     const float a_pre = w.scale[0], a_post = w.scale[1], a_comb = w.scale[2];
-    std::vector<float> pre(hc);
     for (size_t t = 0; t < n; ++t) {
-        const float * mt = m.data() + t * n_mix;
+        const float * mt = m + t * n_mix;
         for (size_t h = 0; h < hc; ++h) {
             pre[h] = ops::sigmoid(a_pre * mt[h] + w.base[h]) + s.eps;
             post[t * hc + h] = 2.0f * ops::sigmoid(a_post * mt[hc + h] + w.base[hc + h]);
@@ -190,7 +193,7 @@ void mhc_pre(const MhcShape & s, const MhcWeights & w, const float * R, size_t n
                 C[d * hc + src] = a_comb * mt[k] + w.base[k];
             }
         }
-        sinkhorn(C, hc, s.eps, s.sinkhorn_iterations);
+        sinkhorn(C, hc, s.eps, s.sinkhorn_iterations, col);
         const float * X = R + t * dim;
         for (size_t i = 0; i < E; ++i) {
             float sum = 0.0f;
@@ -200,12 +203,15 @@ void mhc_pre(const MhcShape & s, const MhcWeights & w, const float * R, size_t n
     }
 }
 
-void mhc_post(const MhcShape & s, float * R, const float * y, const float * post, const float * comb, size_t n) {
+void mhc_post(const MhcShape & s, float * R, const float * y, const float * post, const float * comb, size_t n,
+              ops::Arena * scratch) {
     const size_t E = s.E, hc = s.hc, dim = hc * E;
-    std::vector<float> old(dim);
+    ops::Arena own;
+    ops::Scope scope(scratch ? *scratch : own);
+    float * const old = scope.take<float>(dim).data();
     for (size_t t = 0; t < n; ++t) {
         float * X = R + t * dim;
-        std::memcpy(old.data(), X, dim * sizeof(float));
+        std::memcpy(old, X, dim * sizeof(float));
         const float * C = comb + t * hc * hc;
         for (size_t d = 0; d < hc; ++d) {
             for (size_t i = 0; i < E; ++i) {
@@ -215,6 +221,11 @@ void mhc_post(const MhcShape & s, float * R, const float * y, const float * post
             }
         }
     }
+}
+
+size_t mhc_bytes(const MhcShape & s, size_t n) {
+    const size_t n_mix = (2 + s.hc) * s.hc;
+    return ops::arena_bytes<float>(n * s.hc * s.E) + ops::arena_bytes<float>(n * n_mix) + 2 * ops::arena_bytes<float>(s.hc);
 }
 
 }  // namespace offgrid::model::common

@@ -12,6 +12,7 @@
 
 #include "ops/matmul.h"
 #include "ops/thread_pool.h"
+#include "ops/workspace.h"
 
 namespace offgrid::model::common {
 
@@ -50,9 +51,11 @@ struct GatedHcShape {
 };
 
 // Mixes n token residuals R (n x hc x E) into the block input `mixed` (n x E) and, when `inject` is non-null,
-// the hc inject logits per token (n x hc).
+// the hc inject logits per token (n x hc). Working space comes from `scratch` (given back on return; null: a
+// private arena, which allocates); gated_hc_mix_bytes(s, n) bytes of it.
 void gated_hc_mix(const GatedHcShape & s, const GatedHcWeights & w, const float * R, size_t n, float * mixed,
-                  float * inject, ops::ThreadPool * pool);
+                  float * inject, ops::ThreadPool * pool, ops::Arena * scratch = nullptr);
+size_t gated_hc_mix_bytes(const GatedHcShape & s, size_t n);
 // R[t][h] += 2 sigmoid(inject[t][h] / hc) * y[t].
 void gated_hc_combine(const GatedHcShape & s, float * R, const float * y, const float * inject, size_t n);
 
@@ -72,12 +75,16 @@ struct MhcShape {
 };
 
 // Per token: mixed block input a (E), post weights (hc) and the mixing matrix C (hc x hc, C[d*hc + s]).
+// Working space as gated_hc_mix's: mhc_bytes(s, n) bytes of `scratch`, which covers mhc_post too.
 void mhc_pre(const MhcShape & s, const MhcWeights & w, const float * R, size_t n, float * a, float * post,
-             float * comb, ops::ThreadPool * pool);
+             float * comb, ops::ThreadPool * pool, ops::Arena * scratch = nullptr);
 // R[t][d] = post[t][d] y[t] + sum_s C[t][d][s] R_old[t][s] (post term first, then s in order).
-void mhc_post(const MhcShape & s, float * R, const float * y, const float * post, const float * comb, size_t n);
+void mhc_post(const MhcShape & s, float * R, const float * y, const float * post, const float * comb, size_t n,
+              ops::Arena * scratch = nullptr);
+size_t mhc_bytes(const MhcShape & s, size_t n);
 // The Sinkhorn normalisation of one hc x hc logit matrix L[d*hc + s] (d = destination stream, s = source),
 // in place: softmax over d for each s, + eps, normalise over s; then (iterations - 1) times over d, over s.
-void sinkhorn(float * L, size_t hc, float eps, unsigned iterations);
+// col: hc floats of working space.
+void sinkhorn(float * L, size_t hc, float eps, unsigned iterations, float * col);
 
 }  // namespace offgrid::model::common

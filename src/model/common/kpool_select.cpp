@@ -16,6 +16,12 @@ void pooled_keys(const memory::SeqView & view, const memory::TokenPlan & tp,
                  uint32_t kpool, memory::Storage & storage, uint32_t layer, size_t pooled_offset,
                  std::vector<const void *> & keys) {
     keys.resize(tp.n_pools);
+    pooled_keys(view, tp, kpool, storage, layer, pooled_offset, keys.data());
+}
+
+void pooled_keys(const memory::SeqView & view, const memory::TokenPlan & tp,
+                 uint32_t kpool, memory::Storage & storage, uint32_t layer, size_t pooled_offset,
+                 const void ** keys) {
     for (size_t p = 0; p < tp.n_pools; ++p) {
         const size_t first = view.pools[p];
         if (first + kpool > view.cells.size()) throw Error("forward: pool beyond its sequence's cells");
@@ -47,7 +53,7 @@ namespace {
 
 // The radix selection over order keys (best_pools' contract, positions in [0, n) for scores): `keys` holds the n
 // keys, `scratch` at least 3 * n entries of working space.
-void select_keys(const uint32_t * keys, size_t n, size_t budget, uint32_t * scratch, std::vector<uint32_t> & picked) {
+size_t select_keys(const uint32_t * keys, size_t n, size_t budget, uint32_t * scratch, uint32_t * picked) {
     // The budget-th largest key is the threshold: every pool above it is taken, and of the pools equal to it
     // the lowest indices, until the budget is full. That is the set of the order (score descending, index
     // ascending), in sequence order. The threshold is found digit by digit from the top (11, 11, 10 bits) with a
@@ -118,8 +124,8 @@ void select_keys(const uint32_t * keys, size_t n, size_t budget, uint32_t * scra
             ++n_taken;
         }
     }
-    picked.resize(n_sure + n_taken);
-    std::merge(sure, sure + n_sure, work, work + n_taken, picked.begin());
+    std::merge(sure, sure + n_sure, work, work + n_taken, picked);
+    return n_sure + n_taken;
 }
 
 // Sampling pays once the pools are many times the budget (a decode at depth: 16384 pools, budget 512).
@@ -129,16 +135,20 @@ constexpr size_t kSampleStride = 16, kSampleMinPools = 2048, kSampleMinRatio = 8
 
 void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector<uint32_t> & scratch,
                 std::vector<uint32_t> & picked) {
-    picked.clear();
+    scratch.resize(6 * n_pools);
+    picked.resize(std::min(budget, n_pools));
+    picked.resize(best_pools(scores, n_pools, budget, scratch.data(), picked.data()));
+}
+
+size_t best_pools(const float * scores, size_t n_pools, size_t budget, uint32_t * scratch, uint32_t * picked) {
     if (budget >= n_pools) {
-        for (size_t p = 0; p < n_pools; ++p) picked.push_back(static_cast<uint32_t>(p));
-        return;
+        for (size_t p = 0; p < n_pools; ++p) picked[p] = static_cast<uint32_t>(p);
+        return n_pools;
     }
-    if (budget == 0) return;
+    if (budget == 0) return 0;
     // keys, then three lists for select_keys over all pools, or (sampled) the candidates' indices and keys and
     // select_keys' three lists over those.
-    scratch.resize(6 * n_pools);
-    uint32_t * keys = scratch.data();
+    uint32_t * keys = scratch;
     for (size_t p = 0; p < n_pools; ++p) keys[p] = order_key(scores[p]);
     if (n_pools >= kSampleMinPools && n_pools >= kSampleMinRatio * budget) {
         // A floor from a sample: the j-th largest of every kSampleStride-th key, with j chosen so that about
@@ -146,13 +156,13 @@ void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector
         // the budget-th largest, so when at least `budget` keys are >= the floor the selection is among them (in
         // sequence order, so ties still go to the lower index) and the radix reads those few. A short sample
         // (about 1 time in 1000 at the bench shape) falls through to the full selection: same set either way.
-        uint32_t * sample = scratch.data() + n_pools;
+        uint32_t * sample = scratch + n_pools;
         const size_t n_sample = n_pools / kSampleStride;
         for (size_t i = 0; i < n_sample; ++i) sample[i] = keys[i * kSampleStride + kSampleStride / 2];
         const size_t j = std::min(n_sample, budget / kSampleStride + budget / (4 * kSampleStride) + 16);
         std::nth_element(sample, sample + (j - 1), sample + n_sample, std::greater<uint32_t>());
         const uint32_t floor_key = sample[j - 1];
-        uint32_t * idx = scratch.data() + n_pools, * ckeys = idx + n_pools;
+        uint32_t * idx = scratch + n_pools, * ckeys = idx + n_pools;
         size_t n_cand = 0;
         for (size_t p = 0; p < n_pools; ++p) {  // no branch: each index written, kept when at or above the floor
             idx[n_cand] = static_cast<uint32_t>(p);
@@ -160,38 +170,51 @@ void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector
             n_cand += keys[p] >= floor_key;
         }
         if (n_cand >= budget) {
-            select_keys(ckeys, n_cand, budget, ckeys + n_cand, picked);
-            for (uint32_t & p : picked) p = idx[p];
-            return;
+            const size_t n_picked = select_keys(ckeys, n_cand, budget, ckeys + n_cand, picked);
+            for (size_t k = 0; k < n_picked; ++k) picked[k] = idx[picked[k]];
+            return n_picked;
         }
     }
-    select_keys(keys, n_pools, budget, scratch.data() + n_pools, picked);
+    return select_keys(keys, n_pools, budget, scratch + n_pools, picked);
 }
 
 void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,
                 const std::vector<uint32_t> & pools, bool with_tail, std::vector<uint32_t> & cells) {
+    const size_t base = cells.size();
+    cells.resize(base + pools.size() * kpool + (with_tail ? tp.tail.size() : 0));
+    pool_cells(view, tp, kpool, pools, with_tail, cells.data() + base);
+}
+
+size_t pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,
+                  std::span<const uint32_t> pools, bool with_tail, uint32_t * cells) {
     // The view's arrays are read at scattered places and a decode step's weights have pushed them out of the
     // caches since the last layer: each pool's entries are requested a few pools ahead (its first-cell index
     // further ahead, since the cells' address depends on it).
     constexpr size_t kAheadIndex = 16, kAheadCells = 8;
-    const size_t n = pools.size(), base = cells.size();
-    cells.resize(base + n * kpool);
+    const size_t n = pools.size(), base = 0;
     for (size_t i = 0; i < n; ++i) {
         if (i + kAheadIndex < n) prefetch_read(&view.pools[pools[i + kAheadIndex]]);
         if (i + kAheadCells < n) prefetch_read(&view.cells[view.pools[pools[i + kAheadCells]]]);
         const memory::PosCell * pc = &view.cells[view.pools[pools[i]]];
         for (size_t m = 0; m < kpool; ++m) cells[base + i * kpool + m] = pc[m].cell;
     }
+    size_t at = n * kpool;
     if (with_tail) {
-        for (size_t j = tp.tail.size(); j-- > 0;) cells.push_back(tp.tail[j]);  // oldest first
+        for (size_t j = tp.tail.size(); j-- > 0;) cells[at++] = tp.tail[j];  // oldest first
     }
+    return at;
 }
 
 void score_pools_weighted(const float * q, const float * w, size_t n_heads, size_t dim,
                           const std::vector<const void *> & keys, tensor::ElemType type, float * out) {
     std::vector<float> key(dim);
+    score_pools_weighted(q, w, n_heads, dim, keys, type, out, key.data());
+}
+
+void score_pools_weighted(const float * q, const float * w, size_t n_heads, size_t dim,
+                          std::span<const void * const> keys, tensor::ElemType type, float * out, float * key) {
     for (size_t p = 0; p < keys.size(); ++p) {
-        ops::load_cache_row(keys[p], type, key.data(), dim);
+        ops::load_cache_row(keys[p], type, key, dim);
         float s = 0.0f;
         for (size_t h = 0; h < n_heads; ++h) {
             const float * qh = q + h * dim;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "memory/plan.h"
@@ -19,6 +20,10 @@ namespace offgrid::model::common {
 void pooled_keys(const memory::SeqView & view, const memory::TokenPlan & tp,
                  uint32_t kpool, memory::Storage & storage, uint32_t layer, size_t pooled_offset,
                  std::vector<const void *> & keys);
+// The same into keys[0 .. tp.n_pools).
+void pooled_keys(const memory::SeqView & view, const memory::TokenPlan & tp,
+                 uint32_t kpool, memory::Storage & storage, uint32_t layer, size_t pooled_offset,
+                 const void ** keys);
 
 // The best `budget` pools by score (ops::top_k: descending, ties to the lower index), returned in sequence order.
 std::vector<uint32_t> best_pools(const float * scores, size_t n_pools, size_t budget);
@@ -27,14 +32,23 @@ std::vector<uint32_t> best_pools(const float * scores, size_t n_pools, size_t bu
 // overwritten, `scratch` is working space the caller may reuse across calls.
 void best_pools(const float * scores, size_t n_pools, size_t budget, std::vector<uint32_t> & scratch,
                 std::vector<uint32_t> & picked);
+// The same in the caller's memory: scratch holds 6 * n_pools entries, picked min(budget, n_pools); returns how
+// many pools were picked.
+size_t best_pools(const float * scores, size_t n_pools, size_t budget, uint32_t * scratch, uint32_t * picked);
 
 // Appends the member cells of the given pools (sequence order within a pool), then the tail oldest first.
 void pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,
                 const std::vector<uint32_t> & pools, bool with_tail, std::vector<uint32_t> & cells);
+// The same written at cells (room for pools.size() * kpool cells and the tail); returns the count.
+size_t pool_cells(const memory::SeqView & view, const memory::TokenPlan & tp, uint32_t kpool,
+                  std::span<const uint32_t> pools, bool with_tail, uint32_t * cells);
 
 // Weighted indexer scores (glm5-next): out[p] = sum_h relu(q_h . key_p) * w_h, heads in order, each dot product
 // summed in index order in float. keys[p] points at dim elements of `type`.
 void score_pools_weighted(const float * q, const float * w, size_t n_heads, size_t dim,
                           const std::vector<const void *> & keys, tensor::ElemType type, float * out);
+// The same with `key` (dim floats) as working space.
+void score_pools_weighted(const float * q, const float * w, size_t n_heads, size_t dim,
+                          std::span<const void * const> keys, tensor::ElemType type, float * out, float * key);
 
 }  // namespace offgrid::model::common

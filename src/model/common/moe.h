@@ -4,11 +4,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
 #include "ops/thread_pool.h"
+#include "ops/workspace.h"
 
 namespace offgrid::model::common {
 
@@ -21,20 +23,20 @@ struct ExpertWeights {
     std::vector<float> gate_scale, up_scale, down_scale;  // per expert (1 when absent)
 };
 
-// chosen[t * n_used + k] and weight[...] for k in selection order.
+// chosen[t * n_used + k] and weight[...] for k in selection order; taken from the caller's arena.
 struct Routing {
-    std::vector<uint32_t> chosen;
-    std::vector<float> weight;
+    std::span<uint32_t> chosen;
+    std::span<float> weight;
 };
 
 // Softmax over all experts, the n_used most probable, their weights renormalised (floor 6.103515625e-5).
-// logits: T x n_expert, overwritten with the probabilities.
-Routing route_softmax_top_k(float * logits, size_t T, size_t n_expert, size_t n_used);
+// logits: T x n_expert, overwritten with the probabilities. The routing lives in `scratch` (taken, not released).
+Routing route_softmax_top_k(float * logits, size_t T, size_t n_expert, size_t n_used, ops::Arena & scratch);
 
 // Sigmoid scores; selection by score + bias (the bias only chooses), weights from the unbiased scores, then
 // optionally renormalised (floor 6.103515625e-5) and scaled (scale 0 or 1: unscaled).
 Routing route_sigmoid_biased(const float * logits, const float * bias, size_t T, size_t n_expert, size_t n_used,
-                             bool normalise, float scale);
+                             bool normalise, float scale, ops::Arena & scratch);
 
 // SwiGLU with an optional limit L (0: none): min(silu(g), L) * clamp(u, -L, L) when L > 1e-6, else silu(g) * u.
 inline float swiglu(float g, float u, float limit);
@@ -51,10 +53,17 @@ struct SharedExpert {
 // for token t (not yet weighted). gate/up/down scales multiply the matrices' outputs as the weights say. Every
 // expert runs once over the tokens that chose it; all the gate and up products (and the shared expert's, when
 // given) share one parallel region, all the down products a second one. Each output is the same dot whatever
-// the grouping, so a token's result does not depend on the other tokens of the call.
+// the grouping, so a token's result does not depend on the other tokens of the call. Its buffers come from
+// `workspace` (the calling thread's arena, given back on return, and the workers' arenas in the SwiGLU region).
 void run_experts(const ExpertWeights & w, size_t n_expert, size_t n_ff, const float * f, size_t T, size_t E,
                  const Routing & r, size_t n_used, float clamp_limit, float * out, ops::ThreadPool * pool,
-                 const SharedExpert * shared = nullptr);
+                 ops::Workspace & workspace, const SharedExpert * shared = nullptr);
+
+// Bytes run_experts takes from the calling thread's arena, and from each other thread's.
+size_t run_experts_main_bytes(size_t n_expert, size_t n_ff, size_t T, size_t E, size_t n_used, size_t n_shared_ff);
+size_t run_experts_thread_bytes(size_t n_ff, size_t n_shared_ff);
+// Bytes a router takes (the routing it returns and its working space).
+size_t routing_bytes(size_t T, size_t n_expert, size_t n_used);
 
 // y[t][j] = sum_k weight[t][k] * out[t][k][j], summed in selection order.
 void weighted_sum(const float * out, const Routing & r, size_t T, size_t n_used, size_t E, float * y);

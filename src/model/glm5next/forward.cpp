@@ -1,11 +1,13 @@
 #include "model/glm5next/forward.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "common/error.h"
 #include "model/common/hyper_connections.h"
 #include "model/common/moe.h"
+#include "model/forward_once.h"
 #include "model/glm5next/forward_internal.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
@@ -18,157 +20,193 @@ void ffn_layer(const Batch & b, uint32_t il, const float * f, float * y) {
     const Hparams & hp = b.hp;
     const FfnWeights & w = b.model.weights().layers[il].ffn;
     const size_t T = b.n_tokens, E = hp.n_embd;
+    ops::Scope scope(b.ws.local());
     // Dense SwiGLU (leading layers) or the shared expert: both clamp with swiglu_clamp_shexp.
     auto swiglu_ffn = [&](float * out) {
         const size_t n = w.gate.rows;
-        std::vector<float> g(T * n), u(T * n);
-        ops::matmul(w.gate, f, T, g.data(), b.pool);
-        ops::matmul(w.up, f, T, u.data(), b.pool);
+        ops::Scope inner(scope.arena());
+        float * const g = inner.take<float>(T * n).data();
+        float * const u = inner.take<float>(T * n).data();
+        ops::matmul(w.gate, f, T, g, b.pool);
+        ops::matmul(w.up, f, T, u, b.pool);
         for (size_t i = 0; i < T * n; ++i) g[i] = common::swiglu(g[i], u[i], hp.clamp_shexp[il]);
-        ops::matmul(w.down, g.data(), T, out, b.pool);
+        ops::matmul(w.down, g, T, out, b.pool);
     };
     if (w.dense) {
         swiglu_ffn(y);
         return;
     }
     const size_t n_exp = hp.n_expert, n_used = hp.n_expert_used;
-    std::vector<float> logits(T * n_exp);
-    ops::matmul(w.router, f, T, logits.data(), b.pool);
-    const common::Routing r = common::route_sigmoid_biased(logits.data(), w.probs_bias.data(), T, n_exp, n_used,
-                                                           hp.expert_weights_norm, hp.expert_weights_scale);
-    std::vector<float> expert_out(T * n_used * E), shared(T * E);
-    common::run_experts(w.experts, n_exp, hp.n_ff_exp, f, T, E, r, n_used, hp.clamp_exp[il], expert_out.data(), b.pool);
-    common::weighted_sum(expert_out.data(), r, T, n_used, E, y);
-    swiglu_ffn(shared.data());
+    float * const logits = scope.take<float>(T * n_exp).data();
+    ops::matmul(w.router, f, T, logits, b.pool);
+    const common::Routing r = common::route_sigmoid_biased(logits, w.probs_bias.data(), T, n_exp, n_used,
+                                                           hp.expert_weights_norm, hp.expert_weights_scale,
+                                                           scope.arena());
+    float * const expert_out = scope.take<float>(T * n_used * E).data();
+    float * const shared = scope.take<float>(T * E).data();
+    common::run_experts(w.experts, n_exp, hp.n_ff_exp, f, T, E, r, n_used, hp.clamp_exp[il], expert_out, b.pool, b.ws);
+    common::weighted_sum(expert_out, r, T, n_used, E, y);
+    swiglu_ffn(shared);
     for (size_t i = 0; i < T * E; ++i) y[i] = y[i] + shared[i];  // the shared expert is not gated
 }
 
-std::vector<uint32_t> selection_to_side(const Selection & selection) {
-    std::vector<uint32_t> side;
-    side.push_back(static_cast<uint32_t>(selection.size()));
-    for (const auto & cells : selection) {
-        side.push_back(static_cast<uint32_t>(cells.size()));
-        side.insert(side.end(), cells.begin(), cells.end());
+ops::WorkspaceSize ffn_bytes(const Model & m, size_t T) {
+    const Hparams & hp = m.hparams();
+    const size_t E = hp.n_embd, n_exp = hp.n_expert, n_used = hp.n_expert_used;
+    ops::WorkspaceSize s;
+    for (const LayerWeights & lw : m.weights().layers) {
+        const size_t swiglu = 2 * ops::arena_bytes<float>(T * static_cast<size_t>(lw.ffn.gate.rows));
+        size_t main = swiglu;
+        if (!lw.ffn.dense) {
+            main = ops::arena_bytes<float>(T * n_exp) + common::routing_bytes(T, n_exp, n_used) +
+                   ops::arena_bytes<float>(T * n_used * E) + ops::arena_bytes<float>(T * E) +
+                   std::max(swiglu, common::run_experts_main_bytes(n_exp, hp.n_ff_exp, T, E, n_used, 0));
+            s.per_thread_bytes = std::max(s.per_thread_bytes, common::run_experts_thread_bytes(hp.n_ff_exp, 0));
+        }
+        s.main_bytes = std::max(s.main_bytes, main);
     }
-    return side;
+    return s;
 }
 
-Selection selection_from_side(const std::vector<uint32_t> & side, size_t n_tokens) {
-    Selection selection;
-    if (side.empty() || side[0] == 0) return selection;  // no full-indexer layer ran before this range
-    if (side[0] != n_tokens) throw Error("forward: the carried selection is for another ubatch");
-    selection.resize(n_tokens);
-    size_t at = 1;
+void selection_to_side(const Selection & selection, size_t n_tokens, std::vector<uint32_t> & side) {
+    side.clear();
+    if (!selection.set) return;
+    side.assign(selection.count.begin(), selection.count.begin() + static_cast<long>(n_tokens));
     for (size_t t = 0; t < n_tokens; ++t) {
-        if (at >= side.size() || side[at] > side.size() - at - 1) throw Error("forward: the carried selection is cut");
-        const size_t n = side[at++];
-        selection[t].assign(side.begin() + static_cast<long>(at), side.begin() + static_cast<long>(at + n));
+        const std::span<const uint32_t> cells = selection.of(t);
+        side.insert(side.end(), cells.begin(), cells.end());
+    }
+}
+
+void selection_from_side(const std::vector<uint32_t> & side, size_t n_tokens, Selection & selection) {
+    selection.set = false;
+    if (side.empty()) return;  // no full-indexer layer ran before this range
+    if (side.size() < n_tokens) throw Error("forward: the carried selection is for another ubatch");
+    size_t at = n_tokens;
+    for (size_t t = 0; t < n_tokens; ++t) {
+        const uint32_t n = side[t];
+        if (n > selection.stride || n > side.size() - at) throw Error("forward: the carried selection does not fit this ubatch");
+        selection.count[t] = n;
+        std::copy(side.begin() + static_cast<long>(at), side.begin() + static_cast<long>(at + n),
+                  selection.cells.begin() + static_cast<long>(t * selection.stride));
         at += n;
     }
-    return selection;
+    if (at != side.size()) throw Error("forward: the carried selection is for another ubatch");
+    selection.set = true;
 }
 
 }  // namespace detail
 
-ForwardResult forward_full(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
-                           memory::Storage & storage, ops::ThreadPool * pool, const ForwardOptions & options) {
-    const Hparams & hp = model.hparams();
-    const memory::CacheShape want = model.cache_shape(shape.type_k, shape.type_v);
-    if (shape != want) throw Error("forward: the cache shape does not match the model's");
-    if (plan.kpool != hp.kpool) {
-        throw Error("forward: plan pool size " + std::to_string(plan.kpool) + " differs from the model's kpool " +
-                    std::to_string(hp.kpool));
-    }
-    const size_t T = plan.tokens.size();
-    for (size_t t = 0; t < T; ++t) {
-        const auto & tp = plan.tokens[t];
-        if (tp.token < 0 || static_cast<uint32_t>(tp.token) >= hp.n_vocab) {
-            throw Error("forward: ubatch token " + std::to_string(t) + ": id " + std::to_string(tp.token) +
-                        " out of range (n_vocab " + std::to_string(hp.n_vocab) + ")");
-        }
-        if (tp.pos < 0) throw Error("forward: ubatch token " + std::to_string(t) + ": negative position");
-        if (tp.tail.size() >= hp.kpool) throw Error("forward: ubatch token " + std::to_string(t) + ": tail too long");
-    }
-    std::vector<uint8_t> grouped(T, 0);
-    for (const auto & g : plan.groups) {
-        for (uint32_t t : g.tokens) {
-            if (t >= T || grouped[t]++) {
-                throw Error("forward: sequence group of seq " + std::to_string(g.seq) + " lists ubatch token " +
-                            std::to_string(t) + " that is out of range or already in a group");
-            }
-        }
-    }
-    for (size_t t = 0; t < T; ++t) {
-        if (!grouped[t]) throw Error("forward: ubatch token " + std::to_string(t) + " is in no sequence group");
-    }
-    const uint32_t first = options.first_layer, end = options.end_layer == 0 ? hp.n_layer : options.end_layer;
-    if (first >= end || end > hp.n_layer) {
-        throw Error("forward: layer range [" + std::to_string(first) + ", " + std::to_string(end) +
-                    ") is not inside the model's " + std::to_string(hp.n_layer) + " layers");
-    }
-    if (first > 0 && (options.carry_in == nullptr || options.carry_in->streams.size() != T * hp.hc * hp.n_embd)) {
-        throw Error("forward: a range from layer " + std::to_string(first) + " needs the streams of " +
-                    std::to_string(T) + " tokens");
-    }
-    ForwardResult result;
-    if (T == 0) return result;
+namespace {
 
-    const detail::Batch b{model, hp, shape, plan, storage, pool, T, options.dense};
+ops::WorkspaceSize max_of(ops::WorkspaceSize a, const ops::WorkspaceSize & b) {
+    a.main_bytes = std::max(a.main_bytes, b.main_bytes);
+    a.per_thread_bytes = std::max(a.per_thread_bytes, b.per_thread_bytes);
+    return a;
+}
+
+}  // namespace
+
+ops::WorkspaceSize workspace_size(const Model & model, const WorkspaceLimits & limits) {
+    const Hparams & hp = model.hparams();
+    const size_t T = std::max<size_t>(1, limits.n_ubatch), E = hp.n_embd, hc = hp.hc;
+    const size_t n_cells = std::max<size_t>(1, limits.n_seq_cells);
+    const common::MhcShape hcs{E, hc, hp.rms_eps, hp.hc_eps, hp.sinkhorn_iterations};
+    // The pass's own buffers: R, a, y, post, comb, the selection (sized for a dense run too, which selects every
+    // pool), the output rows and the head's input.
+    const size_t stride = detail::selection_stride(hp, n_cells, true);
+    const size_t own = ops::arena_bytes<float>(T * hc * E) + 2 * ops::arena_bytes<float>(T * E) +
+                       ops::arena_bytes<float>(T * hc) + ops::arena_bytes<float>(T * hc * hc) +
+                       ops::arena_bytes<uint32_t>(T * stride) + ops::arena_bytes<uint32_t>(T) +
+                       ops::arena_bytes<float>(T * hc * E) + ops::arena_bytes<float>(T * E);
+    ops::WorkspaceSize block{common::mhc_bytes(hcs, T), 0};
+    block = max_of(block, detail::kda_bytes(hp, T));
+    block = max_of(block, detail::dsa_bytes(hp, T, n_cells));
+    block = max_of(block, detail::ffn_bytes(model, T));
+    return {own + block.main_bytes, block.per_thread_bytes};
+}
+
+void forward(const Model & model, const ForwardContext & fc) {
+    const Hparams & hp = model.hparams();
+    const memory::Plan & plan = fc.plan;
+    const size_t T = plan.tokens.size();
+    const uint32_t first = fc.first_layer, end = checked_layer_end(fc, hp.n_layer, static_cast<size_t>(hp.hc) * hp.n_embd);
+    if (T == 0) return;
+    ops::Arena & arena = fc.workspace.local();
+    ops::Scope scope(arena);
+    ops::ThreadPool * const pool = fc.pool;
+
+    const detail::Batch b{model, hp, fc.shape, plan, fc.storage, pool, fc.workspace, T, fc.dense};
     const size_t E = hp.n_embd, hc = hp.hc;
     const Weights & w = model.weights();
     const common::MhcShape hcs{E, hc, hp.rms_eps, hp.hc_eps, hp.sinkhorn_iterations};
 
-    std::vector<float> R(T * hc * E), a(T * E), y(T * E), post(T * hc), comb(T * hc * hc);
-    detail::Selection selection;
+    float * const R = scope.take<float>(T * hc * E).data();
+    float * const a = scope.take<float>(T * E).data();
+    float * const y = scope.take<float>(T * E).data();
+    float * const post = scope.take<float>(T * hc).data();
+    float * const comb = scope.take<float>(T * hc * hc).data();
     if (first == 0) {
-        for (size_t t = 0; t < T; ++t) ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a.data() + t * E);
-        common::broadcast_to_streams(a.data(), T, hc, E, R.data());
+        for (size_t t = 0; t < T; ++t) ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a + t * E);
+        common::broadcast_to_streams(a, T, hc, E, R);
     } else {
-        R = options.carry_in->streams;
-        selection = detail::selection_from_side(options.carry_in->side, T);
+        std::copy(fc.carry_in->streams.begin(), fc.carry_in->streams.end(), R);  // what an earlier range left
     }
 
+    // The selection's stride: the most cells a token of this plan may select.
+    size_t n_cells = 1;
+    for (const memory::TokenPlan & tp : plan.tokens) n_cells = std::max<size_t>(n_cells, tp.n_visible);
+    detail::Selection selection;
+    selection.stride = detail::selection_stride(hp, n_cells, fc.dense);
+    selection.cells = scope.take<uint32_t>(T * selection.stride);
+    selection.count = scope.take<uint32_t>(T);
+    if (first > 0) detail::selection_from_side(fc.carry_in->side, T, selection);
     for (uint32_t il = first; il < end; ++il) {
         const LayerWeights & lw = w.layers[il];
-        common::mhc_pre(hcs, lw.hc_attn, R.data(), T, a.data(), post.data(), comb.data(), pool);
+        common::mhc_pre(hcs, lw.hc_attn, R, T, a, post, comb, pool, &arena);
         for (size_t t = 0; t < T; ++t) ops::rms_norm(&a[t * E], E, hp.rms_eps, lw.attn_norm.data(), &a[t * E]);
         if (hp.is_recurrent[il]) {
-            detail::kda_layer(b, il, a.data(), y.data());
+            detail::kda_layer(b, il, a, y);
         } else {
-            detail::dsa_layer(b, il, a.data(), y.data(), selection);
+            detail::dsa_layer(b, il, a, y, selection);
         }
-        common::mhc_post(hcs, R.data(), y.data(), post.data(), comb.data(), T);
-        common::mhc_pre(hcs, lw.hc_ffn, R.data(), T, a.data(), post.data(), comb.data(), pool);
+        common::mhc_post(hcs, R, y, post, comb, T, &arena);
+        common::mhc_pre(hcs, lw.hc_ffn, R, T, a, post, comb, pool, &arena);
         for (size_t t = 0; t < T; ++t) ops::rms_norm(&a[t * E], E, hp.rms_eps, lw.ffn_norm.data(), &a[t * E]);
-        detail::ffn_layer(b, il, a.data(), y.data());
-        common::mhc_post(hcs, R.data(), y.data(), post.data(), comb.data(), T);
+        detail::ffn_layer(b, il, a, y);
+        common::mhc_post(hcs, R, y, post, comb, T, &arena);
     }
 
     if (end < hp.n_layer) {
-        result.carry.streams = std::move(R);
-        result.carry.side = detail::selection_to_side(selection);
-        return result;
+        fc.out.carry->streams.assign(R, R + T * hc * E);
+        detail::selection_to_side(selection, T, fc.out.carry->side);
+        return;
     }
 
-    auto head_input = [&](const float * streams, size_t n) {
-        std::vector<float> x(n * E);
-        common::mean_of_streams(streams, n, hc, E, x.data());
+    // The head's input: RMSNorm(mean of the streams) * output_norm.
+    auto head_input = [&](const float * streams, size_t n, float * x) {
+        common::mean_of_streams(streams, n, hc, E, x);
         for (size_t t = 0; t < n; ++t) ops::rms_norm(&x[t * E], E, hp.rms_eps, w.output_norm.data(), &x[t * E]);
-        return x;
     };
-    if (options.hidden) result.hidden = head_input(R.data(), T);
+    if (fc.out.hidden) head_input(R, T, fc.out.hidden);
 
     // Head: the mean of the streams, normed, for the output rows only.
-    std::vector<float> R_out;
-    for (size_t t = 0; t < T; ++t) {
-        if (plan.tokens[t].output) R_out.insert(R_out.end(), R.begin() + t * hc * E, R.begin() + (t + 1) * hc * E);
+    if (!fc.out.logits) return;
+    size_t n_out = 0;
+    for (size_t t = 0; t < T; ++t) n_out += plan.tokens[t].output ? 1 : 0;
+    if (n_out == 0) return;
+    float * const R_out = scope.take<float>(n_out * hc * E).data();
+    for (size_t t = 0, k = 0; t < T; ++t) {
+        if (plan.tokens[t].output) std::copy(R + t * hc * E, R + (t + 1) * hc * E, R_out + k++ * hc * E);
     }
-    const size_t n_out = R_out.size() / (hc * E);
-    if (n_out == 0 || !options.logits) return result;
-    const std::vector<float> x = head_input(R_out.data(), n_out);
-    result.logits.resize(n_out * hp.n_vocab);
-    ops::matmul(w.output, x.data(), n_out, result.logits.data(), pool);
-    return result;
+    float * const x = scope.take<float>(n_out * E).data();
+    head_input(R_out, n_out, x);
+    ops::matmul(w.output, x, n_out, fc.out.logits, pool);
+}
+
+ForwardResult forward_full(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
+                           memory::Storage & storage, ops::ThreadPool * pool, const ForwardOptions & options) {
+    return forward_once(model, shape, plan, storage, pool, options);
 }
 
 std::vector<float> forward(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,

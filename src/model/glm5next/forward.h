@@ -21,6 +21,10 @@ ForwardResult forward_full(const Model & model, const memory::CacheShape & shape
                            memory::Storage & storage, ops::ThreadPool * pool = nullptr,
                            const ForwardOptions & options = {});
 
+// The pass of a context (Architecture::forward): fc.plan checked, fc.workspace sized by workspace_size().
+void forward(const Model & model, const ForwardContext & fc);
+ops::WorkspaceSize workspace_size(const Model & model, const WorkspaceLimits & limits);
+
 std::vector<float> forward(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
                            memory::Storage & storage, ops::ThreadPool * pool = nullptr,
                            const ForwardOptions & options = {});

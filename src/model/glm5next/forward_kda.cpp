@@ -16,11 +16,9 @@
 namespace offgrid::model::glm5next::detail {
 
 void kda_step(float * S, size_t hd, const float * q, const float * k, const float * v, const float * g, float beta,
-              float scale, float * out) {
+              float scale, float * out, float * decay) {
     // The decay of key channel i is the same for every row j: one exp per channel (the same values as an exp per
     // element, so the same bits).
-    thread_local std::vector<float> decay;
-    decay.resize(hd);
     for (size_t i = 0; i < hd; ++i) decay[i] = std::exp(g[i]);
     for (size_t j = 0; j < hd; ++j) {
         float * s = S + j * hd;
@@ -45,8 +43,10 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const uint32_t ri = static_cast<uint32_t>(b.model.recr_index(il));
     const size_t T = b.n_tokens, H = hp.n_head, hd = hp.kda_head_dim, d_in = hp.d_inner(), K = hp.conv_kernel;
 
-    std::vector<float> uq(T * d_in), uk(T * d_in), uv(T * d_in), fa(T * hd), g1(T * d_in), beta(T * H);
-    std::vector<float> ga(T * hd), g2(T * d_in);
+    ops::Scope scope(b.ws.local());
+    const std::span<float> uq = scope.take<float>(T * d_in), uk = scope.take<float>(T * d_in), uv = scope.take<float>(T * d_in);
+    const std::span<float> fa = scope.take<float>(T * hd), g1 = scope.take<float>(T * d_in), beta = scope.take<float>(T * H);
+    const std::span<float> ga = scope.take<float>(T * hd), g2 = scope.take<float>(T * d_in);
     // The products of the layer input in one parallel region, then the two low-rank ups (same bits as one product
     // at a time: every output is one dot).
     const auto tokens = static_cast<int64_t>(T);
@@ -69,7 +69,7 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
 
     const size_t hist = (K - 1) * d_in, conv_floats = b.shape.conv_floats, ssm_floats = b.shape.ssm_floats;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-    std::vector<float> o(T * d_in);
+    const std::span<float> o = scope.take<float>(T * d_in);
     auto copy_row = [&](uint32_t from, uint32_t to) {
         std::memcpy(b.storage.conv_state(ri, to), b.storage.conv_state(ri, from), conv_floats * sizeof(float));
         std::memcpy(b.storage.ssm_state(ri, to), b.storage.ssm_state(ri, from), ssm_floats * sizeof(float));
@@ -98,11 +98,11 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     };
     // Head h of token t, whose convolved [q | k | v] is c: the delta rule on its state, RMSNorm, the sigmoid gate.
     auto head_step = [&](float * S, size_t t, const float * c, size_t h) {
-        thread_local std::vector<float> head;
-        head.resize(hd);
+        ops::Scope local(b.ws.local());
+        const std::span<float> head = local.take<float>(hd), decay = local.take<float>(hd);
         const float bt = ops::sigmoid(beta[t * H + h]);
         kda_step(S + h * hd * hd, hd, &c[h * hd], &c[d_in + h * hd], &c[2 * d_in + h * hd], &g1[t * d_in + h * hd], bt,
-                 scale, head.data());
+                 scale, head.data(), decay.data());
         float * oh = &o[t * d_in + h * hd];
         ops::rms_norm(head.data(), hd, hp.rms_eps, w.norm.data(), oh);
         for (size_t j = 0; j < hd; ++j) oh[j] *= ops::sigmoid(g2[t * d_in + h * hd + j]);
@@ -113,7 +113,7 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const bool one_token_each =
         std::all_of(groups.begin(), groups.end(), [](const memory::SeqGroup & g) { return g.tokens.size() == 1; });
     if (one_token_each && groups.size() > 1) {
-        std::vector<float> cs(groups.size() * 3 * d_in);
+        const std::span<float> cs = scope.take<float>(groups.size() * 3 * d_in);
         ops::parallel_for(b.pool, groups.size(), [&](size_t begin, size_t end) {
             for (size_t gi = begin; gi < end; ++gi) {
                 snapshot_if_due(groups[gi], 0);
@@ -128,7 +128,7 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         });
         for (const memory::SeqGroup & g : groups) snapshot_if_due(g, 1);
     } else {
-        std::vector<float> c(3 * d_in);
+        const std::span<float> c = scope.take<float>(3 * d_in);
         for (const memory::SeqGroup & g : groups) {
             float * conv = b.storage.conv_state(ri, g.row);
             float * S = b.storage.ssm_state(ri, g.row);
@@ -144,6 +144,16 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         }
     }
     ops::matmul(w.o, o.data(), T, y, b.pool);
+}
+
+ops::WorkspaceSize kda_bytes(const Hparams & hp, size_t T) {
+    const size_t H = hp.n_head, hd = hp.kda_head_dim, d_in = hp.d_inner();
+    const size_t per_thread = 2 * ops::arena_bytes<float>(hd);
+    // Groups: at most one per token.
+    const size_t main = 5 * ops::arena_bytes<float>(T * d_in) + 2 * ops::arena_bytes<float>(T * hd) +
+                        ops::arena_bytes<float>(T * H) + ops::arena_bytes<float>(T * d_in) +
+                        ops::arena_bytes<float>(T * 3 * d_in) + per_thread;
+    return {main, per_thread};
 }
 
 }  // namespace offgrid::model::glm5next::detail

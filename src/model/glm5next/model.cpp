@@ -39,7 +39,7 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
     s.n_recr_layers = hp_.n_recr_layers();
     s.conv_floats = 3 * (hp_.conv_kernel - 1) * hp_.d_inner();  // q, k, v histories
     s.ssm_floats = hp_.kda_head_dim * hp_.kda_head_dim * hp_.n_head;
-    s.ple_floats = 0;
+    s.row_floats = 0;
     s.type_k = type_k;
     s.type_v = type_v;
     s.type_idx = type_k;
@@ -53,9 +53,10 @@ MemoryTraits Model::memory_traits() const {
     return t;
 }
 
-ForwardResult Model::forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
-                             ops::ThreadPool * pool, const ForwardOptions & options) const {
-    return glm5next::forward_full(*this, shape, plan, storage, pool, options);
+void Model::forward(const ForwardContext & fc) const { glm5next::forward(*this, fc); }
+
+ops::WorkspaceSize Model::workspace_size(const WorkspaceLimits & limits) const {
+    return glm5next::workspace_size(*this, limits);
 }
 
 std::string Model::describe() const {

@@ -37,8 +37,8 @@ public:
     uint32_t hidden_width() const override { return hp_.n_embd; }
     const gguf::Reader & reader() const override { return *reader_; }
     MemoryTraits memory_traits() const override;
-    ForwardResult forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
-                          ops::ThreadPool * pool, const ForwardOptions & options) const override;
+    void forward(const ForwardContext & fc) const override;
+    ops::WorkspaceSize workspace_size(const WorkspaceLimits & limits) const override;
     // Nothing in the caches is rotated (no RoPE): a shift changes positions only.
     void rerotate_keys(const memory::CacheShape &, memory::Storage &, uint32_t, memory::Pos,
                        memory::Pos) const override {}

@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "model/common/hyper_connections.h"
 #include "model/common/moe.h"
+#include "model/forward_once.h"
 #include "model/qwen4exp/forward_internal.h"
 #include "ops/elementwise.h"
 #include "ops/matmul.h"
@@ -16,34 +17,43 @@ namespace offgrid::model::qwen4exp {
 namespace detail {
 
 void moe_layer(const Batch & b, uint32_t il, const float * f, float * y) {
-    moe_ffn(b.hp, b.model.weights().layers[il].moe, b.pool, b.n_tokens, f, y);
+    moe_ffn(b.hp, b.model.weights().layers[il].moe, b.pool, b.ws, b.n_tokens, f, y);
 }
 
-void moe_ffn(const Hparams & hp, const MoeWeights & m, ops::ThreadPool * pool, size_t T, const float * f, float * y) {
+ops::WorkspaceSize moe_bytes(const Hparams & hp, const MoeWeights & m, size_t T) {
+    const size_t E = hp.n_embd, n_exp = hp.n_expert, n_used = hp.n_expert_used, n_sh = static_cast<size_t>(m.shared_gate.rows);
+    ops::WorkspaceSize s;
+    s.main_bytes = ops::arena_bytes<float>(T * n_exp) + ops::arena_bytes<float>(T * n_used * E) +
+                   ops::arena_bytes<float>(T * E) + common::routing_bytes(T, n_exp, n_used) +
+                   common::run_experts_main_bytes(n_exp, hp.n_ff_exp, T, E, n_used, n_sh);
+    s.per_thread_bytes = common::run_experts_thread_bytes(hp.n_ff_exp, n_sh);
+    return s;
+}
+
+void moe_ffn(const Hparams & hp, const MoeWeights & m, ops::ThreadPool * pool, ops::Workspace & ws, size_t T,
+             const float * f, float * y) {
     const size_t E = hp.n_embd, n_exp = hp.n_expert, n_used = hp.n_expert_used;
     const size_t n_ff = hp.n_ff_exp;
-
-    // Scratch that only grows (per thread), so a decode step allocates nothing here.
-    thread_local std::vector<float> probs, expert_out, sd;
-    if (probs.size() < T * n_exp) probs.resize(T * n_exp);
-    if (expert_out.size() < T * n_used * E) expert_out.resize(T * n_used * E);
-    if (sd.size() < T * E) sd.resize(T * E);
+    ops::Scope scope(ws.local());
+    float * const probs = scope.take<float>(T * n_exp).data();
+    float * const expert_out = scope.take<float>(T * n_used * E).data();
+    float * const sd = scope.take<float>(T * E).data();
 
     // Routing: softmax over all experts, the n_used most probable, renormalised. Each expert runs once over the
     // tokens that chose it; the shared expert (sigmoid-gated below) runs in the same parallel regions.
-    ops::matmul(m.router, f, T, probs.data(), pool);
-    const common::Routing routing = common::route_softmax_top_k(probs.data(), T, n_exp, n_used);
+    ops::matmul(m.router, f, T, probs, pool);
+    const common::Routing routing = common::route_softmax_top_k(probs, T, n_exp, n_used, scope.arena());
     common::SharedExpert shared;
     shared.gate = m.shared_gate;
     shared.up = m.shared_up;
     shared.down = m.shared_down;
     shared.gate_scale = m.shared_gate_scale;
     shared.up_scale = m.shared_up_scale;
-    shared.out = sd.data();
-    common::run_experts(m, n_exp, n_ff, f, T, E, routing, n_used, 0.0f, expert_out.data(), pool, &shared);
+    shared.out = sd;
+    common::run_experts(m, n_exp, n_ff, f, T, E, routing, n_used, 0.0f, expert_out, pool, ws, &shared);
 
     // Routed experts summed in selection order, then the gated shared expert.
-    common::weighted_sum(expert_out.data(), routing, T, n_used, E, y);
+    common::weighted_sum(expert_out, routing, T, n_used, E, y);
     for (size_t t = 0; t < T; ++t) {
         float gate_logit = 0.0f;
         for (size_t i = 0; i < E; ++i) gate_logit += m.shared_gate_inp[i] * f[t * E + i];
@@ -55,130 +65,106 @@ void moe_ffn(const Hparams & hp, const MoeWeights & m, ops::ThreadPool * pool, s
 
 }  // namespace detail
 
-ForwardResult forward_full(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
-                           memory::Storage & storage, ops::ThreadPool * pool, const ForwardOptions & options) {
-    const Hparams & hp = model.hparams();
-    const memory::CacheShape want = model.cache_shape(shape.type_k, shape.type_v);
-    if (shape != want) throw Error("forward: the cache shape does not match the model's");
-    if (hp.kpool > 0 && plan.kpool != hp.kpool) {
-        throw Error("forward: plan pool size " + std::to_string(plan.kpool) + " differs from the model's compress ratio " +
-                    std::to_string(hp.kpool));
-    }
-    const size_t T = plan.tokens.size();
-    for (size_t t = 0; t < T; ++t) {
-        const auto & tp = plan.tokens[t];
-        if (tp.token < 0 || static_cast<uint32_t>(tp.token) >= hp.n_vocab) {
-            throw Error("forward: ubatch token " + std::to_string(t) + ": id " + std::to_string(tp.token) +
-                        " out of range (n_vocab " + std::to_string(hp.n_vocab) + ")");
-        }
-        if (tp.pos < 0) throw Error("forward: ubatch token " + std::to_string(t) + ": negative position");
-    }
-    // Every token in exactly one sequence group (the recurrent layers and PLE run along the groups).
-    std::vector<uint8_t> grouped(T, 0);
-    for (const auto & g : plan.groups) {
-        for (uint32_t t : g.tokens) {
-            if (t >= T || grouped[t]++) {
-                throw Error("forward: sequence group of seq " + std::to_string(g.seq) + " lists ubatch token " +
-                            std::to_string(t) + " that is out of range or already in a group");
-            }
-        }
-    }
-    for (size_t t = 0; t < T; ++t) {
-        if (!grouped[t]) throw Error("forward: ubatch token " + std::to_string(t) + " is in no sequence group");
-        if (hp.kpool > 0 && plan.tokens[t].tail.size() >= hp.kpool) {
-            throw Error("forward: ubatch token " + std::to_string(t) + ": tail of " +
-                        std::to_string(plan.tokens[t].tail.size()) + " cells, the pool size is " + std::to_string(hp.kpool));
-        }
-    }
-    const uint32_t first = options.first_layer, end = options.end_layer == 0 ? hp.n_layer : options.end_layer;
-    if (first >= end || end > hp.n_layer) {
-        throw Error("forward: layer range [" + std::to_string(first) + ", " + std::to_string(end) +
-                    ") is not inside the model's " + std::to_string(hp.n_layer) + " layers");
-    }
-    if (first > 0 && (options.carry_in == nullptr || options.carry_in->streams.size() != T * hp.hc * hp.n_embd)) {
-        throw Error("forward: a range from layer " + std::to_string(first) + " needs the streams of " +
-                    std::to_string(T) + " tokens");
-    }
-    ForwardResult result;
-    if (T == 0) return result;
+namespace {
 
-    const detail::Batch b{model, hp, shape, plan, storage, pool, T, options.dense};
+ops::WorkspaceSize max_of(ops::WorkspaceSize a, const ops::WorkspaceSize & b) {
+    a.main_bytes = std::max(a.main_bytes, b.main_bytes);
+    a.per_thread_bytes = std::max(a.per_thread_bytes, b.per_thread_bytes);
+    return a;
+}
+
+}  // namespace
+
+ops::WorkspaceSize workspace_size(const Model & model, const WorkspaceLimits & limits) {
+    const Hparams & hp = model.hparams();
+    const size_t T = std::max<size_t>(1, limits.n_ubatch), E = hp.n_embd, hc = hp.hc;
+    const common::GatedHcShape hcs{hp.n_embd, hp.hc, hp.hc_lr, hp.rms_eps};
+    // The pass's own buffers: R, a, y, inject, the PLE rows, the output rows.
+    size_t own = ops::arena_bytes<float>(T * hc * E) + 2 * ops::arena_bytes<float>(T * E) + ops::arena_bytes<float>(T * hc) +
+                 ops::arena_bytes<uint32_t>(T * (hp.has_ple ? hp.ple_heads() : 0)) + ops::arena_bytes<float>(T * hc * E) +
+                 ops::arena_bytes<float>(T * E);
+    ops::WorkspaceSize block{common::gated_hc_mix_bytes(hcs, T), 0};
+    if (hp.has_ple) block = max_of(block, detail::ple_bytes(model, T));
+    block = max_of(block, detail::recurrent_bytes(model, T));
+    block = max_of(block, detail::attention_bytes(model, T, std::max<size_t>(1, limits.n_seq_cells)));
+    for (const LayerWeights & lw : model.weights().layers) block = max_of(block, detail::moe_bytes(hp, lw.moe, T));
+    return {own + block.main_bytes, block.per_thread_bytes};
+}
+
+void forward(const Model & model, const ForwardContext & fc) {
+    const Hparams & hp = model.hparams();
+    const memory::Plan & plan = fc.plan;
+    const size_t T = plan.tokens.size();
+    const uint32_t first = fc.first_layer, end = checked_layer_end(fc, hp.n_layer, static_cast<size_t>(hp.hc) * hp.n_embd);
+    if (T == 0) return;
+    ops::Arena & arena = fc.workspace.local();
+    ops::Scope scope(arena);
+
+    ops::ThreadPool * const pool = fc.pool;
+    const detail::Batch b{model, hp, fc.shape, plan, fc.storage, pool, fc.workspace, T, fc.dense};
     const common::GatedHcShape hcs = b.hc_shape();
     const size_t E = hp.n_embd, hc = hp.hc;
     const Weights & w = model.weights();
 
-    // Buffers of the pass, per thread, that only grow (every element used below is written before it is read), so
-    // a decode step allocates none of them.
-    struct Scratch {
-        std::vector<float> R, a, y, inject, R_out, x_out;
-        std::vector<uint32_t> ple_rows;
-    };
-    thread_local Scratch scratch;
-    auto sized = [](std::vector<float> & v, size_t n) -> std::vector<float> & {
-        if (v.size() < n) v.resize(n);
-        return v;
-    };
-    std::vector<float> & R = sized(scratch.R, T * hc * E);
-    std::vector<float> & a = sized(scratch.a, T * E);
-    std::vector<float> & y = sized(scratch.y, T * E);
-    std::vector<float> & inject = sized(scratch.inject, T * hc);
-    std::vector<uint32_t> & ple_rows = scratch.ple_rows;
+    // Every element used below is written before it is read.
+    float * const R = scope.take<float>(T * hc * E).data();
+    float * const a = scope.take<float>(T * E).data();
+    float * const y = scope.take<float>(T * E).data();
+    float * const inject = scope.take<float>(T * hc).data();
+    uint32_t * const ple_rows = scope.take<uint32_t>(hp.has_ple ? T * hp.ple_heads() : 0).data();
 
     // Embeddings, copied into every hyper-connection stream; or the streams an earlier range left.
     if (first == 0) {
         for (size_t t = 0; t < T; ++t) {
-            ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a.data() + t * E);
+            ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a + t * E);
         }
-        common::broadcast_to_streams(a.data(), T, hc, E, R.data());
+        common::broadcast_to_streams(a, T, hc, E, R);
     } else {
-        std::copy(options.carry_in->streams.begin(), options.carry_in->streams.end(), R.begin());
+        std::copy(fc.carry_in->streams.begin(), fc.carry_in->streams.end(), R);
     }
     const bool runs_ple = hp.has_ple && hp.ple_layer >= first && hp.ple_layer < end;
-    if (runs_ple) {
-        if (ple_rows.size() < T * hp.ple_heads()) ple_rows.resize(T * hp.ple_heads());
-        detail::ple_rows(b, ple_rows.data());
-    }
+    if (runs_ple) detail::ple_rows(b, ple_rows);
 
     for (uint32_t il = first; il < end; ++il) {
-        if (runs_ple && il == hp.ple_layer) detail::ple_block(b, il, ple_rows.data(), R.data());
+        if (runs_ple && il == hp.ple_layer) detail::ple_block(b, il, ple_rows, R);
         const LayerWeights & lw = w.layers[il];
-        common::gated_hc_mix(hcs, lw.hc_attn, R.data(), T, a.data(), inject.data(), pool);
+        common::gated_hc_mix(hcs, lw.hc_attn, R, T, a, inject, pool, &arena);
         if (hp.is_recurrent[il]) {
-            detail::recurrent_layer(b, il, a.data(), y.data());
+            detail::recurrent_layer(b, il, a, y);
         } else {
-            detail::attention_layer(b, il, a.data(), y.data());
+            detail::attention_layer(b, il, a, y);
         }
-        common::gated_hc_combine(hcs, R.data(), y.data(), inject.data(), T);
-        common::gated_hc_mix(hcs, lw.hc_ffn, R.data(), T, a.data(), inject.data(), pool);
-        detail::moe_layer(b, il, a.data(), y.data());
-        common::gated_hc_combine(hcs, R.data(), y.data(), inject.data(), T);
+        common::gated_hc_combine(hcs, R, y, inject, T);
+        common::gated_hc_mix(hcs, lw.hc_ffn, R, T, a, inject, pool, &arena);
+        detail::moe_layer(b, il, a, y);
+        common::gated_hc_combine(hcs, R, y, inject, T);
     }
 
     if (end < hp.n_layer) {
-        result.carry.streams.assign(R.begin(), R.begin() + T * hc * E);
-        return result;
+        fc.out.carry->streams.assign(R, R + T * hc * E);
+        fc.out.carry->side.clear();
+        return;
     }
-    if (options.wide_hidden) result.wide_hidden.assign(R.begin(), R.begin() + T * hc * E);
-    if (options.hidden) {
-        result.hidden.resize(T * E);
-        common::mean_of_streams(R.data(), T, hc, E, result.hidden.data());
-    }
+    if (fc.out.wide_hidden) std::copy(R, R + T * hc * E, fc.out.wide_hidden);
+    if (fc.out.hidden) common::mean_of_streams(R, T, hc, E, fc.out.hidden);
 
     // Final mixer and head, for the output rows only.
+    if (!fc.out.logits) return;
     size_t n_out = 0;
     for (size_t t = 0; t < T; ++t) n_out += plan.tokens[t].output ? 1 : 0;
-    if (n_out == 0) return result;
-    std::vector<float> & R_out = sized(scratch.R_out, n_out * hc * E);
+    if (n_out == 0) return;
+    float * const R_out = scope.take<float>(n_out * hc * E).data();
     for (size_t t = 0, k = 0; t < T; ++t) {
-        if (plan.tokens[t].output) std::copy(R.begin() + t * hc * E, R.begin() + (t + 1) * hc * E, R_out.begin() + k++ * hc * E);
+        if (plan.tokens[t].output) std::copy(R + t * hc * E, R + (t + 1) * hc * E, R_out + k++ * hc * E);
     }
-    if (options.logits) {
-        std::vector<float> & x_out = sized(scratch.x_out, n_out * E);
-        common::gated_hc_mix(hcs, w.output_hc, R_out.data(), n_out, x_out.data(), nullptr, pool);
-        result.logits.resize(n_out * hp.n_vocab);
-        ops::matmul(w.output, x_out.data(), static_cast<int64_t>(n_out), result.logits.data(), pool);
-    }
-    return result;
+    float * const x_out = scope.take<float>(n_out * E).data();
+    common::gated_hc_mix(hcs, w.output_hc, R_out, n_out, x_out, nullptr, pool, &arena);
+    ops::matmul(w.output, x_out, static_cast<int64_t>(n_out), fc.out.logits, pool);
+}
+
+ForwardResult forward_full(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,
+                           memory::Storage & storage, ops::ThreadPool * pool, const ForwardOptions & options) {
+    return forward_once(model, shape, plan, storage, pool, options);
 }
 
 std::vector<float> forward(const Model & model, const memory::CacheShape & shape, const memory::Plan & plan,

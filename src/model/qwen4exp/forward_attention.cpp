@@ -36,12 +36,14 @@ ops::RopeParams rope_params(const Hparams & hp) {
 std::array<int32_t, 4> text_pos(memory::Pos p) { return {p, p, p, 0}; }
 
 // Writes the raw indexer keys kr (idx_k a, T x idx_dim), then pools plan.new_pools into their rep rows.
-void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w, const std::vector<float> & kr) {
+void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w, const float * kr) {
     const Hparams & hp = b.hp;
     const size_t T = b.n_tokens, Di = hp.idx_dim, r = b.plan.kpool;
     const tensor::ElemType type = b.shape.type_idx;
     const size_t half_bytes = Di * elem_size(type);
-    std::vector<float> zeros(Di, 0.0f);
+    ops::Scope scope(b.ws.local());
+    const std::span<float> zeros = scope.take<float>(Di);
+    std::fill(zeros.begin(), zeros.end(), 0.0f);
     for (size_t t = 0; t < T; ++t) {
         auto * row = static_cast<uint8_t *>(b.storage.idx_row(li, b.plan.tokens[t].cell));
         ops::store_cache_row(row, type, &kr[t * Di], Di);
@@ -49,16 +51,11 @@ void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w
     }
     const ops::RopeParams rp = rope_params(hp);
     const float inv_r = 1.0f / static_cast<float>(r);
-    for (const memory::NewPool & np : b.plan.new_pools) {
-        if (np.members.size() != r) {
-            throw Error("forward: a new pool has " + std::to_string(np.members.size()) + " members, expected " +
-                        std::to_string(r));
-        }
-    }
     // Pools are independent (members' raw halves read, the rep's pooled half written), so they spread over the
     // pool: an edit that stales a sequence from 0 (or a partial restore) re-pools its whole context.
     ops::parallel_for(b.pool, b.plan.new_pools.size(), [&](size_t n0, size_t n1) {
-        std::vector<float> sum(Di), member(Di), pooled(Di);
+        ops::Scope local(b.ws.local());
+        const std::span<float> sum = local.take<float>(Di), member = local.take<float>(Di), pooled = local.take<float>(Di);
         for (size_t k = n0; k < n1; ++k) {
             const memory::NewPool & np = b.plan.new_pools[k];
             std::fill(sum.begin(), sum.end(), 0.0f);
@@ -69,9 +66,9 @@ void store_indexer_keys(const Batch & b, uint32_t li, const AttentionWeights & w
             for (size_t i = 0; i < Di; ++i) sum[i] *= inv_r;
             ops::rms_norm(sum.data(), Di, hp.rms_eps, w.idx_k_norm.data(), pooled.data());
             // Text positions throughout: tokens are roped at (p, p, p, 0) from TokenPlan.pos alone, so a pool is
-            // roped at (p0, p0, p0, p0) from its first member's position; the 2-D components of pos4 are not used
-            // (the reference's text cells carry y = x = p, which this reproduces whatever the plan puts there).
-            const memory::Pos p0 = np.pos4[0];
+            // roped at (p0, p0, p0, p0) from its first member's position (NewPool::pos): the reference's text cells
+            // carry y = x = p, which this reproduces.
+            const memory::Pos p0 = np.pos;
             ops::imrope(pooled.data(), 1, static_cast<int>(Di), rp, {p0, p0, p0, p0});
             auto * rep = static_cast<uint8_t *>(b.storage.idx_row(li, np.rep));
             ops::store_cache_row(rep + half_bytes, type, pooled.data(), Di);
@@ -91,11 +88,9 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
 
     const bool qsa = hp.is_qsa(il);
     const size_t Di = hp.idx_dim, Hi = hp.idx_heads, r = hp.kpool;
-    std::vector<float> q(T * qdim), k(T * kvdim), v(T * kvdim), kr, qi;
-    if (qsa) {
-        kr.resize(T * Di);
-        qi.resize(T * Hi * Di);
-    }
+    ops::Scope scope(b.ws.local());
+    const std::span<float> q = scope.take<float>(T * qdim), k = scope.take<float>(T * kvdim), v = scope.take<float>(T * kvdim);
+    const std::span<float> kr = scope.take<float>(qsa ? T * Di : 0), qi = scope.take<float>(qsa ? T * Hi * Di : 0);
     // q, k, v and the indexer's keys and queries (all products of a) in one parallel region (ops/matmul_group.h).
     const auto tokens = static_cast<int64_t>(T);
     const ops::MatmulTask projections[5] = {{w.q, a, tokens, q.data()}, {w.k, a, tokens, k.data()},
@@ -125,7 +120,7 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     }
 
     if (qsa) {
-        store_indexer_keys(b, li, w, kr);
+        store_indexer_keys(b, li, w, kr.data());
         for (size_t t = 0; t < T; ++t) {
             const ops::RopeAngles ang = ops::rope_angles(rp, text_pos(b.plan.tokens[t].pos));
             for (size_t h = 0; h < Hi; ++h) {
@@ -143,7 +138,7 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     // pool. A decode step has fewer tokens than threads, so its one block spreads its pool scores and its KV
     // groups over the pool instead. Either way every score and every head is computed by one thread with the
     // same arithmetic.
-    std::vector<float> attn(T * D * H);
+    const std::span<float> attn = scope.take<float>(T * D * H);
     const float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
     const size_t budget = qsa ? hp.idx_top_k / r : 0;
     const tensor::ElemType type_k = b.shape.type_k, type_v = b.shape.type_v, type_idx = b.shape.type_idx;
@@ -155,34 +150,48 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
 
     // Each sequence's pooled keys in pool order, taken after this layer's new pools are written (the memory copies
     // the keys it has not copied yet); a storage that keeps none leaves base null and scoring reads the rep rows.
-    std::vector<std::pair<memory::SeqId, memory::PoolKeyTable>> pool_keys;
+    struct SeqKeys {
+        memory::SeqId seq;
+        memory::PoolKeyTable table;
+    };
+    const std::span<SeqKeys> pool_keys_all = scope.take<SeqKeys>(T);  // at most one sequence per token
+    size_t n_pool_keys = 0;
     if (qsa && !b.qsa_dense) {
         for (const memory::TokenPlan & tp : b.plan.tokens) {
             if (tp.n_pools <= budget) continue;
-            if (std::none_of(pool_keys.begin(), pool_keys.end(), [&](const auto & e) { return e.first == tp.seq; }))
-                pool_keys.emplace_back(tp.seq, b.storage.pool_keys(li, tp.seq));
+            const auto known = pool_keys_all.first(n_pool_keys);
+            if (std::none_of(known.begin(), known.end(), [&](const SeqKeys & e) { return e.seq == tp.seq; }))
+                pool_keys_all[n_pool_keys++] = {tp.seq, b.storage.pool_keys(li, tp.seq)};
         }
     }
+    const std::span<const SeqKeys> pool_keys = pool_keys_all.first(n_pool_keys);
 
     constexpr size_t kQueryBlock = 16;
-    std::vector<std::pair<size_t, size_t>> blocks;
+    struct Block {
+        size_t first, second;
+    };
+    const std::span<Block> blocks_all = scope.take<Block>(T);
+    size_t n_blocks = 0;
     for (size_t t = 0; t < T;) {
         size_t e = t + 1;
         while (e < T && e - t < kQueryBlock && b.plan.tokens[e].seq == b.plan.tokens[t].seq) ++e;
-        blocks.emplace_back(t, e);
+        blocks_all[n_blocks++] = {t, e};
         t = e;
     }
+    const std::span<const Block> blocks = blocks_all.first(n_blocks);
     const int n_threads = b.pool ? b.pool->n_threads() : 1;
     const bool per_block_parallel = blocks.size() >= static_cast<size_t>(n_threads);
     ops::ThreadPool * inner = per_block_parallel ? nullptr : b.pool;
 
     // Attends token t over `cells` (sequence order), all heads, gated, into attn.
-    auto attend_cells = [&](size_t t, const std::vector<uint32_t> & cells) {
+    auto attend_cells = [&](size_t t, std::span<const uint32_t> cells) {
+        ops::CacheRows K, V;
+        // Q8_0 or mixed rows: pointers, Q8_0 widened to f32 first (ops/cache_rows.h). Their size follows the
+        // attended cells (the whole context on a dense layer), so they are not in the workspace: this path
+        // allocates.
         std::vector<const void *> krows, vrows;
         std::vector<float> k_wide, v_wide;
-        ops::CacheRows K, V;
         if (!by_table) {
-            // Q8_0 or mixed rows: pointers, Q8_0 widened to f32 first (ops/cache_rows.h).
             krows.resize(cells.size());
             vrows.resize(cells.size());
             for (size_t j = 0; j < cells.size(); ++j) {
@@ -194,7 +203,8 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         }
         ops::parallel_for(inner, Hkv, [&](size_t g0, size_t g1) {
             // The heads of one KV group read the same rows: one call per group reads each row once for all.
-            std::vector<float> heads(group * D);
+            ops::Scope local(b.ws.local());
+            const std::span<float> heads = local.take<float>(group * D);
             for (size_t g = g0; g < g1; ++g) {
                 const float * qg = &q[t * qdim + 2 * D * g * group];
                 if (by_table) {
@@ -216,27 +226,24 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
 
     auto attend_block = [&](size_t t0, size_t t1) {
         const memory::SeqView view = b.plan.seq_view(b.plan.tokens[t0].seq);
-        if (view.reps.size() != view.pools.size()) throw Error("forward: sequence view without its pool reps");
         size_t n_score = 0;  // pools the block scores: the most any of its sparse tokens sees
+        size_t n_cells = 0;  // cells the block's tokens attend to at most
         for (size_t t = t0; t < t1; ++t) {
             const memory::TokenPlan & tp = b.plan.tokens[t];
-            if (tp.n_visible > view.cells.size() || tp.first_visible > tp.n_visible || tp.n_pools > view.pools.size()) {
-                throw Error("forward: ubatch token " + std::to_string(t) +
-                            ": plan sees more cells or pools than its sequence has");
-            }
-            if (qsa && !b.qsa_dense && tp.n_pools > budget) n_score = std::max<size_t>(n_score, tp.n_pools);
+            const bool sparse = qsa && !b.qsa_dense && tp.n_pools > budget;
+            if (sparse) n_score = std::max<size_t>(n_score, tp.n_pools);
+            n_cells = std::max<size_t>(n_cells, sparse ? budget * r + tp.tail.size() : tp.n_visible - tp.first_visible);
         }
-        // Per-thread working space, kept across blocks and layers (a prompt's block scores n_pools x 16 floats).
-        // Named through references: inside the lambdas below a thread_local name would mean the worker's own.
-        thread_local std::vector<float> tl_scores;
-        thread_local std::vector<uint32_t> tl_scratch, tl_picked, tl_cells;
-        std::vector<float> & scores = tl_scores;
-        std::vector<uint32_t> & scratch = tl_scratch, & picked = tl_picked, & cells = tl_cells;
+        // The running thread's working space (a prompt's block scores n_pools x 16 floats).
+        ops::Scope local(b.ws.local());
+        const std::span<float> scores = local.take<float>((t1 - t0) * n_score);
+        uint32_t * const scratch = local.take<uint32_t>(6 * n_score).data();
+        uint32_t * const picked = local.take<uint32_t>(n_score > 0 ? budget : 0).data();
+        uint32_t * const cells = local.take<uint32_t>(n_cells).data();
         if (n_score > 0) {
             memory::PoolKeyTable in_order;
-            for (const auto & [seq, table] : pool_keys)
-                if (seq == b.plan.tokens[t0].seq) in_order = table;
-            scores.resize((t1 - t0) * n_score);
+            for (const SeqKeys & e : pool_keys)
+                if (e.seq == b.plan.tokens[t0].seq) in_order = e.table;
             if (in_order.base) {
                 // Whole blocks of 16 pools per range (the scan reads element-major blocks in one stream).
                 constexpr size_t B = memory::kPoolKeyBlock;
@@ -254,14 +261,15 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         }
         for (size_t t = t0; t < t1; ++t) {
             const memory::TokenPlan & tp = b.plan.tokens[t];
-            cells.clear();
+            size_t n = 0;
             if (!qsa || b.qsa_dense || tp.n_pools <= budget) {
-                for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells.push_back(view.cells[j].cell);
+                for (size_t j = tp.first_visible; j < tp.n_visible; ++j) cells[n++] = view.cells[j].cell;
             } else {
-                common::best_pools(&scores[(t - t0) * n_score], tp.n_pools, budget, scratch, picked);
-                common::pool_cells(view, tp, static_cast<uint32_t>(r), picked, true, cells);
+                const size_t n_picked = common::best_pools(&scores[(t - t0) * n_score], tp.n_pools, budget, scratch, picked);
+                n = common::pool_cells(view, tp, static_cast<uint32_t>(r), std::span<const uint32_t>(picked, n_picked),
+                                       true, cells);
             }
-            attend_cells(t, cells);
+            attend_cells(t, std::span<const uint32_t>(cells, n));
         }
     };
     if (per_block_parallel) {
@@ -273,6 +281,25 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     }
     ops::matmul(w.o, attn.data(), T, y, b.pool);
     for (size_t i = 0; i < T * hp.n_embd; ++i) y[i] *= w.o_scale;
+}
+
+ops::WorkspaceSize attention_bytes(const Model & m, size_t T, size_t n_cells) {
+    const Hparams & hp = m.hparams();
+    const size_t D = hp.head_dim, H = hp.n_head, Hkv = hp.n_head_kv, qdim = 2 * D * H, kvdim = D * Hkv;
+    const size_t Di = hp.idx_dim, Hi = hp.idx_heads, r = std::max<uint32_t>(1, hp.kpool);
+    const size_t budget = hp.kpool > 0 ? hp.idx_top_k / r : 0;
+    const size_t n_pools = hp.kpool > 0 ? n_cells / r : 0;
+    constexpr size_t kQueryBlock = 16;
+    // A block's working space (on whichever thread runs it) and the heads of a KV group; the new pools' sums.
+    const size_t block = ops::arena_bytes<float>(kQueryBlock * n_pools) + ops::arena_bytes<uint32_t>(6 * n_pools) +
+                         ops::arena_bytes<uint32_t>(budget) + ops::arena_bytes<uint32_t>(n_cells) +
+                         ops::arena_bytes<float>((H / Hkv) * D);
+    const size_t per_thread = std::max(block, 3 * ops::arena_bytes<float>(Di));
+    const size_t main = ops::arena_bytes<float>(T * qdim) + 2 * ops::arena_bytes<float>(T * kvdim) +
+                        ops::arena_bytes<float>(T * Di) + ops::arena_bytes<float>(T * Hi * Di) +
+                        ops::arena_bytes<float>(T * D * H) + ops::arena_bytes<memory::PoolKeyTable>(2 * T) +
+                        ops::arena_bytes<size_t>(2 * T) + ops::arena_bytes<float>(Di) + per_thread;
+    return {main, per_thread};
 }
 
 }  // namespace offgrid::model::qwen4exp::detail

@@ -8,6 +8,7 @@
 #include "model/common/hyper_connections.h"
 #include "model/qwen4exp/model.h"
 #include "ops/thread_pool.h"
+#include "ops/workspace.h"
 
 namespace offgrid::model::qwen4exp::detail {
 
@@ -18,11 +19,19 @@ struct Batch {
     const memory::Plan & plan;
     memory::Storage & storage;
     ops::ThreadPool * pool;
+    ops::Workspace & ws;     // every buffer of the pass comes from here (ws.local() on each thread)
     size_t n_tokens;
     bool qsa_dense = false;  // ForwardOptions::dense
 
     common::GatedHcShape hc_shape() const { return {hp.n_embd, hp.hc, hp.hc_lr, hp.rms_eps}; }
 };
+
+// Workspace bytes of each block for n tokens seeing at most n_cells cells: on the calling thread (main) and on
+// every other pool thread (per_thread). The pass's total is the sum of its own buffers and the largest block.
+ops::WorkspaceSize ple_bytes(const Model & m, size_t n);
+ops::WorkspaceSize recurrent_bytes(const Model & m, size_t n);
+ops::WorkspaceSize attention_bytes(const Model & m, size_t n, size_t n_cells);
+ops::WorkspaceSize moe_bytes(const Hparams & hp, const MoeWeights & w, size_t n);
 
 // PLE: each token's n-gram rows (n_tokens x Hp, head h's row within its head: hash mod V[h]), then the PLE
 // block updating R in place.
@@ -34,7 +43,8 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y);
 void attention_layer(const Batch & b, uint32_t il, const float * a, float * y);
 void moe_layer(const Batch & b, uint32_t il, const float * f, float * y);
 // The MoE FFN of any block (trunk layers, the MTP block) over T rows.
-void moe_ffn(const Hparams & hp, const MoeWeights & m, ops::ThreadPool * pool, size_t T, const float * f, float * y);
+void moe_ffn(const Hparams & hp, const MoeWeights & m, ops::ThreadPool * pool, ops::Workspace & ws, size_t T,
+             const float * f, float * y);
 
 // Writes the state of the group's live row into the snapshot rows whose moment has come: snapshot k-1 holds
 // the state before the last k tokens of the group, i.e. after `done` = n - k tokens. `copy(from, to)`

@@ -29,7 +29,8 @@ void ple_rows(const Batch & b, uint32_t * rows) {
     const Hparams & hp = b.hp;
     const size_t N = hp.ple_ngram, G = hp.ple_heads_per_ngram, Hp = hp.ple_heads();
     const int64_t eos = hp.ple_eos;
-    std::vector<int64_t> ctx(N);
+    ops::Scope scope(b.ws.local());
+    int64_t * const ctx = scope.take<int64_t>(N).data();
     for (size_t t = 0; t < b.n_tokens; ++t) {
         const memory::TokenPlan & tp = b.plan.tokens[t];
         const memory::SeqView view = b.plan.seq_view(tp.seq);
@@ -57,12 +58,13 @@ void ple_block(const Batch & b, uint32_t il, const uint32_t * rows, float * R) {
     const PleWeights & w = b.model.weights().layers[il].ple;
     const PleProjections & proj = b.model.weights().ple_proj;
     const size_t T = b.n_tokens, E = hp.n_embd, hc = hp.hc, dim = hc * E, Hp = hp.ple_heads(), Dp = hp.ple_dim;
-    std::vector<float> key(T * dim), value(T * E);
+    ops::Scope scope(b.ws.local());
+    const std::span<float> key = scope.take<float>(T * dim), value = scope.take<float>(T * E);
     if (!proj.empty()) {
         for (size_t t = 0; t < T; ++t) proj.token(rows + t * Hp, &key[t * dim], &value[t * E]);
     } else {
         // u_t: the heads' table rows side by side (spec 3.4.1), then the two products.
-        std::vector<float> u(T * E);
+        const std::span<float> u = scope.take<float>(T * E);
         for (size_t t = 0; t < T; ++t) {
             for (size_t h = 0; h < Hp; ++h) {
                 const int64_t row = static_cast<int64_t>(hp.ple_offsets[h] + rows[t * Hp + h]);
@@ -75,7 +77,8 @@ void ple_block(const Batch & b, uint32_t il, const uint32_t * rows, float * R) {
     }
 
     // Gated value per stream (Gv) and its normed copy (Nc), the conv input.
-    std::vector<float> gv(T * dim), nc(T * dim), kn(E), qn(E);
+    const std::span<float> gv = scope.take<float>(T * dim), nc = scope.take<float>(T * dim);
+    const std::span<float> kn = scope.take<float>(E), qn = scope.take<float>(E);
     const float inv_sqrt_e = 1.0f / std::sqrt(static_cast<float>(E));
     for (size_t t = 0; t < T; ++t) {
         for (size_t h = 0; h < hc; ++h) {
@@ -94,13 +97,13 @@ void ple_block(const Batch & b, uint32_t il, const uint32_t * rows, float * R) {
 
     // Dilated causal conv along each sequence group, history in the group's recurrent row.
     const size_t Kp = hp.ple_conv_kernel, N = hp.ple_ngram;
-    const size_t state_floats = b.shape.ple_floats;
-    std::vector<float> conv(dim);
+    const size_t state_floats = b.shape.row_floats;
+    const std::span<float> conv = scope.take<float>(dim);
     auto copy_row = [&](uint32_t from, uint32_t to) {
-        std::memcpy(b.storage.ple_state(to), b.storage.ple_state(from), state_floats * sizeof(float));
+        std::memcpy(b.storage.row_state(to), b.storage.row_state(from), state_floats * sizeof(float));
     };
     for (const memory::SeqGroup & g : b.plan.groups) {
-        float * history = b.storage.ple_state(g.row);
+        float * history = b.storage.row_state(g.row);
         snapshot_if_due(g, 0, copy_row);
         for (size_t i = 0; i < g.tokens.size(); ++i) {
             const size_t t = g.tokens[i];
@@ -110,6 +113,14 @@ void ple_block(const Batch & b, uint32_t il, const uint32_t * rows, float * R) {
             snapshot_if_due(g, i + 1, copy_row);
         }
     }
+}
+
+ops::WorkspaceSize ple_bytes(const Model & m, size_t T) {
+    const Hparams & hp = m.hparams();
+    const size_t E = hp.n_embd, dim = hp.hc * E;
+    const size_t block = 3 * ops::arena_bytes<float>(T * dim) + 2 * ops::arena_bytes<float>(T * E) +
+                         2 * ops::arena_bytes<float>(E) + ops::arena_bytes<float>(dim);
+    return {std::max(block, ops::arena_bytes<int64_t>(hp.ple_ngram)), 0};
 }
 
 }  // namespace offgrid::model::qwen4exp::detail

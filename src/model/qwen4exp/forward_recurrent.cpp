@@ -20,7 +20,9 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     const size_t dk = hp.ssm_d_state, dv = hp.ssm_d_state, Hk = hp.ssm_n_k_heads, Hv = hp.ssm_n_v_heads;
     const size_t key_dim = hp.ssm_key_dim(), vdim = hp.ssm_value_dim(), conv_dim = hp.ssm_conv_dim();
 
-    std::vector<float> x(T * conv_dim), z(T * vdim), beta(T * Hv), alpha(T * Hv);
+    ops::Scope scope(b.ws.local());
+    const std::span<float> x = scope.take<float>(T * conv_dim), z = scope.take<float>(T * vdim);
+    const std::span<float> beta = scope.take<float>(T * Hv), alpha = scope.take<float>(T * Hv);
     const auto tokens = static_cast<int64_t>(T);  // the four projections in one parallel region (ops/matmul_group.h)
     const ops::MatmulTask projections[4] = {{w.qkv, a, tokens, x.data()}, {w.gate, a, tokens, z.data()},
                                             {w.beta, a, tokens, beta.data()}, {w.alpha, a, tokens, alpha.data()}};
@@ -28,7 +30,7 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     for (float & v : x) v *= w.qkv_scale;
     for (float & v : z) v *= w.gate_scale;
 
-    std::vector<float> o(T * vdim), c(conv_dim);
+    const std::span<float> o = scope.take<float>(T * vdim), c = scope.take<float>(conv_dim);
     const float out_scale = 1.0f / std::sqrt(static_cast<float>(dk));
     const size_t conv_floats = b.shape.conv_floats, ssm_floats = b.shape.ssm_floats;
     auto copy_row = [&](uint32_t from, uint32_t to) {
@@ -48,9 +50,8 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     // The delta rule of value head j for token t of a sequence whose state is read from ssm_in and written to
     // ssm_out (the same rows, or the memory's other bank).
     auto delta_head = [&](const float * ssm_in, float * ssm_out, size_t t, const float * ct, size_t j) {
-        thread_local std::vector<float> head_out, gate;
-        head_out.resize(dv);
-        gate.resize(dv);
+        ops::Scope local(b.ws.local());
+        const std::span<float> head_out = local.take<float>(dv), gate = local.take<float>(dv);
         const size_t kh = j % Hk;  // tiled V-head order: value head j reads key head j mod Hk
         const float gdec = ops::softplus(alpha[t * Hv + j] * w.alpha_scale + w.dt_bias[j]) * w.a[j];
         const float bt = ops::sigmoid(beta[t * Hv + j] * w.beta_scale);
@@ -81,8 +82,8 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     if (one_token_each && groups.size() > 1) {
         // A decode step of several sequences: every conv first (snapshots are due only before the token), then
         // one parallel region over every (sequence, head) pair instead of one region per sequence.
-        std::vector<float> cs(groups.size() * conv_dim);
-        std::vector<memory::Storage::RecurrentRewrite> rows(groups.size());
+        const std::span<float> cs = scope.take<float>(groups.size() * conv_dim);
+        const std::span<memory::Storage::RecurrentRewrite> rows = scope.take<memory::Storage::RecurrentRewrite>(groups.size());
         // Sequences are independent up to here too: each one's rows (distinct groups have distinct slots, so the
         // memory's first accesses run side by side), snapshot and conv on the pool.
         ops::parallel_for(b.pool, groups.size(), [&](size_t begin, size_t end) {
@@ -115,6 +116,18 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     }
     ops::matmul(w.out, o.data(), T, y, b.pool);
     for (size_t i = 0; i < T * E; ++i) y[i] *= w.out_scale;
+}
+
+ops::WorkspaceSize recurrent_bytes(const Model & m, size_t T) {
+    const Hparams & hp = m.hparams();
+    const size_t vdim = hp.ssm_value_dim(), conv_dim = hp.ssm_conv_dim(), Hv = hp.ssm_n_v_heads, dv = hp.ssm_d_state;
+    // Groups: at most one per token.
+    const size_t per_thread = 2 * ops::arena_bytes<float>(dv);
+    const size_t main = ops::arena_bytes<float>(T * conv_dim) + 2 * ops::arena_bytes<float>(T * vdim) +
+                        2 * ops::arena_bytes<float>(T * Hv) + ops::arena_bytes<float>(conv_dim) +
+                        ops::arena_bytes<float>(T * conv_dim) + ops::arena_bytes<memory::Storage::RecurrentRewrite>(T) +
+                        per_thread;
+    return {main, per_thread};
 }
 
 }  // namespace offgrid::model::qwen4exp::detail

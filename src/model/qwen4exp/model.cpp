@@ -45,7 +45,8 @@ memory::CacheShape Model::cache_shape(tensor::ElemType type_k, tensor::ElemType 
     s.n_recr_layers = hp_.n_recr_layers();
     s.conv_floats = (hp_.ssm_d_conv - 1) * hp_.ssm_conv_dim();
     s.ssm_floats = hp_.ssm_d_state * hp_.ssm_d_state * hp_.ssm_n_v_heads;
-    s.ple_floats = hp_.has_ple ? (hp_.ple_conv_kernel - 1) * hp_.ple_ngram * hp_.hc * hp_.n_embd : 0;
+    // The PLE conv history lives in the recurrent row, beside the layers' states.
+    s.row_floats = hp_.has_ple ? (hp_.ple_conv_kernel - 1) * hp_.ple_ngram * hp_.hc * hp_.n_embd : 0;
     s.type_k = type_k;
     s.type_v = type_v;
     s.type_idx = type_k == tensor::ElemType::Q8_0 ? tensor::ElemType::F16 : type_k;
@@ -66,9 +67,10 @@ MemoryTraits Model::memory_traits() const {
 // decoded alone. So no batch rule is needed beyond the memory's own.
 std::string Model::check_token_seqs(const std::vector<memory::SeqId> &) const { return {}; }
 
-ForwardResult Model::forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
-                             ops::ThreadPool * pool, const ForwardOptions & options) const {
-    return qwen4exp::forward_full(*this, shape, plan, storage, pool, options);
+void Model::forward(const ForwardContext & fc) const { qwen4exp::forward(*this, fc); }
+
+ops::WorkspaceSize Model::workspace_size(const WorkspaceLimits & limits) const {
+    return qwen4exp::workspace_size(*this, limits);
 }
 
 void Model::rerotate_keys(const memory::CacheShape & shape, memory::Storage & storage, uint32_t cell,

@@ -49,8 +49,8 @@ public:
     MemoryTraits memory_traits() const override;
     // Shared tokens are allowed with PLE too (see model.cpp: the n-gram follows the set's first sequence).
     std::string check_token_seqs(const std::vector<memory::SeqId> & seqs) const override;
-    ForwardResult forward(const memory::CacheShape & shape, const memory::Plan & plan, memory::Storage & storage,
-                          ops::ThreadPool * pool, const ForwardOptions & options) const override;
+    void forward(const ForwardContext & fc) const override;
+    ops::WorkspaceSize workspace_size(const WorkspaceLimits & limits) const override;
     void rerotate_keys(const memory::CacheShape & shape, memory::Storage & storage, uint32_t cell,
                        memory::Pos old_pos, memory::Pos new_pos) const override;
     std::string describe() const override;

@@ -26,6 +26,21 @@ ops::RopeParams rope_of(const Hparams & hp) {
     return p;
 }
 
+// The caller's workspace, reset for this call, or `own` with one arena per pool thread.
+ops::Workspace & workspace_for(ops::Workspace * ws, ops::Workspace & own, ops::ThreadPool * pool) {
+    const int threads = pool ? pool->n_threads() : 1;
+    if (!ws || ws->n_threads() < threads) {
+        if (ws) {
+            ws->reserve(threads, {});
+            return *ws;
+        }
+        own.reserve(threads, {});
+        return own;
+    }
+    ws->reset();
+    return *ws;
+}
+
 }  // namespace
 
 void MtpCache::truncate(int32_t pos) {
@@ -49,9 +64,11 @@ MtpHead::MtpHead(const Hparams & hp, const MtpWeights & mtp, const ops::Matrix &
     }
 }
 
-void MtpHead::project(const int32_t * tokens, const float * h, size_t n, float * R0, ops::ThreadPool * pool) const {
+void MtpHead::project(const int32_t * tokens, const float * h, size_t n, float * R0, ops::ThreadPool * pool,
+                      ops::Arena & scratch) const {
     const size_t E = hp_.n_embd, hc = hp_.hc;
-    std::vector<float> e(E), x(n * hc * 2 * E);
+    ops::Scope scope(scratch);
+    const std::span<float> e = scope.take<float>(E), x = scope.take<float>(n * hc * 2 * E);
     for (size_t t = 0; t < n; ++t) {
         if (tokens[t] < 0 || static_cast<uint32_t>(tokens[t]) >= hp_.n_vocab) {
             throw Error("MTP head: token id " + std::to_string(tokens[t]) + " out of range");
@@ -61,7 +78,7 @@ void MtpHead::project(const int32_t * tokens, const float * h, size_t n, float *
         ops::rms_norm(e.data(), E, hp_.rms_eps, w_.enorm.data(), xt);
         const float * ht = h + t * hc * E;
         if (mode_ == HnormMode::Global) {
-            std::vector<float> hn(hc * E);
+            const std::span<float> hn = scope.take<float>(hc * E);
             ops::rms_norm(ht, hc * E, hp_.rms_eps, w_.hnorm.data(), hn.data());
             for (size_t s = 0; s < hc; ++s) std::copy(&hn[s * E], &hn[(s + 1) * E], xt + s * 2 * E + E);
         } else {
@@ -76,12 +93,13 @@ void MtpHead::project(const int32_t * tokens, const float * h, size_t n, float *
 }
 
 void MtpHead::attention_inputs(MtpCache & cache, const int32_t * pos, const float * R0, size_t n, float * a,
-                               float * inject, float * q, ops::ThreadPool * pool) const {
+                               float * inject, float * q, ops::ThreadPool * pool, ops::Arena & scratch) const {
     const size_t D = hp_.head_dim, H = hp_.n_head, Hkv = hp_.n_head_kv, kvdim = D * Hkv, qdim = 2 * D * H;
     const AttentionWeights & aw = w_.block.attn;
     const common::GatedHcShape hcs{hp_.n_embd, hp_.hc, hp_.hc_lr, hp_.rms_eps};
-    common::gated_hc_mix(hcs, w_.block.hc_attn, R0, n, a, inject, pool);
-    std::vector<float> k(n * kvdim), v(n * kvdim);
+    common::gated_hc_mix(hcs, w_.block.hc_attn, R0, n, a, inject, pool, &scratch);
+    ops::Scope scope(scratch);
+    const std::span<float> k = scope.take<float>(n * kvdim), v = scope.take<float>(n * kvdim);
     ops::matmul(aw.k, a, static_cast<int64_t>(n), k.data(), pool);
     ops::matmul(aw.v, a, static_cast<int64_t>(n), v.data(), pool);
     if (q) ops::matmul(aw.q, a, static_cast<int64_t>(n), q, pool);
@@ -122,29 +140,39 @@ void MtpHead::attention_inputs(MtpCache & cache, const int32_t * pos, const floa
 }
 
 void MtpHead::catch_up(MtpCache & cache, const int32_t * tokens, const int32_t * pos, const float * h, size_t n,
-                       ops::ThreadPool * pool) const {
+                       ops::ThreadPool * pool, ops::Workspace * ws) const {
     if (n == 0) return;
     const size_t E = hp_.n_embd, hc = hp_.hc;
-    std::vector<float> R0(n * hc * E), a(n * E), inject(n * hc);
-    project(tokens, h, n, R0.data(), pool);
-    attention_inputs(cache, pos, R0.data(), n, a.data(), inject.data(), nullptr, pool);
+    ops::Workspace own;
+    ops::Workspace & w = workspace_for(ws, own, pool);
+    ops::Scope scope(w.local());
+    float * const R0 = scope.take<float>(n * hc * E).data();
+    float * const a = scope.take<float>(n * E).data();
+    float * const inject = scope.take<float>(n * hc).data();
+    project(tokens, h, n, R0, pool, scope.arena());
+    attention_inputs(cache, pos, R0, n, a, inject, nullptr, pool, scope.arena());
 }
 
 void MtpHead::step(MtpCache & cache, int32_t token, int32_t pos, const float * h, float * logits, float * h_out,
-                   ops::ThreadPool * pool) const {
+                   ops::ThreadPool * pool, ops::Workspace * ws) const {
     const size_t E = hp_.n_embd, hc = hp_.hc, D = hp_.head_dim, H = hp_.n_head, Hkv = hp_.n_head_kv;
     const size_t kvdim = D * Hkv, qdim = 2 * D * H, group = H / Hkv;
     const common::GatedHcShape hcs{E, hc, hp_.hc_lr, hp_.rms_eps};
-    std::vector<float> a(E), inject(hc), q(qdim), attn(D * H), y(E), z(E);
+    ops::Workspace own;
+    ops::Workspace & w = workspace_for(ws, own, pool);
+    ops::Arena & arena = w.local();
+    ops::Scope scope(arena);
+    const std::span<float> a = scope.take<float>(E), inject = scope.take<float>(hc), q = scope.take<float>(qdim);
+    const std::span<float> attn = scope.take<float>(D * H), y = scope.take<float>(E), z = scope.take<float>(E);
     float * R = h_out;  // the row's residual, built in place
-    project(&token, h, 1, R, pool);
-    attention_inputs(cache, &pos, R, 1, a.data(), inject.data(), q.data(), pool);
+    project(&token, h, 1, R, pool, arena);
+    attention_inputs(cache, &pos, R, 1, a.data(), inject.data(), q.data(), pool, arena);
 
     // Dense causal attention over every cached row (the row itself is the last), the heads of a KV group in one
     // call of the engine's attention kernel, gated per head.
     const size_t n_kv = cache.n;
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
-    std::vector<const void *> krows(n_kv), vrows(n_kv);
+    const std::span<const void *> krows = scope.take<const void *>(n_kv), vrows = scope.take<const void *>(n_kv);
     for (size_t c = 0; c < n_kv; ++c) {
         krows[c] = &cache.k[c * kvdim];
         vrows[c] = &cache.v[c * kvdim];
@@ -162,11 +190,11 @@ void MtpHead::step(MtpCache & cache, int32_t token, int32_t pos, const float * h
     for (float & x : y) x *= w_.block.attn.o_scale;
     common::gated_hc_combine(hcs, R, y.data(), inject.data(), 1);
 
-    common::gated_hc_mix(hcs, w_.block.hc_ffn, R, 1, a.data(), inject.data(), pool);
-    detail::moe_ffn(hp_, w_.block.moe, pool, 1, a.data(), y.data());
+    common::gated_hc_mix(hcs, w_.block.hc_ffn, R, 1, a.data(), inject.data(), pool, &arena);
+    detail::moe_ffn(hp_, w_.block.moe, pool, w, 1, a.data(), y.data());
     common::gated_hc_combine(hcs, R, y.data(), inject.data(), 1);
 
-    common::gated_hc_mix(hcs, w_.hc_head, R, 1, z.data(), nullptr, pool);
+    common::gated_hc_mix(hcs, w_.hc_head, R, 1, z.data(), nullptr, pool, &arena);
     ops::matmul(head_, z.data(), 1, logits, pool);
 }
 

@@ -16,6 +16,7 @@
 #include "model/qwen4exp/hparams.h"
 #include "model/qwen4exp/weights.h"
 #include "ops/thread_pool.h"
+#include "ops/workspace.h"
 
 namespace offgrid::model::qwen4exp {
 
@@ -48,21 +49,24 @@ public:
 
     // Rows with no output: only their K and V are computed and written to `cache` (the attention output of a
     // row feeds nothing but its own logits). tokens[i] at pos[i] with hidden h + i * wide_width().
+    // Scratch comes from `ws` (reset here; it grows to what the head takes, then allocates nothing; null: a
+    // private one), its arenas one per thread of `pool`.
     void catch_up(MtpCache & cache, const int32_t * tokens, const int32_t * pos, const float * h, size_t n,
-                  ops::ThreadPool * pool = nullptr) const;
+                  ops::ThreadPool * pool = nullptr, ops::Workspace * ws = nullptr) const;
 
     // One full row: writes its K/V at `pos`, then logits (n_vocab floats) and the row's own final residual
     // h_out (wide_width() floats: the hidden of the next draft step).
     void step(MtpCache & cache, int32_t token, int32_t pos, const float * h, float * logits, float * h_out,
-              ops::ThreadPool * pool = nullptr) const;
+              ops::ThreadPool * pool = nullptr, ops::Workspace * ws = nullptr) const;
 
 private:
     // R0 (n x hc x E) of rows (tokens, h): eh_proj of [enorm(e) | hnorm(h_s)] per stream.
-    void project(const int32_t * tokens, const float * h, size_t n, float * R0, ops::ThreadPool * pool) const;
+    void project(const int32_t * tokens, const float * h, size_t n, float * R0, ops::ThreadPool * pool,
+                 ops::Arena & scratch) const;
     // The block's attention input a (n x E) and inject (n x hc) from R0; q (n x 2DH, normed and roped) when
     // q is non-null; k, v (n x D Hkv) appended to the cache.
     void attention_inputs(MtpCache & cache, const int32_t * pos, const float * R0, size_t n, float * a, float * inject,
-                          float * q, ops::ThreadPool * pool) const;
+                          float * q, ops::ThreadPool * pool, ops::Arena & scratch) const;
 
     Hparams hp_;
     const MtpWeights & w_;

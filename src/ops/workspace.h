@@ -1,0 +1,119 @@
+// Scratch memory of one context's forward passes, sized once when the context is created: one arena per pool
+// thread. A forward takes its buffers from the arenas in stack order (a Scope gives back everything taken inside
+// it), so a decode step allocates nothing.
+//
+// Invariants:
+//  1. take() returns 64-byte aligned, uninitialised storage for trivially copyable elements; it stays valid until
+//     the Scope (or release_to mark) that was open when it was taken ends.
+//  2. Arena i is used only by thread i of the pool (ThreadPool::thread_index()); arena 0 also holds the buffers of
+//     the whole pass, taken on the calling thread outside parallel regions.
+//  3. A take beyond the reserved bytes still succeeds: it is served by a heap block of its own, freed with its
+//     scope, and the arena is enlarged to at least its high-water mark at the next reset() (growths() counts the
+//     overflowing takes). A model whose declared sizes are right never grows its workspace; one used without
+//     a declared size (the MTP head) grows to its high-water mark and then allocates nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+namespace offgrid::ops {
+
+class Arena {
+public:
+    Arena() = default;
+    Arena(const Arena &) = delete;
+    Arena & operator=(const Arena &) = delete;
+    Arena(Arena &&) = default;
+    Arena & operator=(Arena &&) = default;
+
+    // Sets the reserved size (one allocation). Only while nothing is taken.
+    void reserve(size_t bytes);
+
+    template <typename T>
+    std::span<T> take(size_t n) {
+        static_assert(std::is_trivially_copyable_v<T>, "workspace elements are plain data");
+        return {static_cast<T *>(take_bytes(n * sizeof(T))), n};
+    }
+
+    size_t top() const { return top_; }
+    void release_to(size_t mark);
+    // Nothing taken: enlarges the reserved block to the high-water mark when a take overflowed it.
+    void reset();
+
+    size_t capacity() const { return capacity_; }
+    size_t high_water() const { return high_water_; }
+    uint64_t growths() const { return growths_; }
+
+private:
+    struct Overflow {
+        size_t mark;  // top() before the take
+        std::unique_ptr<std::byte[]> block;
+    };
+    void * take_bytes(size_t bytes);
+
+    std::unique_ptr<std::byte[]> block_;  // capacity_ bytes plus alignment slack
+    std::byte * base_ = nullptr;          // block_ rounded up to 64 bytes
+    size_t capacity_ = 0;
+    size_t top_ = 0;                      // bytes taken, counting those served by overflow blocks
+    size_t high_water_ = 0;
+    uint64_t growths_ = 0;
+    std::vector<Overflow> overflows_;
+};
+
+// Gives back what was taken from an arena inside it.
+class Scope {
+public:
+    explicit Scope(Arena & arena) : arena_(arena), mark_(arena.top()) {}
+    ~Scope() { arena_.release_to(mark_); }
+    Scope(const Scope &) = delete;
+    Scope & operator=(const Scope &) = delete;
+    Arena & arena() const { return arena_; }
+    template <typename T>
+    std::span<T> take(size_t n) { return arena_.template take<T>(n); }
+
+private:
+    Arena & arena_;
+    size_t mark_;
+};
+
+// What a forward needs: bytes on the calling thread (the pass's buffers plus its own per-thread part) and bytes
+// on every other pool thread.
+struct WorkspaceSize {
+    size_t main_bytes = 0;
+    size_t per_thread_bytes = 0;
+};
+
+// Bytes an arena needs for buffers of n elements of T (with the alignment each take may add).
+template <typename T>
+constexpr size_t arena_bytes(size_t n) {
+    return (n * sizeof(T) + 63) / 64 * 64;
+}
+
+class Workspace {
+public:
+    Workspace() = default;
+    Workspace(int n_threads, const WorkspaceSize & size) { reserve(n_threads, size); }
+
+    void reserve(int n_threads, const WorkspaceSize & size);
+    // The calling thread's arena (see invariant 2).
+    Arena & local();
+    Arena & arena(int i) { return arenas_[static_cast<size_t>(i)]; }
+    int n_threads() const { return static_cast<int>(arenas_.size()); }
+    // Before a pass, nothing taken: enlarges any arena that overflowed during the last one.
+    void reset();
+    uint64_t growths() const;
+    size_t reserved_bytes() const;
+
+    // Total growths of every workspace in the process (tests check a correctly sized model has none).
+    static uint64_t total_growths();
+
+private:
+    static int thread_index();
+    std::vector<Arena> arenas_;
+};
+
+}  // namespace offgrid::ops

@@ -1,0 +1,291 @@
+// Heap allocations of a steady decode step. This binary replaces the global operator new and delete with
+// counting versions (they count every thread, the context's pool included), warms a context up with a prompt and
+// a few decode steps, then counts the allocations of further single-token steps through the public API
+// (Context::decode, Sampler::sample and Sampler::accept). The model is wrapped in an architecture that counts
+// what its forward allocates on its own (the pass, on every pool thread), so the test tells apart:
+//  - the forward: nothing in a steady step, nothing per layer in a prompt (its scratch lives in the context's
+//    workspace, sized once when the context is created, which never grows);
+//  - sampling: nothing in a steady step;
+//  - the whole step (the memory's bookkeeping and the runtime's batch handling included): counted and printed.
+//
+// OFFGRID_ALLOC_TRACE=1 prints the call stack of each counted allocation (to find one that appears).
+#include <gtest/gtest.h>
+
+#include <execinfo.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "model/architecture.h"
+#include "model/glm5next/gen_model.h"
+#include "model/qwen4exp/gen_model.h"
+#include "offgrid/context.h"
+#include "offgrid/sampler.h"
+#include "ops/workspace.h"
+
+namespace {
+
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocations{0};
+std::atomic<bool> g_in_forward{false};      // set by CountingArchitecture around the model's forward
+std::atomic<long> g_forward_allocations{0};
+bool g_trace = false;
+thread_local bool t_in_trace = false;
+
+void note_allocation() {
+    if (g_in_forward.load(std::memory_order_relaxed)) g_forward_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (!g_counting.load(std::memory_order_relaxed)) return;
+    g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (g_trace && !t_in_trace) {
+        t_in_trace = true;
+        void * frames[32];
+        const int n = backtrace(frames, 32);
+        static const char line[] = "---- allocation in a counted step\n";
+        (void)!write(2, line, sizeof(line) - 1);
+        backtrace_symbols_fd(frames, n, 2);
+        t_in_trace = false;
+    }
+}
+
+void * allocate(std::size_t n) {
+    note_allocation();
+    if (void * p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+
+void * allocate_aligned(std::size_t n, std::align_val_t al) {
+    note_allocation();
+    const std::size_t a = static_cast<std::size_t>(al);
+    const std::size_t size = (n + a - 1) / a * a;
+    if (void * p = std::aligned_alloc(a, size == 0 ? a : size)) return p;
+    throw std::bad_alloc();
+}
+
+}  // namespace
+
+void * operator new(std::size_t n) { return allocate(n); }
+void * operator new[](std::size_t n) { return allocate(n); }
+void * operator new(std::size_t n, const std::nothrow_t &) noexcept {
+    try { return allocate(n); } catch (...) { return nullptr; }
+}
+void * operator new[](std::size_t n, const std::nothrow_t &) noexcept {
+    try { return allocate(n); } catch (...) { return nullptr; }
+}
+void * operator new(std::size_t n, std::align_val_t a) { return allocate_aligned(n, a); }
+void * operator new[](std::size_t n, std::align_val_t a) { return allocate_aligned(n, a); }
+void operator delete(void * p) noexcept { std::free(p); }
+void operator delete[](void * p) noexcept { std::free(p); }
+void operator delete(void * p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void * p, std::size_t) noexcept { std::free(p); }
+void operator delete(void * p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void * p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void * p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void * p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace {
+
+using offgrid::BatchToken;
+using offgrid::Context;
+using offgrid::ContextParams;
+
+std::string temp_model_path(const char * arch) {
+    return (std::filesystem::temp_directory_path() /
+            ("offgrid_alloc_" + std::string(arch) + "_" + std::to_string(getpid()) + ".gguf")).string();
+}
+
+namespace om = offgrid::model;
+
+// The loaded model with its forward counted on its own (g_forward_allocations, every thread).
+class CountingArchitecture final : public om::Architecture {
+public:
+    explicit CountingArchitecture(std::shared_ptr<const offgrid::Model> m) : model_(std::move(m)), a_(model_->impl()) {}
+    const std::string & name() const override { return a_.name(); }
+    uint32_t n_vocab() const override { return a_.n_vocab(); }
+    uint32_t n_ctx_train() const override { return a_.n_ctx_train(); }
+    uint32_t n_layers() const override { return a_.n_layers(); }
+    uint32_t carry_width() const override { return a_.carry_width(); }
+    om::LayerCaches layer_caches(uint32_t il) const override { return a_.layer_caches(il); }
+    uint32_t hidden_width() const override { return a_.hidden_width(); }
+    uint32_t wide_hidden_width() const override { return a_.wide_hidden_width(); }
+    const offgrid::gguf::Reader & reader() const override { return a_.reader(); }
+    offgrid::memory::CacheShape cache_shape(offgrid::tensor::ElemType k, offgrid::tensor::ElemType v) const override {
+        return a_.cache_shape(k, v);
+    }
+    om::MemoryTraits memory_traits() const override { return a_.memory_traits(); }
+    std::string check_token_seqs(const std::vector<offgrid::memory::SeqId> & seqs) const override {
+        return a_.check_token_seqs(seqs);
+    }
+    void forward(const om::ForwardContext & fc) const override {
+        g_in_forward = true;
+        a_.forward(fc);
+        g_in_forward = false;
+    }
+    offgrid::ops::WorkspaceSize workspace_size(const om::WorkspaceLimits & limits) const override {
+        return a_.workspace_size(limits);
+    }
+    void rerotate_keys(const offgrid::memory::CacheShape & shape, offgrid::memory::Storage & storage, uint32_t cell,
+                       offgrid::memory::Pos old_pos, offgrid::memory::Pos new_pos) const override {
+        a_.rerotate_keys(shape, storage, cell, old_pos, new_pos);
+    }
+    std::string describe() const override { return a_.describe(); }
+
+private:
+    std::shared_ptr<const offgrid::Model> model_;
+    const om::Architecture & a_;
+};
+
+template <typename Writer>
+std::shared_ptr<const offgrid::Model> load_generated(const char * arch, Writer && w) {
+    const std::string path = temp_model_path(arch);
+    w.write_file(path);
+    auto model = offgrid::Model::load(path);
+    std::filesystem::remove(path);  // the mapping stays valid
+    return std::make_shared<const offgrid::Model>(std::make_shared<const CountingArchitecture>(model), path);
+}
+
+// qwen4exp with sparse QSA layers: pools of 4, a budget of 16 tokens (4 pools), so after the prompt every QSA
+// layer scores and selects (n_pools far beyond the budget).
+std::shared_ptr<const offgrid::Model> qwen_model() {
+    offgrid::model::qwen4exp::GenConfig cfg = offgrid::model::qwen4exp::gen_preset("tiny");
+    cfg.n_ctx = 2048;
+    cfg.n_vocab = 512;
+    cfg.qsa_ratio = 4;
+    cfg.top_k = 16;
+    cfg.seed = 11;
+    return load_generated("qwen4exp", offgrid::model::qwen4exp::generate_model(cfg));
+}
+
+// glm5-next tiny: kpool 4, top_k 8 (2 pools), KDA and DSA layers with full and shared indexers.
+std::shared_ptr<const offgrid::Model> glm_model() {
+    offgrid::model::glm5next::GenConfig cfg = offgrid::model::glm5next::gen_preset("tiny");
+    cfg.n_ctx = 2048;
+    return load_generated("glm5next", offgrid::model::glm5next::generate_model(cfg));
+}
+
+struct StepCounts {
+    long prompt_forward = 0;        // the prompt's forward passes
+    std::vector<long> step_forward;  // per counted step: the forward alone
+    std::vector<long> step_sampling; // per counted step: sample + accept
+    std::vector<long> step_total;    // per counted step: everything (decode, sample, accept)
+    int n_layer = 0;
+};
+
+// Decodes a prompt of n_prompt tokens, `warm` sampled steps, then `counted` sampled steps with the allocation
+// counter on. The batch vector and its token are made once, as a caller that cares would.
+StepCounts run(const std::shared_ptr<const offgrid::Model> & model, ContextParams p, int n_prompt, int warm,
+               int counted) {
+    Context ctx(model, p);
+    offgrid::SamplingParams sp;
+    sp.temperature = 0.8f;
+    sp.seed = 5;
+    offgrid::Sampler sampler(sp);
+
+    std::vector<BatchToken> prompt;
+    for (int i = 0; i < n_prompt; ++i) {
+        prompt.push_back({static_cast<int32_t>((i * 37 + 3) % model->n_vocab()), i, {0}, i == n_prompt - 1});
+    }
+    StepCounts out;
+    const long before = g_forward_allocations.load();
+    const offgrid::DecodeResult pr = ctx.decode(prompt);
+    out.prompt_forward = g_forward_allocations.load() - before;
+    EXPECT_TRUE(pr.ok()) << pr.message;
+
+    std::vector<BatchToken> step(1);
+    step[0].seqs = {0};
+    step[0].output = true;
+    int32_t pos = n_prompt;
+    long sampling = 0;
+    auto one_step = [&] {
+        const long s0 = g_allocations.load();
+        const int32_t tok = sampler.sample(ctx, -1);
+        sampler.accept(tok);
+        sampling = g_allocations.load() - s0;
+        step[0].token = tok;
+        step[0].pos = pos++;
+        const offgrid::DecodeResult r = ctx.decode(step);
+        if (!r.ok()) ADD_FAILURE() << r.message;
+    };
+    for (int i = 0; i < warm; ++i) one_step();
+    for (int i = 0; i < counted; ++i) {
+        const long at = g_allocations.load(), f0 = g_forward_allocations.load();
+        g_counting = true;
+        one_step();
+        g_counting = false;
+        out.step_total.push_back(g_allocations.load() - at);
+        out.step_forward.push_back(g_forward_allocations.load() - f0);
+        out.step_sampling.push_back(sampling);
+    }
+    return out;
+}
+
+ContextParams params(int n_threads) {
+    ContextParams p;
+    p.n_ctx = 1024;
+    p.n_ubatch = 64;
+    p.n_threads = n_threads;
+    return p;
+}
+
+long sum(const std::vector<long> & v) {
+    long n = 0;
+    for (long x : v) n += x;
+    return n;
+}
+
+void expect_steady_zero(const StepCounts & c, const char * arch) {
+    const uint64_t growths = offgrid::ops::Workspace::total_growths();
+    EXPECT_EQ(sum(c.step_forward), 0) << "the forward allocated in " << c.step_forward.size() << " steady steps";
+    EXPECT_EQ(sum(c.step_sampling), 0) << "sampling allocated in " << c.step_sampling.size() << " steady steps";
+    // Every ubatch of the prompt fits the workspace: what the forward allocates there is the kernels' own
+    // grow-only buffers on their first use, far fewer than one per layer and token.
+    EXPECT_LT(c.prompt_forward, 64) << "the prompt's forward allocated per layer";
+    EXPECT_EQ(growths, 0u) << "a workspace grew: a model's workspace_size() is too small";
+    std::printf("[ alloc    ] %s: prompt forward %ld, steady step: forward %ld, sampling %ld, whole step %.1f "
+                "(the memory's bookkeeping and the runtime's batch handling)\n",
+                arch, c.prompt_forward, sum(c.step_forward), sum(c.step_sampling),
+                static_cast<double>(sum(c.step_total)) / static_cast<double>(c.step_total.size()));
+}
+
+TEST(SteadyDecode, CountingAllocatorSeesAVectorAllocation) {
+    // The counter works: a vector made while counting is seen (so a zero below means something).
+    const long at = g_allocations.load();
+    g_counting = true;
+    std::vector<int> * v = new std::vector<int>(100);
+    g_counting = false;
+    EXPECT_GE(g_allocations.load() - at, 2);
+    delete v;
+}
+
+TEST(SteadyDecode, Qwen4expSparseQsaForwardAndSamplingAllocateNothing) {
+    g_trace = std::getenv("OFFGRID_ALLOC_TRACE") != nullptr;
+    const auto model = qwen_model();
+    for (int threads : {1, 2}) {
+        SCOPED_TRACE("threads " + std::to_string(threads));
+        // 150 prompt tokens: 37 pools per QSA layer against a budget of 4, so each step scores and selects.
+        expect_steady_zero(run(model, params(threads), 150, 4, 8), "qwen4exp");
+    }
+    // Dense attention on the QSA layers: each token attends to its whole sequence, within the same workspace.
+    ContextParams dense = params(2);
+    dense.qsa_dense = true;
+    expect_steady_zero(run(model, dense, 150, 4, 4), "qwen4exp dense");
+}
+
+TEST(SteadyDecode, Glm5NextForwardAndSamplingAllocateNothing) {
+    g_trace = std::getenv("OFFGRID_ALLOC_TRACE") != nullptr;
+    const auto model = glm_model();
+    for (int threads : {1, 2}) {
+        SCOPED_TRACE("threads " + std::to_string(threads));
+        expect_steady_zero(run(model, params(threads), 150, 4, 8), "glm5-next");
+    }
+    ContextParams dense = params(2);
+    dense.qsa_dense = true;
+    expect_steady_zero(run(model, dense, 150, 4, 4), "glm5-next dense");
+}
+
+}  // namespace

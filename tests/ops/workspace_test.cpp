@@ -1,0 +1,89 @@
+// ops::Workspace: aligned slices in stack order, scopes that give them back, a take past the reserve that still
+// succeeds and enlarges the arena at the next reset, and one arena per pool thread.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <set>
+
+#include "ops/rope.h"
+#include "ops/thread_pool.h"
+#include "ops/workspace.h"
+
+namespace offgrid::ops {
+namespace {
+
+bool aligned64(const void * p) { return reinterpret_cast<uintptr_t>(p) % 64 == 0; }
+
+TEST(Workspace, SlicesAreAlignedDisjointAndGivenBackByTheirScope) {
+    Arena a;
+    a.reserve(4096);
+    float * first = nullptr;
+    {
+        Scope s(a);
+        const auto x = s.take<float>(3), y = s.take<float>(10);
+        first = x.data();
+        EXPECT_TRUE(aligned64(x.data()));
+        EXPECT_TRUE(aligned64(y.data()));
+        EXPECT_GE(reinterpret_cast<const char *>(y.data()), reinterpret_cast<const char *>(x.data() + 3));
+        EXPECT_EQ(a.top(), 64u + 64u);
+    }
+    EXPECT_EQ(a.top(), 0u);
+    Scope again(a);
+    EXPECT_EQ(again.take<float>(1).data(), first);  // the same memory, taken again
+    EXPECT_EQ(a.growths(), 0u);
+}
+
+TEST(Workspace, ATakePastTheReserveSucceedsAndTheArenaGrowsAtReset) {
+    Arena a;
+    a.reserve(128);
+    {
+        Scope s(a);
+        const auto small = s.take<uint8_t>(100);
+        const auto big = s.take<float>(1000);  // past the 128 bytes
+        for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<float>(i);
+        EXPECT_TRUE(aligned64(big.data()));
+        EXPECT_EQ(big[999], 999.0f);
+        small[0] = 1;
+    }
+    EXPECT_EQ(a.growths(), 1u);
+    a.reset();
+    EXPECT_GE(a.capacity(), 128u + 4000u);
+    Scope s(a);
+    s.take<float>(1000);
+    EXPECT_EQ(a.growths(), 1u);  // fits now
+}
+
+TEST(Workspace, EveryPoolThreadHasItsOwnArena) {
+    ThreadPool pool(3);
+    Workspace ws(pool.n_threads(), {1024, 256});
+    EXPECT_EQ(ws.n_threads(), 3);
+    EXPECT_EQ(ws.reserved_bytes(), 1024u + 2 * 256u);
+    std::atomic<int> bad{0};
+    std::mutex m;
+    std::set<const Arena *> seen;
+    pool.parallel_for(64, [&](size_t, size_t) {
+        const int i = ThreadPool::thread_index();
+        if (i < 0 || i >= 3) ++bad;
+        Arena & a = ws.local();
+        if (&a != &ws.arena(i)) ++bad;
+        std::lock_guard<std::mutex> lock(m);
+        seen.insert(&a);
+    });
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_GE(seen.size(), 1u);
+    EXPECT_EQ(ThreadPool::thread_index(), 0);  // the caller
+}
+
+TEST(Rope, AnglesBeyondTheStackLimitAreRefused) {
+    RopeParams p;
+    p.n_rot = 2 * kMaxRopePairs + 2;
+    p.sections = {1, 1, 1, 1};
+    EXPECT_THROW(rope_angles(p, {0, 0, 0, 0}), std::exception);
+    p.n_rot = 2 * kMaxRopePairs;
+    EXPECT_NO_THROW(rope_angles(p, {1, 1, 1, 0}));
+}
+
+}  // namespace
+}  // namespace offgrid::ops
