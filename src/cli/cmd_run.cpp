@@ -185,6 +185,13 @@ int run_main(const std::vector<std::string> & args) {
         // Under mpirun each rank runs its layers of the pipeline (docs/distributed.md); every rank decodes and
         // samples the same tokens, rank 0 prints them and writes the state file.
         const bool piped = distributed::under_launcher() || !po.split.empty();
+        if (piped && spec.type == SpecType::DraftMtp) {
+            // The draft head reads the last layer's streams and the embedding and head tables, which a rank of a
+            // split does not hold together.
+            throw tools::UsageError("--spec-type draft-mtp: not available under an MPI launcher or with --split (the "
+                                    "MTP draft head needs the whole model in one process); use --spec-type "
+                                    "ngram-simple or none there, or run draft-mtp as one process without mpirun");
+        }
         const distributed::Pipeline pipe = piped ? distributed::start_pipeline(model_path, po) : distributed::Pipeline{};
         const auto model = pipe.model ? pipe.model : Model::load(model_path, weights);
         const bool saving_state = !state_save.empty();

@@ -375,6 +375,7 @@ Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & 
     const model::Architecture & m = full->impl();
     p.gather = [&world, split, &m, full](Context & ctx) { gather_rows(world, split, m, ctx); };
     p.saved = [&world] { world.barrier("the end of a state save"); };
+    p.meet = [&world] { world.barrier("the start of a measurement"); };
     p.report = [stage] { return stage->report(); };
     return p;
 }
