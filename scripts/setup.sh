@@ -15,10 +15,12 @@ jobs=${OFFGRID_JOBS:-2}
 # Debian packages the build and the tests need; clang and libclang-rt only for the fuzz targets; cpp-httplib and
 # nlohmann-json for `offgrid serve` (node and npm, when present, run the OpenAI-client test; it skips otherwise);
 # python3 for the Python package (python/) and its tests; wamerican's word list for the built-in model's
-# dictionary-word test; the aarch64 cross compiler, qemu-user and GoogleTest's sources for test-arm.
+# dictionary-word test; the aarch64 cross compiler, qemu-user and GoogleTest's sources for test-arm; Open MPI for
+# the layer pipeline over MPI ranks and its tests (docs/distributed.md).
 # tools/train/ has its own setup.sh.
 packages=(g++ cmake ninja-build pkg-config libgtest-dev libgmock-dev libbenchmark-dev clang libclang-rt-14-dev
-          libcpp-httplib-dev nlohmann-json3-dev python3 wamerican g++-aarch64-linux-gnu qemu-user googletest)
+          libcpp-httplib-dev nlohmann-json3-dev python3 wamerican g++-aarch64-linux-gnu qemu-user googletest
+          openmpi-bin libopenmpi-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -4,6 +4,7 @@
 #include "offgrid/chat.h"
 #include "offgrid/context.h"
 #include "offgrid/crc32c.h"
+#include "offgrid/distributed.h"
 #include "offgrid/error.h"
 #include "offgrid/files.h"
 #include "offgrid/gguf.h"

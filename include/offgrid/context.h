@@ -32,7 +32,7 @@ namespace offgrid {
 inline constexpr int kMaxThreads = 256;
 
 namespace model { class Architecture; }
-namespace runtime { class ContextImpl; }
+namespace runtime { class ContextImpl; struct ContextAccess; }
 
 // How the weights get into memory.
 //  Read: the whole file is read at load into memory of the process's own, 2 MiB aligned and advised as
@@ -204,6 +204,7 @@ public:
     std::vector<int32_t> state_load_file(const std::string & path, int32_t seq = -1);
 
 private:
+    friend struct runtime::ContextAccess;  // the engine's own tools reach the memory (src/runtime/context_access.h)
     std::unique_ptr<runtime::ContextImpl> impl_;
 };
 

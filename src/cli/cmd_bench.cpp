@@ -18,6 +18,7 @@
 #include "command.h"
 #include "offgrid/files.h"
 #include "offgrid/context.h"
+#include "offgrid/distributed.h"
 #include "offgrid/speculative.h"
 #include "offgrid/system.h"
 #include "offgrid/tokenizer.h"
@@ -67,6 +68,8 @@ constexpr const char * kUsage =
     "  --spec-prompts N        with --spec-type: passages per depth (default 8)\n"
     "  --spec-repeat           with --spec-type: each prompt ends with its passage's first half again\n"
     "  --spec-draft-n-max N, --spec-draft-n-min N, --spec-draft-p-min X, -md FILE   as for `offgrid run`\n"
+    "  --split S, --rank-timeout S  under mpirun: as for `offgrid replay` (rank 0 prints the results, every rank\n"
+    "                          its forward and message seconds; not with --spec-type, --save-states, --load-state)\n"
     "\n"
     "Before measuring, the same threads read a 1 GiB buffer (the bus, best of 5 rounds); each decode figure is\n"
     "also given as the weight bytes a token reads over its time, as a fraction of that bus figure.\n";
@@ -373,11 +376,21 @@ int bench_main(const std::vector<std::string> & args) {
         p.integer({"-c", "--ctx-size"}, &n_ctx, 0, 1 << 24);
         p.text({"--parallel"}, &parallel);
         p.integer({"-r", "--repetitions"}, &repetitions, 1, 100);
+        distributed::PipelineOptions po;
+        p.text({"--split"}, &po.split);
+        int64_t rank_timeout = 120;
+        p.integer({"--rank-timeout"}, &rank_timeout, 1, 86400);
         if (!p.parse(args)) {
             std::fputs(kUsage, stdout);
             return 0;
         }
         if (p.given("-m") && model_path.empty()) throw tools::UsageError("-m: empty file name");
+        // Under mpirun every rank runs the same measurement over its layers of the pipeline (docs/distributed.md).
+        const bool piped = distributed::under_launcher() || !po.split.empty();
+        if (piped && (!spec_type.empty() || !save_dir.empty() || !load_state.empty())) {
+            throw tools::UsageError("under an MPI launcher or with --split, bench measures prompt and decode speed and "
+                                    "--parallel only (not --spec-type, --save-states or --load-state)");
+        }
         if (!spec_type.empty()) {
             try {
                 sbp.spec.type = spec_type_from_name(spec_type);
@@ -439,7 +452,25 @@ int bench_main(const std::vector<std::string> & args) {
         };
 
         if (model_path.empty()) model_path = tools::default_model_path();
-        const auto model = Model::load(model_path, weights);
+        po.timeout = static_cast<double>(rank_timeout);
+        const distributed::Pipeline pipe = piped ? distributed::start_pipeline(model_path, po) : distributed::Pipeline{};
+        const auto model = pipe.model ? pipe.model : Model::load(model_path, weights);
+        // Every rank's figures on stderr at the end: its layers' forward seconds and its message seconds.
+        struct RankFigures {
+            const distributed::Pipeline & pipe;
+            ~RankFigures() {
+                if (pipe.report) std::fprintf(stderr, "bench: %s\n", pipe.report().c_str());
+                distributed::end_pipeline();
+            }
+        } rank_figures{pipe};
+        if (!pipe.writes_outputs()) {
+            if (std::freopen("/dev/null", "w", stdout) == nullptr) throw Error("cannot silence rank " + std::to_string(pipe.rank));
+            plot.clear();
+        }
+        if (pipe.size > 1) {
+            std::fprintf(stderr, "bench: rank %d of %d runs layers %s of split %s\n", pipe.rank, pipe.size,
+                         pipe.layers.c_str(), pipe.split.c_str());
+        }
         if (!plot.empty()) check_output_path(plot, "--plot");  // also refuses the model's own file
         const uint64_t deepest = (bp.depths.empty() ? 0 : *std::max_element(bp.depths.begin(), bp.depths.end())) +
                                  static_cast<uint64_t>(std::max(n_prompt, n_gen));
@@ -458,6 +489,7 @@ int bench_main(const std::vector<std::string> & args) {
                     n_seqs.push_back(static_cast<uint32_t>(n));
                 }
             }
+            if (pipe.meet) pipe.meet();
             const auto pr = tools::run_parallel_bench(model, bp, n_seqs, static_cast<uint32_t>(repetitions));
             if (tty) std::fprintf(stderr, "\r%-60s\r", "");
             print_parallel(pr, model_path, *model, bp.n_threads, static_cast<int>(repetitions), json);
@@ -470,6 +502,7 @@ int bench_main(const std::vector<std::string> & args) {
         auto bus_fraction = [&](const tools::DepthBenchResult & r) {
             return r.gen_seconds > 0 && bus > 0 ? weight_bytes * r.n_gen / r.gen_seconds / bus : 0.0;
         };
+        if (pipe.meet) pipe.meet();  // every rank's bus measurement is over
         const auto results = tools::run_depth_bench(model, bp);
         if (tty) std::fprintf(stderr, "\r%-60s\r", "");
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "command.h"
+#include "offgrid/distributed.h"
 #include "offgrid/files.h"
 #include "offgrid/context.h"
 #include "offgrid/sampler.h"
@@ -43,6 +44,8 @@ constexpr const char * kUsage =
     "  -ub, --ubatch-size N     most tokens per micro-batch (default 512)\n"
     "  -t, --threads N          threads (default: the hardware's)\n"
     "  -s, --seed N             sampling seed (default 0)\n"
+    "  --split S                under mpirun: each rank's layers, 'auto' (default) or '0-11,12-23'\n"
+    "  --rank-timeout S         under mpirun: seconds a rank waits for another before ending the job (120)\n"
     "  --temp X                 temperature (default 0.8; <= 0 = greedy)\n"
     "  --top-k N                top-k (default 40; 0 = off)\n"
     "  --top-p X                top-p in (0, 1] (default 0.95; 1 = off)\n"
@@ -128,6 +131,10 @@ int run_main(const std::vector<std::string> & args) {
         p.flag({"--qsa-dense"}, &qsa_dense);
         p.text({"--state-save"}, &state_save);
         p.text({"--state-load"}, &state_load);
+        distributed::PipelineOptions po;
+        p.text({"--split"}, &po.split);
+        int64_t rank_timeout = 120;
+        p.integer({"--rank-timeout"}, &rank_timeout, 1, 86400);
         if (!p.parse(args)) {
             std::fputs(kUsage, stdout);
             return 0;
@@ -174,7 +181,24 @@ int run_main(const std::vector<std::string> & args) {
         if (!prompt_given && state_load.empty()) prompt = kDefaultPrompt;
 
         if (model_path.empty()) model_path = tools::default_model_path();
-        const auto model = Model::load(model_path, weights);
+        po.timeout = static_cast<double>(rank_timeout);
+        // Under mpirun each rank runs its layers of the pipeline (docs/distributed.md); every rank decodes and
+        // samples the same tokens, rank 0 prints them and writes the state file.
+        const bool piped = distributed::under_launcher() || !po.split.empty();
+        if (piped && spec.type == SpecType::DraftMtp) {
+            // The draft head reads the last layer's streams and the embedding and head tables, which a rank of a
+            // split does not hold together.
+            throw tools::UsageError("--spec-type draft-mtp: not available under an MPI launcher or with --split (the "
+                                    "MTP draft head needs the whole model in one process); use --spec-type "
+                                    "ngram-simple or none there, or run draft-mtp as one process without mpirun");
+        }
+        const distributed::Pipeline pipe = piped ? distributed::start_pipeline(model_path, po) : distributed::Pipeline{};
+        const auto model = pipe.model ? pipe.model : Model::load(model_path, weights);
+        const bool saving_state = !state_save.empty();
+        if (!pipe.writes_outputs()) {
+            if (std::freopen("/dev/null", "w", stdout) == nullptr) throw Error("cannot silence rank " + std::to_string(pipe.rank));
+            state_save.clear();
+        }
         if (!state_save.empty()) check_output_path(state_save, "--state-save");  // also refuses the model's file
         const Tokenizer tok = Tokenizer::from_model(*model);
 
@@ -352,7 +376,11 @@ int run_main(const std::vector<std::string> & args) {
         std::fflush(stdout);
         const double gen_s = seconds_since(t_gen);
 
+        if (saving_state && pipe.gather) pipe.gather(ctx);
         if (!state_save.empty()) ctx.state_save_file(state_save, history);
+        if (saving_state && pipe.saved) pipe.saved();
+        if (pipe.report) std::fprintf(stderr, "run: %s\n", pipe.report().c_str());
+        distributed::end_pipeline();
 
         const int32_t n_decoded = std::max(0, n_generated - 1);
         std::fprintf(stderr,

@@ -9,6 +9,7 @@
 
 #include "command.h"
 #include "offgrid/context.h"
+#include "offgrid/distributed.h"
 #include "offgrid/speculative.h"
 #include "offgrid/tokenizer.h"
 #include "args/cli_args.h"
@@ -110,6 +111,12 @@ int serve_main(const std::vector<std::string> & args) {
             }
         }
         if (model_path.empty()) model_path = tools::default_model_path();
+        if (distributed::under_launcher()) {
+            // The scheduler's decode calls depend on when requests arrive, which only one process sees; the ranks
+            // of a pipeline must make the same calls.
+            throw Error("serve does not run under an MPI launcher yet (the ranks of a layer pipeline must make the "
+                        "same decode calls); under mpirun, use `offgrid run`, `replay` or `bench` (docs/distributed.md)");
+        }
         const auto model = Model::load(model_path, weights);
         Tokenizer tok = Tokenizer::from_model(*model);
         server::ChatTemplate tmpl;

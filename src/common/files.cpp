@@ -4,6 +4,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include <fcntl.h>
@@ -98,6 +99,29 @@ void check_output_path(const std::string & path, const std::string & what) {
     if (::access(dir.c_str(), W_OK) != 0) throw Error(what + ": " + path + ": directory " + dir + " is not writable");
 }
 
+namespace {
+
+// The temporary files of every AtomicFile not yet committed or discarded, for remove_temporary_files().
+std::mutex g_temporaries_mutex;
+std::set<std::string> g_temporaries;
+
+void track_temporary(const std::string & tmp, bool live) {
+    std::lock_guard<std::mutex> lock(g_temporaries_mutex);
+    if (live) g_temporaries.insert(tmp);
+    else g_temporaries.erase(tmp);
+}
+
+}  // namespace
+
+void remove_temporary_files() {
+    // try_lock: called on the way out of a process (an abort, a signal), which must not wait on a lock held by
+    // the code it interrupted; then nothing is removed.
+    if (!g_temporaries_mutex.try_lock()) return;
+    for (const std::string & tmp : g_temporaries) ::unlink(tmp.c_str());
+    g_temporaries.clear();
+    g_temporaries_mutex.unlock();
+}
+
 AtomicFile::AtomicFile(std::string path, std::string what) : path_(std::move(path)), what_(std::move(what)) {
     check_output_path(path_, what_);
     // A unique name beside the target: same file system, so the rename is atomic.
@@ -105,6 +129,7 @@ AtomicFile::AtomicFile(std::string path, std::string what) : path_(std::move(pat
     const int fd = ::mkstemp(templ.data());
     if (fd < 0) throw Error(what_ + ": " + path_ + ": cannot create a temporary file beside it: " + errno_text());
     tmp_ = templ;
+    track_temporary(tmp_, true);
     // mkstemp makes the file 0600; give it the mode an ordinary create would (0666 minus the umask).
     const mode_t mask = ::umask(0);
     ::umask(mask);
@@ -128,6 +153,7 @@ void AtomicFile::discard() {
     }
     if (!tmp_.empty()) {
         ::unlink(tmp_.c_str());
+        track_temporary(tmp_, false);
         tmp_.clear();
     }
 }
@@ -161,6 +187,7 @@ void AtomicFile::commit() {
         discard();
         throw Error(what_ + ": " + path_ + ": cannot rename the written file into place: " + why);
     }
+    track_temporary(tmp_, false);
     tmp_.clear();
     committed_ = true;
     // Make the rename itself durable.

@@ -2,7 +2,26 @@
 
 #include <string>
 
+#include "common/error.h"
+
 namespace offgrid::model {
+
+uint32_t checked_layer_end(const ForwardContext & fc, uint32_t n_layers, size_t carry_width) {
+    const uint32_t first = fc.first_layer, end = fc.end_layer == 0 ? n_layers : fc.end_layer;
+    if (first >= end || end > n_layers) {
+        throw Error("forward: layer range [" + std::to_string(first) + ", " + std::to_string(end) +
+                    ") is not inside the model's " + std::to_string(n_layers) + " layers");
+    }
+    const size_t T = fc.plan.tokens.size();
+    if (first > 0 && (fc.carry_in == nullptr || fc.carry_in->streams.size() != T * carry_width)) {
+        throw Error("forward: a range from layer " + std::to_string(first) + " needs the streams of " +
+                    std::to_string(T) + " tokens");
+    }
+    if (end < n_layers && fc.out.carry == nullptr) {
+        throw Error("forward: a range ending at layer " + std::to_string(end) + " needs somewhere to put its streams");
+    }
+    return end;
+}
 
 uint64_t Architecture::weight_bytes_per_token() const {
     const gguf::Reader & r = reader();

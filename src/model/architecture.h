@@ -33,6 +33,14 @@ struct MemoryTraits {
     memory::Window window;       // sliding window of the attention cache (none: every cell stays visible)
 };
 
+// What a ubatch carries from one range of layers to the next (a pipeline of processes, src/distributed/): the
+// hyper-connection streams after the last layer run and any per-token data later layers read. Opaque to all but
+// the architecture that wrote it; the same architecture on the same ubatch reads it back.
+struct LayerCarry {
+    std::vector<float> streams;   // n_tokens x carry_width() floats, ubatch order
+    std::vector<uint32_t> side;   // per-token side data (glm5-next: the DSA selection); may be empty
+};
+
 struct ForwardOptions {
     bool dense = false;          // sparse-attention layers attend to every visible cell (comparisons,
                                  // benchmarks); pools are still stored and re-pooled, so the caches stay those
@@ -42,6 +50,10 @@ struct ForwardOptions {
                                  // output flag or not
     bool wide_hidden = false;    // also return every ubatch token's final residual before the output mixer
                                  // (an MTP draft head's input, wide_hidden_width()); models without one ignore it
+    // A layer range, as ForwardContext's fields of the same names (ForwardResult::carry is its output).
+    uint32_t first_layer = 0;
+    uint32_t end_layer = 0;
+    const LayerCarry * carry_in = nullptr;
 };
 
 // Where a forward writes its results; a null pointer: not wanted.
@@ -49,6 +61,7 @@ struct ForwardOutput {
     float * logits = nullptr;       // n_outputs x n_vocab(), the output tokens in ubatch order
     float * hidden = nullptr;       // n_tokens x hidden_width(), ubatch order
     float * wide_hidden = nullptr;  // n_tokens x wide_hidden_width(), ubatch order (ignored when that is 0)
+    LayerCarry * carry = nullptr;   // what a range ending before the last layer hands on (ForwardContext)
 };
 
 // Everything one forward works on. The caller checked the plan (memory::check_plan with the model's n_vocab and
@@ -62,6 +75,18 @@ struct ForwardContext {
     ops::Workspace & workspace;        // one arena per pool thread (ops/workspace.h)
     bool dense = false;                // ForwardOptions::dense
     ForwardOutput out;
+    // A pipeline stage (src/distributed/) runs the trunk layers [first_layer, end_layer) only (end_layer 0: through
+    // the last). A range that does not start at layer 0 takes its input from carry_in instead of the embeddings;
+    // one that does not end at n_layers() writes *out.carry (which must be set) and computes no head: the other
+    // outputs stay unwritten. Only the storage rows of the range's layers are read or written (layer_caches() says
+    // which). Running the ranges of a partition in order, each on its own storage, gives bit for bit
+    // the result of one forward over all layers. A range outside the model or without its input throws.
+    uint32_t first_layer = 0;
+    uint32_t end_layer = 0;
+    const LayerCarry * carry_in = nullptr;
+    // The decode call's last ubatch (the runtime sets it): where a pipeline's ranks meet, so a ubatch before it
+    // that wants no result may be handed on without waiting for the ranks after it.
+    bool last_of_call = true;
 };
 
 // What a context sizes a forward's workspace for.
@@ -75,7 +100,20 @@ struct ForwardResult {
     std::vector<float> logits;   // n_outputs x n_vocab when options.logits
     std::vector<float> hidden;   // n_tokens x hidden_width() in ubatch order when options.hidden
     std::vector<float> wide_hidden;  // n_tokens x wide_hidden_width() in ubatch order when options.wide_hidden
+    LayerCarry carry;                // when options.end_layer < n_layers()
 };
+
+// The cache rows one trunk layer owns (a pipeline rank holds the rows of its layers).
+struct LayerCaches {
+    int attn = -1;     // index among the attention layers (K, V, indexer rows), -1: none
+    int recr = -1;     // index among the recurrent layers (conv and delta-state rows), -1: none
+    bool row_state = false;  // the per-row state outside any layer (CacheShape::row_floats) is this layer's
+};
+
+// The end of fc's layer range (end_layer 0: n_layers) after checking the range against n_layers and its input
+// (carry_in with n_tokens x carry_width streams when it starts after layer 0, out.carry when it ends early).
+// Throws offgrid::Error naming what is wrong.
+uint32_t checked_layer_end(const ForwardContext & fc, uint32_t n_layers, size_t carry_width);
 
 class Architecture {
 public:
@@ -84,6 +122,11 @@ public:
     virtual const std::string & name() const = 0;   // the general.architecture string
     virtual uint32_t n_vocab() const = 0;
     virtual uint32_t n_ctx_train() const = 0;
+    // Trunk layers (blk.0 .. blk.n_layers()-1), the unit of a pipeline split; and the floats per token of a
+    // LayerCarry's streams.
+    virtual uint32_t n_layers() const = 0;
+    virtual uint32_t carry_width() const = 0;
+    virtual LayerCaches layer_caches(uint32_t il) const = 0;   // il < n_layers()
     // Width of the hidden state forward() returns with options.hidden (what an embedding is made of).
     virtual uint32_t hidden_width() const = 0;
     // Width of ForwardResult::wide_hidden; 0 when the model has no MTP draft head to feed.

@@ -28,6 +28,15 @@ ForwardResult forward_once(const Architecture & model, const memory::CacheShape 
     size_t n_out = 0;
     for (const memory::TokenPlan & tp : plan.tokens) n_out += tp.output ? 1 : 0;
     ForwardContext fc{shape, plan, storage, pool, workspace, options.dense, {}};
+    fc.first_layer = options.first_layer;
+    fc.end_layer = options.end_layer;
+    fc.carry_in = options.carry_in;
+    if (options.end_layer != 0 && options.end_layer < model.n_layers()) {
+        // A range ending early hands on its streams and computes no head.
+        fc.out.carry = &result.carry;
+        model.forward(fc);
+        return result;
+    }
     if (options.logits && n_out > 0) {
         result.logits.resize(n_out * model.n_vocab());
         fc.out.logits = result.logits.data();

@@ -21,6 +21,7 @@
 #include "memory/hybrid_memory.h"
 #include "memory/plan_check.h"
 #include "runtime/available_memory.h"
+#include "runtime/context_access.h"
 #include "memory/state_io.h"
 #include "model/architecture.h"
 #include "model/registry.h"
@@ -368,6 +369,7 @@ public:
                 fc.out.logits = rows_of(ubatch_logits_, n_plan_out * n_vocab);
                 fc.out.hidden = params_.embeddings ? rows_of(ubatch_hidden_, T * n_embd) : nullptr;
                 fc.out.wide_hidden = n_wide > 0 ? rows_of(ubatch_wide_, T * n_wide) : nullptr;
+                fc.last_of_call = !mem_->has_next();
                 workspace_.reset();
                 model_->impl().forward(fc);
                 const float * out = fc.out.logits;
@@ -474,6 +476,10 @@ public:
     std::vector<float> spare_wide_;                    // the buffer the next decode writes into (swapped with wide_)
 };
 
+}  // namespace runtime
+
+namespace runtime {
+memory::HybridMemory & ContextAccess::memory(Context & ctx) { return *ctx.impl_->mem_; }
 }  // namespace runtime
 
 // ---------------------------------------------------------------- Context

@@ -112,6 +112,9 @@ public:
     const std::string & name() const override { return a_.name(); }
     uint32_t n_vocab() const override { return a_.n_vocab(); }
     uint32_t n_ctx_train() const override { return a_.n_ctx_train(); }
+    uint32_t n_layers() const override { return a_.n_layers(); }
+    uint32_t carry_width() const override { return a_.carry_width(); }
+    om::LayerCaches layer_caches(uint32_t il) const override { return a_.layer_caches(il); }
     uint32_t hidden_width() const override { return a_.hidden_width(); }
     uint32_t wide_hidden_width() const override { return a_.wide_hidden_width(); }
     const offgrid::gguf::Reader & reader() const override { return a_.reader(); }

@@ -297,6 +297,12 @@ private:
         return f ? static_cast<uint64_t>(f.tellg()) : 0;
     }
 
+    void save_state_file(const std::string & path, const std::vector<int32_t> & tokens, int32_t seq) {
+        if (opt_.before_state_save) opt_.before_state_save(ctx());
+        if (opt_.write_state_files) ctx().state_save_file(path, tokens, seq);
+        if (opt_.after_state_save) opt_.after_state_save();
+    }
+
     void run_command(const Command & c) {
         using K = Command::Kind;
         switch (c.kind) {
@@ -399,7 +405,7 @@ private:
             log("op div %d %d %d %d\n", c.seq, c.p0, c.p1, c.delta);
             return;
         case K::SaveState:
-            ctx().state_save_file(c.name, tokens_of(c.seq), c.seq);
+            save_state_file(c.name, tokens_of(c.seq), c.seq);
             log("op save-state %d %s -> %" PRIu64 "\n", c.seq, c.name.c_str(), file_size(c.name));
             return;
         case K::LoadState: {
@@ -412,7 +418,7 @@ private:
             return;
         }
         case K::SaveAll:
-            ctx().state_save_file(c.name, {}, -1);
+            save_state_file(c.name, {}, -1);
             log("op save-all %s -> %" PRIu64 "\n", c.name.c_str(), file_size(c.name));
             return;
         case K::LoadAll:

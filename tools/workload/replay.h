@@ -2,6 +2,7 @@
 // LOGREC01 file and the readable text log.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -14,6 +15,12 @@ struct ReplayOptions {
     std::string bin_path;   // LOGREC01 output; empty = none
     std::string text_path;  // text log; empty = none, "-" = stdout
     int n_threads = 1;      // overrides `set threads` (no effect on results); 0 = the script's; at most 256
+    // A layer pipeline over processes (offgrid/distributed.h): every process runs the script, one writes the
+    // state files (write_state_files); before a save every process calls before_state_save (the writer gathers
+    // the cache rows of every layer), after it after_state_save (so no process reads a file not yet written).
+    bool write_state_files = true;
+    std::function<void(Context &)> before_state_save;
+    std::function<void()> after_state_save;
 };
 
 struct ReplaySummary {

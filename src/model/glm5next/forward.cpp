@@ -68,6 +68,33 @@ ops::WorkspaceSize ffn_bytes(const Model & m, size_t T) {
     return s;
 }
 
+void selection_to_side(const Selection & selection, size_t n_tokens, std::vector<uint32_t> & side) {
+    side.clear();
+    if (!selection.set) return;
+    side.assign(selection.count.begin(), selection.count.begin() + static_cast<long>(n_tokens));
+    for (size_t t = 0; t < n_tokens; ++t) {
+        const std::span<const uint32_t> cells = selection.of(t);
+        side.insert(side.end(), cells.begin(), cells.end());
+    }
+}
+
+void selection_from_side(const std::vector<uint32_t> & side, size_t n_tokens, Selection & selection) {
+    selection.set = false;
+    if (side.empty()) return;  // no full-indexer layer ran before this range
+    if (side.size() < n_tokens) throw Error("forward: the carried selection is for another ubatch");
+    size_t at = n_tokens;
+    for (size_t t = 0; t < n_tokens; ++t) {
+        const uint32_t n = side[t];
+        if (n > selection.stride || n > side.size() - at) throw Error("forward: the carried selection does not fit this ubatch");
+        selection.count[t] = n;
+        std::copy(side.begin() + static_cast<long>(at), side.begin() + static_cast<long>(at + n),
+                  selection.cells.begin() + static_cast<long>(t * selection.stride));
+        at += n;
+    }
+    if (at != side.size()) throw Error("forward: the carried selection is for another ubatch");
+    selection.set = true;
+}
+
 }  // namespace detail
 
 ops::WorkspaceSize workspace_size(const Model & model, const WorkspaceLimits & limits) {
@@ -93,6 +120,7 @@ void forward(const Model & model, const ForwardContext & fc) {
     const Hparams & hp = model.hparams();
     const memory::Plan & plan = fc.plan;
     const size_t T = plan.tokens.size();
+    const uint32_t first = fc.first_layer, end = checked_layer_end(fc, hp.n_layer, static_cast<size_t>(hp.hc) * hp.n_embd);
     if (T == 0) return;
     ops::Arena & arena = fc.workspace.local();
     ops::Scope scope(arena);
@@ -108,8 +136,12 @@ void forward(const Model & model, const ForwardContext & fc) {
     float * const y = scope.take<float>(T * E).data();
     float * const post = scope.take<float>(T * hc).data();
     float * const comb = scope.take<float>(T * hc * hc).data();
-    for (size_t t = 0; t < T; ++t) ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a + t * E);
-    common::broadcast_to_streams(a, T, hc, E, R);
+    if (first == 0) {
+        for (size_t t = 0; t < T; ++t) ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a + t * E);
+        common::broadcast_to_streams(a, T, hc, E, R);
+    } else {
+        std::copy(fc.carry_in->streams.begin(), fc.carry_in->streams.end(), R);  // what an earlier range left
+    }
 
     // The selection's stride: the most cells a token of this plan may select.
     size_t n_cells = 1;
@@ -118,7 +150,8 @@ void forward(const Model & model, const ForwardContext & fc) {
     selection.stride = detail::selection_stride(hp, n_cells, fc.dense);
     selection.cells = scope.take<uint32_t>(T * selection.stride);
     selection.count = scope.take<uint32_t>(T);
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    if (first > 0) detail::selection_from_side(fc.carry_in->side, T, selection);
+    for (uint32_t il = first; il < end; ++il) {
         const LayerWeights & lw = w.layers[il];
         common::mhc_pre(hcs, lw.hc_attn, R, T, a, post, comb, pool, &arena);
         for (size_t t = 0; t < T; ++t) ops::rms_norm(&a[t * E], E, hp.rms_eps, lw.attn_norm.data(), &a[t * E]);
@@ -132,6 +165,12 @@ void forward(const Model & model, const ForwardContext & fc) {
         for (size_t t = 0; t < T; ++t) ops::rms_norm(&a[t * E], E, hp.rms_eps, lw.ffn_norm.data(), &a[t * E]);
         detail::ffn_layer(b, il, a, y);
         common::mhc_post(hcs, R, y, post, comb, T, &arena);
+    }
+
+    if (end < hp.n_layer) {
+        fc.out.carry->streams.assign(R, R + T * hc * E);
+        detail::selection_to_side(selection, T, fc.out.carry->side);
+        return;
     }
 
     // The head's input: RMSNorm(mean of the streams) * output_norm.

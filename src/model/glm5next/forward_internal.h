@@ -35,6 +35,12 @@ struct Selection {
 };
 // Cells one token selects at most (the stride of a Selection) when it sees at most n_cells cells.
 size_t selection_stride(const Hparams & hp, size_t n_cells, bool dense);
+// The selection as a LayerCarry's side data and back (a pipeline stage hands it to the next, whose shared-indexer
+// layers reuse it): empty when not set, else every token's count, then every token's cells. The reader's
+// selection has the writer's stride (both derive it from the same plan); a side that does not fit it throws
+// offgrid::Error.
+void selection_to_side(const Selection & selection, size_t n_tokens, std::vector<uint32_t> & side);
+void selection_from_side(const std::vector<uint32_t> & side, size_t n_tokens, Selection & selection);
 
 // Workspace bytes of each block for n tokens seeing at most n_cells cells (calling thread, other threads).
 ops::WorkspaceSize kda_bytes(const Hparams & hp, size_t n);

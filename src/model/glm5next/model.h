@@ -31,6 +31,9 @@ public:
     const std::string & name() const override { return hp_.arch; }
     uint32_t n_vocab() const override { return hp_.n_vocab; }
     uint32_t n_ctx_train() const override { return hp_.n_ctx_train; }
+    uint32_t n_layers() const override { return hp_.n_layer; }
+    uint32_t carry_width() const override { return hp_.hc * hp_.n_embd; }
+    LayerCaches layer_caches(uint32_t il) const override { return {attn_index_.at(il), recr_index_.at(il), false}; }
     uint32_t hidden_width() const override { return hp_.n_embd; }
     const gguf::Reader & reader() const override { return *reader_; }
     MemoryTraits memory_traits() const override;

@@ -49,7 +49,12 @@ private:
 }  // namespace
 
 std::unique_ptr<DraftHead> make_draft_head(const Architecture & target, const std::string & draft_file) {
-    const auto & model = dynamic_cast<const Model &>(target);
+    const auto * loaded = dynamic_cast<const Model *>(&target);
+    if (loaded == nullptr) {
+        throw Error("draft-mtp: the draft head needs the whole " + target.name() + " model in this process (not a "
+                    "pipeline stage's wrapper of it)");
+    }
+    const Model & model = *loaded;
     if (draft_file.empty()) {
         if (!model.weights().mtp.present) {
             throw Error(model.reader().path() + ": no MTP (NextN) block to draft with; give an MTP-only file with -md");

@@ -85,6 +85,7 @@ void forward(const Model & model, const ForwardContext & fc) {
     const Hparams & hp = model.hparams();
     const memory::Plan & plan = fc.plan;
     const size_t T = plan.tokens.size();
+    const uint32_t first = fc.first_layer, end = checked_layer_end(fc, hp.n_layer, static_cast<size_t>(hp.hc) * hp.n_embd);
     if (T == 0) return;
     ops::Arena & arena = fc.workspace.local();
     ops::Scope scope(arena);
@@ -102,15 +103,20 @@ void forward(const Model & model, const ForwardContext & fc) {
     float * const inject = scope.take<float>(T * hc).data();
     uint32_t * const ple_rows = scope.take<uint32_t>(hp.has_ple ? T * hp.ple_heads() : 0).data();
 
-    // Embeddings, copied into every hyper-connection stream.
-    for (size_t t = 0; t < T; ++t) {
-        ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a + t * E);
+    // Embeddings, copied into every hyper-connection stream; or the streams an earlier range left.
+    if (first == 0) {
+        for (size_t t = 0; t < T; ++t) {
+            ops::dequantize_matrix_row(w.token_embd, plan.tokens[t].token, a + t * E);
+        }
+        common::broadcast_to_streams(a, T, hc, E, R);
+    } else {
+        std::copy(fc.carry_in->streams.begin(), fc.carry_in->streams.end(), R);
     }
-    common::broadcast_to_streams(a, T, hc, E, R);
-    if (hp.has_ple) detail::ple_rows(b, ple_rows);
+    const bool runs_ple = hp.has_ple && hp.ple_layer >= first && hp.ple_layer < end;
+    if (runs_ple) detail::ple_rows(b, ple_rows);
 
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
-        if (hp.has_ple && il == hp.ple_layer) detail::ple_block(b, il, ple_rows, R);
+    for (uint32_t il = first; il < end; ++il) {
+        if (runs_ple && il == hp.ple_layer) detail::ple_block(b, il, ple_rows, R);
         const LayerWeights & lw = w.layers[il];
         common::gated_hc_mix(hcs, lw.hc_attn, R, T, a, inject, pool, &arena);
         if (hp.is_recurrent[il]) {
@@ -124,6 +130,11 @@ void forward(const Model & model, const ForwardContext & fc) {
         common::gated_hc_combine(hcs, R, y, inject, T);
     }
 
+    if (end < hp.n_layer) {
+        fc.out.carry->streams.assign(R, R + T * hc * E);
+        fc.out.carry->side.clear();
+        return;
+    }
     if (fc.out.wide_hidden) std::copy(R, R + T * hc * E, fc.out.wide_hidden);
     if (fc.out.hidden) common::mean_of_streams(R, T, hc, E, fc.out.hidden);
 

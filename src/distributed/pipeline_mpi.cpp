@@ -1,0 +1,385 @@
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+
+#include "common/error.h"
+#include "offgrid/distributed.h"
+#include "distributed/split.h"
+#include "distributed/world.h"
+#include "gguf/reader.h"
+#include "memory/hybrid_memory.h"
+#include "model/architecture.h"
+#include "model/registry.h"
+#include "runtime/available_memory.h"
+#include "runtime/context_access.h"
+
+namespace offgrid::distributed {
+
+namespace {
+
+// Little-endian byte messages: what the ranks exchange.
+class Writer {
+public:
+    template <typename T>
+    void put(const T & v) {
+        put_raw(&v, sizeof(T));
+    }
+    void put_raw(const void * p, size_t n) {
+        if (n == 0) return;
+        const size_t at = bytes.size();
+        bytes.resize(at + n);
+        std::memcpy(bytes.data() + at, p, n);
+    }
+    template <typename T>
+    void put_vector(const std::vector<T> & v) {
+        put<uint64_t>(v.size());
+        put_raw(v.data(), v.size() * sizeof(T));
+    }
+    void put_string(const std::string & s) {
+        put<uint64_t>(s.size());
+        put_raw(s.data(), s.size());
+    }
+    std::vector<uint8_t> bytes;
+};
+
+class Reader {
+public:
+    Reader(const std::vector<uint8_t> & b, const World & w, const char * what) : b_(b), w_(w), what_(what) {}
+    void get_raw(void * p, size_t n) {
+        if (b_.size() - at_ < n) w_.abort(std::string(what_) + ": the message is cut short");
+        std::memcpy(p, b_.data() + at_, n);
+        at_ += n;
+    }
+    template <typename T>
+    T get() {
+        T v;
+        get_raw(&v, sizeof(T));
+        return v;
+    }
+    template <typename T>
+    std::vector<T> get_vector() {
+        const uint64_t n = get<uint64_t>();
+        if (n > (b_.size() - at_) / sizeof(T)) w_.abort(std::string(what_) + ": the message is cut short");
+        std::vector<T> v(n);
+        get_raw(v.data(), n * sizeof(T));
+        return v;
+    }
+    std::string get_string() {
+        const std::vector<char> v = get_vector<char>();
+        return std::string(v.begin(), v.end());
+    }
+    bool done() const { return at_ == b_.size(); }
+
+private:
+    const std::vector<uint8_t> & b_;
+    const World & w_;
+    const char * what_;
+    size_t at_ = 0;
+};
+
+// One rank's stage: the whole model's hooks, with forward() running this rank's layer range in the pipeline.
+class Stage final : public model::Architecture {
+public:
+    Stage(std::shared_ptr<const Model> full, Split split, World & world)
+        : full_(std::move(full)), m_(full_->impl()), split_(std::move(split)), world_(world) {}
+
+    const std::string & name() const override { return m_.name(); }
+    uint32_t n_vocab() const override { return m_.n_vocab(); }
+    uint32_t n_ctx_train() const override { return m_.n_ctx_train(); }
+    uint32_t n_layers() const override { return m_.n_layers(); }
+    uint32_t carry_width() const override { return m_.carry_width(); }
+    model::LayerCaches layer_caches(uint32_t il) const override { return m_.layer_caches(il); }
+    uint32_t hidden_width() const override { return m_.hidden_width(); }
+    uint32_t wide_hidden_width() const override { return m_.wide_hidden_width(); }
+    const gguf::Reader & reader() const override { return m_.reader(); }
+    memory::CacheShape cache_shape(tensor::ElemType k, tensor::ElemType v) const override { return m_.cache_shape(k, v); }
+    model::MemoryTraits memory_traits() const override { return m_.memory_traits(); }
+    std::string check_token_seqs(const std::vector<memory::SeqId> & seqs) const override { return m_.check_token_seqs(seqs); }
+    void rerotate_keys(const memory::CacheShape & shape, memory::Storage & storage, uint32_t cell, memory::Pos old_pos,
+                       memory::Pos new_pos) const override {
+        m_.rerotate_keys(shape, storage, cell, old_pos, new_pos);
+    }
+    std::string describe() const override { return m_.describe(); }
+    uint64_t weight_bytes_per_token() const override { return m_.weight_bytes_per_token(); }
+
+    ops::WorkspaceSize workspace_size(const model::WorkspaceLimits & limits) const override {
+        return m_.workspace_size(limits);
+    }
+
+    // One ubatch through this rank's layers (offgrid/distributed.h). A ubatch that wants no result (no output row,
+    // no hidden state) and is not the call's last is handed on without waiting: rank 0 starts the next
+    // micro-batch of a prompt while the later ranks still run this one. The last rank answers every ubatch; the
+    // others read those answers at the next ubatch that wants a result, which every call has (its last), so all
+    // ranks learn of a failure at the same ubatch and throw it there together.
+    void forward(const model::ForwardContext & fc) const override {
+        const int r = world_.rank(), n = world_.size();
+        const LayerRange range = split_.ranges[static_cast<size_t>(r)];
+        const memory::Plan & plan = fc.plan;
+        const size_t T = plan.tokens.size();
+        const uint64_t step = step_++;
+        size_t n_out = 0;
+        for (const auto & t : plan.tokens) n_out += t.output ? 1 : 0;
+        const bool wants_result = fc.last_of_call || n_out > 0 || fc.out.hidden || fc.out.wide_hidden;
+        // What the head writes, as the runtime asked for it (the same on every rank).
+        const size_t n_logits = fc.out.logits ? n_out * m_.n_vocab() : 0;
+        const size_t n_hidden = fc.out.hidden ? T * m_.hidden_width() : 0;
+        const size_t n_wide = fc.out.wide_hidden ? T * m_.wide_hidden_width() : 0;
+
+        if (r > 0) {
+            const std::vector<uint8_t> msg = world_.recv(r - 1, kTagCarry, "a ubatch's hidden state");
+            Reader rd(msg, world_, "a ubatch's hidden state");
+            check_step(rd.get<uint64_t>(), step, r - 1);
+            if (rd.get<uint8_t>() != 0) {
+                const std::string why = rd.get_string();
+                if (failure_.empty()) failure_ = why;
+            } else {
+                carry_in_.streams = rd.get_vector<float>();
+                carry_in_.side = rd.get_vector<uint32_t>();
+            }
+        }
+        if (failure_.empty()) {
+            model::ForwardContext stage = fc;
+            stage.first_layer = range.first;
+            stage.end_layer = range.end;
+            stage.carry_in = r > 0 ? &carry_in_ : nullptr;
+            stage.out.carry = r + 1 < n ? &carry_out_ : nullptr;
+            const auto t0 = std::chrono::steady_clock::now();
+            try {
+                m_.forward(stage);
+            } catch (const std::exception & e) {
+                failure_ = e.what();
+            }
+            forward_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+        if (r + 1 < n) {
+            Writer w;
+            w.put<uint64_t>(step);
+            w.put<uint8_t>(failure_.empty() ? 0 : 1);
+            if (failure_.empty()) {
+                w.put_vector(carry_out_.streams);
+                w.put_vector(carry_out_.side);
+            } else {
+                w.put_string(failure_);
+            }
+            world_.send(r + 1, kTagCarry, w.bytes, "a ubatch's hidden state");
+            ++unanswered_;
+            if (!wants_result) return;
+            // The last rank's answers to every ubatch handed on since the last wait, in order; this one's last.
+            for (; unanswered_ > 0; --unanswered_) {
+                const std::vector<uint8_t> msg = world_.recv(n - 1, kTagResult, "a ubatch's logits");
+                Reader rd(msg, world_, "a ubatch's logits");
+                check_step(rd.get<uint64_t>(), step + 1 - unanswered_, n - 1);
+                if (rd.get<uint8_t>() != 0) {
+                    const std::string why = rd.get_string();
+                    if (failure_.empty()) failure_ = why;
+                } else if (unanswered_ == 1 && failure_.empty()) {
+                    read_rows(rd, fc.out.logits, n_logits);
+                    read_rows(rd, fc.out.hidden, n_hidden);
+                    read_rows(rd, fc.out.wide_hidden, n_wide);
+                }
+            }
+        } else if (n > 1) {
+            Writer w;
+            w.put<uint64_t>(step);
+            w.put<uint8_t>(failure_.empty() ? 0 : 1);
+            if (failure_.empty()) {
+                w.put<uint64_t>(n_logits);
+                w.put_raw(fc.out.logits, n_logits * sizeof(float));
+                w.put<uint64_t>(n_hidden);
+                w.put_raw(fc.out.hidden, n_hidden * sizeof(float));
+                w.put<uint64_t>(n_wide);
+                w.put_raw(fc.out.wide_hidden, n_wide * sizeof(float));
+            } else {
+                w.put_string(failure_);
+            }
+            for (int to = 0; to + 1 < n; ++to) world_.send(to, kTagResult, w.bytes, "a ubatch's logits");
+        }
+        if (!wants_result) return;
+        if (!failure_.empty()) {
+            const std::string why = failure_;
+            failure_.clear();
+            throw Error(why);
+        }
+    }
+
+    std::string report() const {
+        const World::Traffic & t = world_.traffic();
+        char line[256];
+        std::snprintf(line, sizeof line,
+                      "rank %d of %d: %llu ubatches, forward %.3f s, messages %.3f s (waits included), sent %.2f MiB "
+                      "in %llu messages",
+                      world_.rank(), world_.size(), static_cast<unsigned long long>(step_), forward_seconds_,
+                      t.wait_seconds, static_cast<double>(t.bytes_sent) / (1024.0 * 1024.0),
+                      static_cast<unsigned long long>(t.messages_sent));
+        return line;
+    }
+
+private:
+    // n floats of the last rank's answer into `to` (the runtime's output buffer, the same size on every rank).
+    void read_rows(Reader & rd, float * to, size_t n) const {
+        if (rd.get<uint64_t>() != n) world_.abort("a ubatch's logits: the last rank's rows are not the size asked for");
+        if (n > 0) rd.get_raw(to, n * sizeof(float));
+    }
+
+    void check_step(uint64_t got, uint64_t want, int from) const {
+        if (got != want) {
+            world_.abort("rank " + std::to_string(from) + " is at ubatch " + std::to_string(got) + ", this rank at " +
+                         std::to_string(want) + ": the ranks do not run the same commands");
+        }
+    }
+
+    std::shared_ptr<const Model> full_;
+    const model::Architecture & m_;
+    Split split_;
+    World & world_;
+    // A Context calls forward from one thread at a time (offgrid/context.h), so plain mutable state suffices.
+    mutable uint64_t step_ = 0;        // ubatches run so far (every message carries its number)
+    mutable uint64_t unanswered_ = 0;  // ubatches handed on whose answer from the last rank is not read yet
+    mutable double forward_seconds_ = 0;  // time in this rank's layers
+    mutable std::string failure_;      // the call's first failure, thrown at its next ubatch that wants a result
+    mutable model::LayerCarry carry_in_, carry_out_;  // kept from ubatch to ubatch (their buffers only grow)
+};
+
+// The memory this rank may use for weights: what the system has available, or the room left under a limit of
+// the process's address space (ulimit -v), whichever is less (runtime/available_memory.h). 0 means unknown, except
+// under an address-space limit, where it means no room: then 1, so the fit check refuses any share.
+uint64_t rank_capacity() {
+    const uint64_t avail = runtime::available_memory_bytes();
+    rlimit lim{};
+    if (avail == 0 && getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) return 1;
+    return avail;
+}
+
+// The rows of the layers in `range`, in layer order: K, V, indexer rows of an attention layer (every cell); conv
+// and delta-state rows of a recurrent layer (every row); the per-row state with the layer that owns it.
+template <typename Visit>
+void visit_layer_rows(const model::Architecture & m, memory::HybridMemory & mem, const LayerRange & range, Visit visit) {
+    const memory::CacheShape & shape = mem.params().shape;
+    auto & kv = mem.kv();
+    const size_t n_cells = kv.n_cells();
+    const uint32_t n_rows = mem.has_recurrent() ? mem.recurrent().n_rows() : 0;
+    for (uint32_t il = range.first; il < range.end; ++il) {
+        const model::LayerCaches lc = m.layer_caches(il);
+        if (lc.attn >= 0) {
+            const auto a = static_cast<uint32_t>(lc.attn);
+            visit(kv.k_row(a, 0), n_cells * kv.k_row_bytes());
+            if (kv.has_v()) visit(kv.v_row(a, 0), n_cells * kv.v_row_bytes());
+            if (kv.has_idx()) visit(kv.idx_row(a, 0), n_cells * kv.idx_row_bytes());
+        }
+        if (lc.recr >= 0) {
+            const auto l = static_cast<uint32_t>(lc.recr);
+            for (uint32_t row = 0; row < n_rows; ++row) {
+                visit(mem.conv_state(l, row), shape.conv_floats * sizeof(float));
+                visit(mem.ssm_state(l, row), shape.ssm_floats * sizeof(float));
+            }
+        }
+        if (lc.row_state && shape.row_floats > 0) {
+            for (uint32_t row = 0; row < n_rows; ++row) visit(mem.row_state(row), shape.row_floats * sizeof(float));
+        }
+    }
+}
+
+void gather_rows(World & world, const Split & split, const model::Architecture & m, Context & ctx) {
+    memory::HybridMemory & mem = runtime::ContextAccess::memory(ctx);
+    const int r = world.rank();
+    if (r > 0) {
+        Writer w;
+        visit_layer_rows(m, mem, split.ranges[static_cast<size_t>(r)], [&](const void * p, size_t n) { w.put_raw(p, n); });
+        world.send(0, kTagState, w.bytes, "cache rows for a state save");
+        return;
+    }
+    for (int from = 1; from < world.size(); ++from) {
+        const std::vector<uint8_t> msg = world.recv(from, kTagState, "cache rows for a state save");
+        Reader rd(msg, world, "cache rows for a state save");
+        visit_layer_rows(m, mem, split.ranges[static_cast<size_t>(from)], [&](void * p, size_t n) { rd.get_raw(p, n); });
+        if (!rd.done()) world.abort("cache rows from rank " + std::to_string(from) + ": the message is longer than this rank's caches");
+    }
+}
+
+}  // namespace
+
+bool under_launcher() { return World::launched(); }
+
+Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & options) {
+    Pipeline p;
+    if (!World::launched()) {
+        // One process: the whole model; a split, if given, must be the one range of every layer.
+        if (!options.split.empty() && options.split != "auto") {
+            parse_split(options.split, trunk_layers(gguf::Reader::open(model_path)), 1);
+        }
+        p.model = Model::load(model_path);
+        return p;
+    }
+    World & world = World::get();
+    world.set_timeout(options.timeout);
+    p.rank = world.rank();
+    p.size = world.size();
+    // Rank 0 gathers every rank's capacity, decides the split and tells every rank; then each rank checks its own
+    // share against its memory, all before any weight is loaded (only the file's header and tensor table are read).
+    Split split;
+    {
+        const gguf::Reader header = gguf::Reader::open(model_path);
+        const uint32_t n_layers = trunk_layers(header);
+        const WeightBytes wb = weight_bytes(header, n_layers);
+        const uint64_t cap = rank_capacity();
+        if (p.rank == 0) {
+            std::vector<uint64_t> caps(static_cast<size_t>(p.size), 0);
+            caps[0] = cap;
+            for (int from = 1; from < p.size; ++from) {
+                const std::vector<uint8_t> msg = world.recv(from, kTagHello, "its memory size");
+                Reader rd(msg, world, "its memory size");
+                caps[static_cast<size_t>(from)] = rd.get<uint64_t>();
+            }
+            std::string text, error;
+            try {
+                if (options.split.empty() || options.split == "auto") {
+                    for (uint64_t & c : caps) c = c == 0 ? 1 : c;  // unknown: counts as equal shares
+                    split = auto_split(wb, caps);
+                } else {
+                    split = parse_split(options.split, n_layers, p.size);
+                }
+                text = split.describe();
+            } catch (const std::exception & e) {
+                error = e.what();
+            }
+            Writer w;
+            w.put<uint8_t>(error.empty() ? 0 : 1);
+            w.put_string(error.empty() ? text : error);
+            for (int to = 1; to < p.size; ++to) world.send(to, kTagHello, w.bytes, "the split");
+            if (!error.empty()) throw Error(error);
+        } else {
+            Writer w;
+            w.put<uint64_t>(cap);
+            world.send(0, kTagHello, w.bytes, "its memory size");
+            const std::vector<uint8_t> msg = world.recv(0, kTagHello, "the split");
+            Reader rd(msg, world, "the split");
+            const bool failed = rd.get<uint8_t>() != 0;
+            const std::string text = rd.get_string();
+            if (failed) throw Error(text);
+            split = parse_split(text, n_layers, p.size);
+        }
+        std::vector<uint64_t> mine(static_cast<size_t>(p.size), 0);
+        mine[static_cast<size_t>(p.rank)] = cap;
+        const std::string why = check_fits(wb, split, mine);
+        if (!why.empty()) world.abort(model_path + ": " + why);
+    }
+    p.split = split.describe();
+    const LayerRange mine = split.ranges[static_cast<size_t>(p.rank)];
+    p.layers = std::to_string(mine.first) + "-" + std::to_string(mine.end - 1);
+    std::shared_ptr<const Model> full = Model::load(model_path, WeightLoad::Map);
+    auto stage = std::make_shared<const Stage>(full, split, world);
+    p.model = std::make_shared<const Model>(stage, model_path);
+    const model::Architecture & m = full->impl();
+    p.gather = [&world, split, &m, full](Context & ctx) { gather_rows(world, split, m, ctx); };
+    p.saved = [&world] { world.barrier("the end of a state save"); };
+    p.meet = [&world] { world.barrier("the start of a measurement"); };
+    p.report = [stage] { return stage->report(); };
+    return p;
+}
+
+void end_pipeline() { World::finalize(); }
+
+}  // namespace offgrid::distributed
