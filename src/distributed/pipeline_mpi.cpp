@@ -265,15 +265,16 @@ void visit_layer_rows(const model::Architecture & m, memory::HybridMemory & mem,
         const model::LayerCaches lc = m.layer_caches(il);
         if (lc.attn >= 0) {
             const auto a = static_cast<uint32_t>(lc.attn);
-            visit(kv.k_row(a, 0), n_cells * kv.k_row_bytes());
-            if (kv.has_v()) visit(kv.v_row(a, 0), n_cells * kv.v_row_bytes());
-            if (kv.has_idx()) visit(kv.idx_row(a, 0), n_cells * kv.idx_row_bytes());
+            visit(kv.k_row(a, 0), n_cells * kv.k_row_bytes(a));
+            if (kv.v_row_bytes(a) > 0) visit(kv.v_row(a, 0), n_cells * kv.v_row_bytes(a));
+            if (kv.idx_row_bytes(a) > 0) visit(kv.idx_row(a, 0), n_cells * kv.idx_row_bytes(a));
         }
         if (lc.recr >= 0) {
             const auto l = static_cast<uint32_t>(lc.recr);
+            const memory::LayerCache & decl = shape.recr(l);
             for (uint32_t row = 0; row < n_rows; ++row) {
-                visit(mem.conv_state(l, row), shape.conv_floats * sizeof(float));
-                visit(mem.ssm_state(l, row), shape.ssm_floats * sizeof(float));
+                visit(mem.conv_state(l, row), decl.conv_floats * sizeof(float));
+                visit(mem.ssm_state(l, row), decl.state_floats * sizeof(float));
             }
         }
         if (lc.row_state && shape.row_floats > 0) {

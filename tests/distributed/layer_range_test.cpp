@@ -103,7 +103,7 @@ void expect_ranges_equal_whole(const model::Architecture & m, const std::vector<
             const model::LayerCaches lc = m.layer_caches(il);
             if (lc.attn < 0 || (il >= bounds[s] && il < bounds[s + 1])) continue;
             auto & kv = stages[s]->kv();
-            EXPECT_TRUE(all_zero(kv.k_row(static_cast<uint32_t>(lc.attn), 0), size_t{kv.n_cells()} * kv.k_row_bytes()))
+            EXPECT_TRUE(all_zero(kv.k_row(static_cast<uint32_t>(lc.attn), 0), size_t{kv.n_cells()} * kv.k_row_bytes(static_cast<uint32_t>(lc.attn))))
                 << "stage " << s << " wrote layer " << il;
         }
     }
