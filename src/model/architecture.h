@@ -38,7 +38,7 @@ struct MemoryTraits {
 // the architecture that wrote it; the same architecture on the same ubatch reads it back.
 struct LayerCarry {
     std::vector<float> streams;   // n_tokens x carry_width() floats, ubatch order
-    std::vector<uint32_t> side;   // per-token side data (glm5-next: the DSA selection); may be empty
+    std::vector<uint32_t> side;   // per-token side data the later layers read (such as a sparse-attention selection); may be empty
 };
 
 struct ForwardOptions {
