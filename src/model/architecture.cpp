@@ -1,8 +1,11 @@
 #include "model/architecture.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "common/error.h"
+#include "ops/matmul.h"
 
 namespace offgrid::model {
 
@@ -21,6 +24,18 @@ uint32_t checked_layer_end(const ForwardContext & fc, uint32_t n_layers, size_t 
         throw Error("forward: a range ending at layer " + std::to_string(end) + " needs somewhere to put its streams");
     }
     return end;
+}
+
+ops::WorkspaceSize forward_workspace_size(const Architecture & model, const WorkspaceLimits & limits) {
+    const gguf::Reader & r = model.reader();
+    std::vector<ops::WeightShape> weights;
+    for (const gguf::TensorInfo & t : r.tensors()) {
+        if (t.ne.size() >= 2) weights.push_back({t.type, t.ne[0]});
+    }
+    const uint32_t n_used = r.get_u32_opt(model.name() + ".expert_used_count").value_or(0);
+    const int64_t tokens = std::max<int64_t>(1, limits.n_ubatch);
+    return ops::nested(model.workspace_size(limits),
+                       ops::matmul_workspace(weights, tokens, tokens * (static_cast<int64_t>(n_used) + 2)));
 }
 
 uint64_t Architecture::weight_bytes_per_token() const {

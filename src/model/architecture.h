@@ -65,8 +65,9 @@ struct ForwardOutput {
 };
 
 // Everything one forward works on. The caller checked the plan (memory::check_plan with the model's n_vocab and
-// memory_traits().kpool) and reset the workspace, which it sized with workspace_size() for limits that hold for
-// this plan (at most n_ubatch tokens, none seeing more than n_seq_cells cells).
+// memory_traits().kpool), reset the workspace, which it sized with forward_workspace_size() for limits that hold
+// for this plan (at most n_ubatch tokens, none seeing more than n_seq_cells cells), and bound it on its thread
+// (ops::Workspace::Bind: the weight products take their scratch there).
 struct ForwardContext {
     const memory::CacheShape & shape;  // cache_shape() of the storage's types
     const memory::Plan & plan;
@@ -114,6 +115,7 @@ struct LayerCaches {
 // (carry_in with n_tokens x carry_width streams when it starts after layer 0, out.carry when it ends early).
 // Throws offgrid::Error naming what is wrong.
 uint32_t checked_layer_end(const ForwardContext & fc, uint32_t n_layers, size_t carry_width);
+
 
 class Architecture {
 public:
@@ -170,5 +172,10 @@ protected:
     Architecture & operator=(const Architecture &) = default;
     Architecture & operator=(Architecture &&) = default;
 };
+
+// The workspace a forward of `model` needs: its own declaration (workspace_size) with the weight products' scratch
+// held inside it (ops::matmul_workspace over every tensor of the file, for n_ubatch tokens a product and, in one
+// group, the rows of every routed expert and one more input per token).
+ops::WorkspaceSize forward_workspace_size(const Architecture & model, const WorkspaceLimits & limits);
 
 }  // namespace offgrid::model

@@ -24,7 +24,8 @@ ForwardResult forward_once(const Architecture & model, const memory::CacheShape 
     for (const memory::TokenPlan & tp : plan.tokens) {
         limits.n_seq_cells = std::max<uint32_t>(limits.n_seq_cells, static_cast<uint32_t>(plan.seq_view(tp.seq).cells.size()));
     }
-    ops::Workspace workspace(limits.n_threads, model.workspace_size(limits));
+    ops::Workspace workspace(limits.n_threads, forward_workspace_size(model, limits));
+    const ops::Workspace::Bind bind(workspace);
     size_t n_out = 0;
     for (const memory::TokenPlan & tp : plan.tokens) n_out += tp.output ? 1 : 0;
     ForwardContext fc{shape, plan, storage, pool, workspace, options.dense, {}};

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/workspace.h"
 
 namespace offgrid::ops {
 
@@ -31,26 +32,15 @@ const cpu::TypeKernels & f32_kernels() {
     return *k;
 }
 
-// Per-thread scratch that only grows: after the first calls of a context no call allocates.
-std::vector<uint8_t> & act_scratch() {
-    thread_local std::vector<uint8_t> buf;
-    return buf;
-}
-std::vector<float> & row_scratch() {
-    thread_local std::vector<float> buf;
-    return buf;
-}
-
-// Activations in the kernel's format: the f32 rows themselves, or room for each token row quantised on its own
-// (64-byte aligned storage, so the blocks' vectors never straddle cache lines when the row size allows it).
-// A new PreparedActivations::key (never 0).
+// Activations in the kernel's format: the f32 rows themselves, or room for each token row quantised on its own,
+// taken from `arena` (64-byte aligned, so the blocks' vectors never straddle cache lines when the row size
+// allows it). A new PreparedActivations::key (never 0).
 uint64_t next_act_key() {
     static std::atomic<uint64_t> last{0};
     return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
-PreparedActivations reserve_into(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
-                                 std::vector<uint8_t> & buf) {
+PreparedActivations layout_of(const cpu::TypeKernels * k, const float * x, int64_t cols) {
     PreparedActivations a;
     a.key = next_act_key();
     if (k == nullptr || k->act_type == ElemType::F32) {
@@ -59,12 +49,16 @@ PreparedActivations reserve_into(const cpu::TypeKernels * k, const float * x, in
         return a;
     }
     a.stride = cpu::act_row_bytes(k->act_type, cols);
-    const size_t need = a.stride * static_cast<size_t>(n_tokens) + 64;
-    if (buf.size() < need) buf.resize(need);
-    a.data = buf.data() + ((64 - reinterpret_cast<uintptr_t>(buf.data()) % 64) % 64);
     a.quantize = k->quantize_act;
     a.x = x;
     a.cols = cols;
+    return a;
+}
+
+PreparedActivations reserve_into(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
+                                 Arena & arena) {
+    PreparedActivations a = layout_of(k, x, cols);
+    if (a.quantize != nullptr) a.data = arena.take<uint8_t>(a.stride * static_cast<size_t>(n_tokens)).data();
     return a;
 }
 
@@ -172,11 +166,11 @@ void rows_with_gemm(const Matrix & w, const cpu::TypeKernels & k, const Prepared
 // Generic path for a type without kernels: each row dequantised once, then the F32 dot with every token.
 void rows_generic(const Matrix & w, const float * x, int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
     const cpu::TypeKernels & f32 = f32_kernels();
-    std::vector<float> & row = row_scratch();
-    if (row.size() < static_cast<size_t>(w.cols)) row.resize(static_cast<size_t>(w.cols));
+    auto * row = reinterpret_cast<float *>(
+        Workspace::scratch().kernel_block(KernelBlock::dequantised_rows, static_cast<size_t>(w.cols) * sizeof(float)));
     for (int64_t r = r0; r < r1; ++r) {
-        tensor::dequantize_row(w.type, w.row(r), row.data(), static_cast<size_t>(w.cols));
-        for (int64_t t = 0; t < n_tokens; ++t) y[t * w.rows + r] = f32.vec_dot(row.data(), x + t * w.cols, w.cols);
+        tensor::dequantize_row(w.type, w.row(r), row, static_cast<size_t>(w.cols));
+        for (int64_t t = 0; t < n_tokens; ++t) y[t * w.rows + r] = f32.vec_dot(row, x + t * w.cols, w.cols);
     }
 }
 
@@ -243,7 +237,8 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
     if (!supported_weight_type(w.type)) unsupported("matmul", w.type);
     if (n_tokens <= 0 || w.rows == 0) return;
     const cpu::TypeKernels * k = active_kernels(w.type);
-    const PreparedActivations prepared = reserve_into(k, x, w.cols, n_tokens, act_scratch());
+    Scope scope(Workspace::scratch());
+    const PreparedActivations prepared = reserve_into(k, x, w.cols, n_tokens, scope.arena());
     quantize_all_rows(prepared, n_tokens, pool);
     const uint8_t * act = prepared.data;
     const size_t act_stride = prepared.stride;
@@ -272,24 +267,25 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
         min_tiles);
 }
 
-PreparedActivations reserve_activations(const Matrix & w, const float * x, int64_t n_tokens,
-                                        std::vector<uint8_t> & storage) {
+PreparedActivations reserve_activations(const Matrix & w, const float * x, int64_t n_tokens, Arena & arena) {
     if (!supported_weight_type(w.type)) unsupported("matmul", w.type);
     if (n_tokens <= 0) return {};
-    return reserve_into(active_kernels(w.type), x, w.cols, n_tokens, storage);
+    return reserve_into(active_kernels(w.type), x, w.cols, n_tokens, arena);
+}
+
+PreparedActivations activation_layout(const Matrix & w, const float * x) {
+    if (!supported_weight_type(w.type)) unsupported("matmul", w.type);
+    return layout_of(active_kernels(w.type), x, w.cols);
+}
+
+void take_activation_rows(PreparedActivations & a, int64_t n_tokens, Arena & arena) {
+    if (a.quantize != nullptr && n_tokens > 0) a.data = arena.take<uint8_t>(a.stride * static_cast<size_t>(n_tokens)).data();
 }
 
 void quantize_activation_rows(const PreparedActivations & a, int64_t t0, int64_t t1) {
     if (a.quantize == nullptr) return;
     auto * base = const_cast<uint8_t *>(a.data);  // the caller's storage (reserve_activations)
     for (int64_t t = t0; t < t1; ++t) a.quantize(a.x + t * a.cols, base + t * a.stride, a.cols);
-}
-
-PreparedActivations prepare_activations(const Matrix & w, const float * x, int64_t n_tokens,
-                                        std::vector<uint8_t> & storage) {
-    PreparedActivations a = reserve_activations(w, x, n_tokens, storage);
-    quantize_activation_rows(a, 0, n_tokens);
-    return a;
 }
 
 void matmul_rows(const Matrix & w, const float * x, const PreparedActivations & act, int64_t n_tokens, float * y,
@@ -311,6 +307,35 @@ void matmul_ref(const Matrix & w, const float * x, int64_t n_tokens, float * y) 
     for (int64_t t = 0; t < n_tokens; ++t) {
         for (int64_t o = 0; o < w.rows; ++o) y[t * w.rows + o] = dot_row_ref(w, o, x + t * w.cols);
     }
+}
+
+WorkspaceSize matmul_workspace(const std::vector<WeightShape> & weights, int64_t max_tokens, int64_t max_rows) {
+    WorkspaceSize size;
+    size_t act_row = 0;
+    for (const WeightShape & w : weights) {
+        if (!supported_weight_type(w.type) || w.cols <= 0) continue;
+        const cpu::TypeKernels * k = active_kernels(w.type);
+        const auto cols = static_cast<size_t>(w.cols);
+        if (k != nullptr && k->act_type != ElemType::F32) act_row = std::max(act_row, cpu::act_row_bytes(k->act_type, w.cols));
+        if (k != nullptr && k->gemm != nullptr && k->act_type == ElemType::F32) {
+            // The float gemm packs the tokens by 16 columns (pack_tokens in gemm_float_avx512.cpp).
+            auto & b = size.kernel_bytes[static_cast<size_t>(KernelBlock::packed_tokens)];
+            b = std::max(b, static_cast<size_t>(max_tokens) * ((cols + 15) / 16 * 16) * sizeof(float));
+        }
+        if (w.type != ElemType::F32) {
+            // A tile's rows dequantised (the exact path's fused_tile) or one row (the generic path).
+            auto & b = size.kernel_bytes[static_cast<size_t>(KernelBlock::dequantised_rows)];
+            b = std::max(b, static_cast<size_t>(cpu::kTileMax) * cols * sizeof(float));
+        }
+    }
+    // The quantised rows (each distinct input's own take, aligned), plus a group's books (ops/matmul_group.cpp):
+    // a layout and up to one quantisation job per task and per 16 rows, at most two tasks per row held (an
+    // expert's gate and up) and a few more, and the cuts.
+    const size_t rows = static_cast<size_t>(std::max<int64_t>(max_rows, 1));
+    const size_t tasks = 2 * rows + 8;
+    const size_t books = tasks * (sizeof(PreparedActivations) + 32) + rows * 2 + (1024 + 1) * 16 + 3 * 64;
+    size.main_bytes = rows * act_row + tasks * 64 + books;
+    return size;
 }
 
 }  // namespace offgrid::ops

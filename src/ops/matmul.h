@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "ops/thread_pool.h"
+#include "ops/workspace.h"
 #include "tensor/types.h"
 
 namespace offgrid::ops {
@@ -46,8 +47,8 @@ void matvec(const Matrix & w, const float * x, float * y, ThreadPool * pool = nu
 // Y[t, o] = sum_i W[o,i] X[t, i] for n_tokens rows of X (stride W.cols) and Y (stride W.rows). The work is
 // split by output rows, so results do not depend on the thread count.
 void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, ThreadPool * pool = nullptr);
-// The activations of x in the format w's kernels want (each token row quantised on its own), prepared once for
-// several matmul_rows calls on other threads: `storage` holds them (it only grows) and must outlive those calls.
+// The activations of x in the format w's kernels want (each token row quantised on its own), laid out once for
+// several matmul_rows calls on other threads.
 struct PreparedActivations {
     const uint8_t * data = nullptr;
     size_t stride = 0;
@@ -61,23 +62,34 @@ struct PreparedActivations {
     // Unique per reserve_activations / matmul call.
     uint64_t key = 0;
 };
-PreparedActivations prepare_activations(const Matrix & w, const float * x, int64_t n_tokens,
-                                        std::vector<uint8_t> & storage);
-// prepare_activations in two steps, so the quantisation can be spread over threads: reserve_activations sizes
-// `storage` and fixes the layout (nothing quantised yet), quantize_activation_rows fills token rows [t0, t1)
+// Fixes the layout and takes the room for the quantised rows from `arena` (nothing quantised yet; the room stays
+// valid while the arena's scope that was open holds); quantize_activation_rows then fills token rows [t0, t1)
 // (disjoint ranges may run on different threads; each row's bytes depend only on its own floats).
-PreparedActivations reserve_activations(const Matrix & w, const float * x, int64_t n_tokens,
-                                        std::vector<uint8_t> & storage);
+PreparedActivations reserve_activations(const Matrix & w, const float * x, int64_t n_tokens, Arena & arena);
+// reserve_activations in two steps: the layout alone (data is x for f32 rows, null for quantised ones until
+// take_activation_rows takes their room).
+PreparedActivations activation_layout(const Matrix & w, const float * x);
+void take_activation_rows(PreparedActivations & act, int64_t n_tokens, Arena & arena);
 void quantize_activation_rows(const PreparedActivations & act, int64_t t0, int64_t t1);
 // Quantising fewer elements than this (tokens x width) stays on the caller; above it the rows are spread
 // over the pool first (a region of its own: the product's ranges all need every row).
 constexpr int64_t kParallelQuantElems = 32 * 1024;
 // Rows [r0, r1) of matmul(w, x, n_tokens, y) on the calling thread, with activations from
-// prepare_activations(w, x, n_tokens, ...): bit-identical to what matmul writes there (each output is the same
+// reserve_activations(w, x, n_tokens, ...), quantised: bit-identical to what matmul writes there (each output is the same
 // single dot whatever the range). For running several products in one parallel region (ops/matmul_group.h).
 void matmul_rows(const Matrix & w, const float * x, const PreparedActivations & act, int64_t n_tokens, float * y,
                  int64_t r0, int64_t r1);
 // Plain scalar twin of matmul, single-threaded.
 void matmul_ref(const Matrix & w, const float * x, int64_t n_tokens, float * y);
+
+// What the products over a model's weights take from a workspace (matmul and matmul_group take their scratch from
+// Workspace::scratch()): the quantised activation rows on the calling thread, for at most `max_rows` token rows
+// held at once (a group's distinct inputs together), and every thread's kernel blocks for products of up to
+// `max_tokens` tokens. `weights` lists each weight's type and row width (ggml ne[0]); other sizes do not matter.
+struct WeightShape {
+    tensor::ElemType type = tensor::ElemType::F32;
+    int64_t cols = 0;
+};
+WorkspaceSize matmul_workspace(const std::vector<WeightShape> & weights, int64_t max_tokens, int64_t max_rows);
 
 }  // namespace offgrid::ops

@@ -1,9 +1,10 @@
 #include "ops/matmul_group.h"
 
 #include <algorithm>
-#include <vector>
+#include <span>
 
 #include "ops/cpu/dispatch.h"
+#include "ops/workspace.h"
 
 namespace offgrid::ops {
 
@@ -47,19 +48,21 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
     }
     if (total == 0) return;
     // Each task's activations quantised once here (when its kernels want quantised rows), not once per range,
-    // and once for all tasks that read the same rows in the same format (q/k/v, gate/up: the same input).
-    thread_local std::vector<std::vector<uint8_t>> act_storage;  // the caller's; only grows
-    thread_local std::vector<PreparedActivations> act_prepared;
-    thread_local std::vector<QuantJob> quant_jobs;
-    if (act_storage.size() < tasks.size()) act_storage.resize(tasks.size());
-    act_prepared.assign(tasks.size(), PreparedActivations{});
-    std::vector<QuantJob> & jobs = quant_jobs;
-    jobs.clear();
+    // and once for all tasks that read the same rows in the same format (q/k/v, gate/up: the same input). The
+    // rows, the layouts and the cuts below live in the calling thread's scratch arena until the group is done.
+    Scope scope(Workspace::scratch());
+    const std::span<PreparedActivations> act_prepared = scope.take<PreparedActivations>(tasks.size());
+    std::fill(act_prepared.begin(), act_prepared.end(), PreparedActivations{});
+    size_t max_jobs = 0;
+    for (const MatmulTask & t : tasks) max_jobs += t.n_tokens > 0 ? static_cast<size_t>((t.n_tokens + kQuantJobTokens - 1) / kQuantJobTokens) : 0;
+    const std::span<QuantJob> jobs = scope.take<QuantJob>(max_jobs);
+    size_t n_jobs = 0;
     int64_t quant_elems = 0;
     for (size_t i = 0; i < tasks.size(); ++i) {
         const MatmulTask & t = tasks[i];
         if (t.n_tokens <= 0 || t.w.rows == 0) continue;
-        PreparedActivations a = reserve_activations(t.w, t.x, t.n_tokens, act_storage[i]);
+        // The layout alone first (no room taken), so a task that shares an earlier task's rows takes none.
+        PreparedActivations a = activation_layout(t.w, t.x);
         if (a.quantize == nullptr) {
             // F32 rows taken as they are: tasks on the same rows share one key, so a gemm entry packs them once
             // per thread for all of them (PreparedActivations::key).
@@ -72,14 +75,17 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
                 }
             }
         } else {
+            bool shared = false;
             for (size_t j = 0; j < i; ++j) {
                 const PreparedActivations & b = act_prepared[j];
                 if (b.quantize == a.quantize && b.x == a.x && b.cols == a.cols && b.stride == a.stride &&
                     tasks[j].n_tokens == t.n_tokens) {
                     a = b;
+                    shared = true;
                     break;
                 }
             }
+            if (!shared) take_activation_rows(a, t.n_tokens, scope.arena());
         }
         act_prepared[i] = a;
     }
@@ -90,18 +96,18 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
         for (size_t j = 0; j < i && !shared; ++j) shared = act_prepared[j].data == a.data;
         if (shared) continue;
         for (int64_t t0 = 0; t0 < tasks[i].n_tokens; t0 += kQuantJobTokens) {
-            jobs.push_back({i, t0, std::min(tasks[i].n_tokens, t0 + kQuantJobTokens)});
+            jobs[n_jobs++] = {i, t0, std::min(tasks[i].n_tokens, t0 + kQuantJobTokens)};
         }
         quant_elems += tasks[i].n_tokens * a.cols;
     }
-    const std::vector<PreparedActivations> & acts = act_prepared;  // named outside: workers have their own
+    const std::span<const PreparedActivations> acts = act_prepared;
     const int threads = pool ? pool->n_threads() : 1;
     if (threads > 1 && quant_elems >= kParallelQuantElems) {
-        pool->parallel_for(jobs.size(), [&](size_t j0, size_t j1) {
+        pool->parallel_for(n_jobs, [&](size_t j0, size_t j1) {
             for (size_t j = j0; j < j1; ++j) quantize_activation_rows(acts[jobs[j].task], jobs[j].t0, jobs[j].t1);
         });
     } else {
-        for (const QuantJob & j : jobs) quantize_activation_rows(acts[j.task], j.t0, j.t1);
+        for (size_t j = 0; j < n_jobs; ++j) quantize_activation_rows(acts[jobs[j].task], jobs[j].t0, jobs[j].t1);
     }
     const int parts = threads == 1 ? 1 : static_cast<int>(std::clamp<uint64_t>(bytes / kMinBytesPerPiece, 1, kMaxPieces));
     auto run_range = [&](Cut from, Cut to) {
@@ -121,9 +127,7 @@ void matmul_group(std::span<const MatmulTask> tasks, ThreadPool * pool) {
         return;
     }
     // Cut p is the first tile whose cost starts at or after p/parts of the total; piece p runs [cut p, cut p+1).
-    thread_local std::vector<Cut> cut_scratch;  // only grows
-    cut_scratch.resize(static_cast<size_t>(parts) + 1);
-    std::vector<Cut> & cuts = cut_scratch;  // the caller's: a thread_local named in the lambda would be the worker's
+    const std::span<Cut> cuts = scope.take<Cut>(static_cast<size_t>(parts) + 1);
     cuts[0] = {0, 0};
     cuts[parts] = {tasks.size(), 0};
     size_t task = 0;

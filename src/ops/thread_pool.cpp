@@ -44,10 +44,13 @@ void part_range(size_t n, size_t n_parts, size_t p, size_t & begin, size_t & end
 }
 
 thread_local int t_thread_index = 0;
+thread_local Workspace * t_workspace = nullptr;
 
 }  // namespace
 
 int ThreadPool::thread_index() { return t_thread_index; }
+Workspace * ThreadPool::bound_workspace() { return t_workspace; }
+void ThreadPool::set_bound_workspace(Workspace * ws) { t_workspace = ws; }
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
     if (n_threads_ > kMaxThreads) {
@@ -113,6 +116,7 @@ void ThreadPool::claim_parts(uint32_t gen) {
         if (!ticket_.compare_exchange_weak(t, t + 1, std::memory_order_acq_rel, std::memory_order_acquire)) continue;
         // The claim succeeded, so job_ is generation gen's and stays so until this part is counted done.
         try {
+            t_workspace = job_workspace_;  // the caller's own binding when the caller runs the part
             (*job_)(static_cast<int>(next_of(t)));
         } catch (...) {
             std::lock_guard<std::mutex> lock(error_mutex_);
@@ -143,6 +147,7 @@ void ThreadPool::run_parts(int n_parts, FunctionRef<void(int)> fn) {
     }
     std::lock_guard<std::mutex> serial(call_mutex_);
     job_ = &fn;
+    job_workspace_ = t_workspace;
     error_ = nullptr;
     parts_done_.store(0, std::memory_order_relaxed);
     ++generation_;

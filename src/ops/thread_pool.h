@@ -25,6 +25,8 @@
 
 namespace offgrid::ops {
 
+class Workspace;
+
 class ThreadPool {
 public:
     // The most threads a pool takes (every `-t` and `set threads` is capped here): far above any CPU this runs
@@ -42,6 +44,11 @@ public:
     // The calling thread's index in its pool: 1..n_threads-1 on a worker, 0 on any other thread (the caller
     // of a job runs parts of it as thread 0). Per-thread scratch (ops/workspace.h) is chosen by it.
     static int thread_index();
+    // The workspace bound to the calling thread (Workspace::Bind). A job carries its caller's binding: a worker
+    // runs each part it claims with the caller's workspace bound, so the kernels of a part use the arena of the
+    // same workspace whichever thread runs them.
+    static Workspace * bound_workspace();
+    static void set_bound_workspace(Workspace * ws);
 
     // Calls fn(begin, end) on disjoint ranges covering [0, n); blocks until all are done. Ranges smaller than
     // min_chunk are not split further. An exception thrown by fn is rethrown here (the first one).
@@ -79,6 +86,7 @@ private:
     // The current job, written by the caller before the ticket that publishes it and stable until every part
     // is done (a worker reads it only after a successful claim).
     FunctionRef<void(int)> * job_ = nullptr;
+    Workspace * job_workspace_ = nullptr;  // the caller's binding, for the job's parts
     std::atomic<uint64_t> ticket_{0};
     std::atomic<int> parts_done_{0};
     uint32_t generation_ = 0;  // the caller's own copy of the current generation

@@ -47,9 +47,31 @@ void * Arena::take_bytes(size_t bytes) {
     if (top_ <= capacity_) return base_ + at;
     // Past the reserved block: a heap block of its own (invariant 3).
     ++growths_;
-    g_growths.fetch_add(1, std::memory_order_relaxed);
+    if (counted_) g_growths.fetch_add(1, std::memory_order_relaxed);
     overflows_.push_back({at, std::make_unique_for_overwrite<std::byte[]>(bytes + kAlign)});
     return aligned(overflows_.back().block.get());
+}
+
+void Arena::reserve_kernel_blocks(const KernelBlockBytes & bytes) {
+    for (size_t i = 0; i < kernel_blocks_.size(); ++i) {
+        kernel_blocks_[i].reset();
+        kernel_sizes_[i] = round_up(bytes[i]);
+        kernel_tags_[i] = 0;
+        if (kernel_sizes_[i] > 0) kernel_blocks_[i] = std::make_unique_for_overwrite<std::byte[]>(kernel_sizes_[i] + kAlign);
+    }
+}
+
+std::byte * Arena::kernel_block(KernelBlock b, size_t bytes) {
+    const auto i = static_cast<size_t>(b);
+    if (bytes > kernel_sizes_[i]) {
+        // Larger than declared (invariant 4): a new block, which also forgets what the old one held.
+        ++growths_;
+        if (counted_) g_growths.fetch_add(1, std::memory_order_relaxed);
+        kernel_sizes_[i] = round_up(std::max(bytes, kernel_sizes_[i] + kernel_sizes_[i] / 2));
+        kernel_blocks_[i] = std::make_unique_for_overwrite<std::byte[]>(kernel_sizes_[i] + kAlign);
+        kernel_tags_[i] = 0;
+    }
+    return aligned(kernel_blocks_[i].get());
 }
 
 void Arena::release_to(size_t mark) {
@@ -68,6 +90,7 @@ void Workspace::reserve(int n_threads, const WorkspaceSize & size) {
     arenas_.resize(static_cast<size_t>(std::max(1, n_threads)));
     arenas_[0].reserve(size.main_bytes);
     for (size_t i = 1; i < arenas_.size(); ++i) arenas_[i].reserve(size.per_thread_bytes);
+    for (Arena & a : arenas_) a.reserve_kernel_blocks(size.kernel_bytes);
 }
 
 int Workspace::thread_index() { return ThreadPool::thread_index(); }
@@ -98,5 +121,18 @@ size_t Workspace::reserved_bytes() const {
 }
 
 uint64_t Workspace::total_growths() { return g_growths.load(std::memory_order_relaxed); }
+
+Workspace::Bind::Bind(Workspace & ws) : previous_(ThreadPool::bound_workspace()) { ThreadPool::set_bound_workspace(&ws); }
+Workspace::Bind::~Bind() { ThreadPool::set_bound_workspace(previous_); }
+
+Workspace * Workspace::bound() { return ThreadPool::bound_workspace(); }
+
+Arena & Workspace::scratch() {
+    if (Workspace * ws = ThreadPool::bound_workspace()) return ws->local();
+    // No context on this thread (a test or a benchmark calling the kernels): blocks of its own, grown on demand.
+    thread_local Arena own(false);
+    if (own.top() == 0) own.reset();  // enlarged to what the last calls took, so repeated calls stop allocating
+    return own;
+}
 
 }  // namespace offgrid::ops

@@ -11,7 +11,16 @@
 //     scope, and the arena is enlarged to at least its high-water mark at the next reset() (growths() counts the
 //     overflowing takes). A model whose declared sizes are right never grows its workspace; one used without
 //     a declared size (the MTP head) grows to its high-water mark and then allocates nothing.
+//  4. Besides its stack, each arena holds the kernels' blocks (KernelBlock): one buffer per kind that a kernel
+//     takes for the length of one call on its thread (kernels do not nest), sized once like the stack; a larger
+//     request enlarges the block and counts as a growth.
+//  5. The kernels find their arena through the workspace bound to their thread: a forward binds its workspace on
+//     the calling thread (Workspace::Bind), and the thread pool hands the binding to the workers for the parts of
+//     each job they run. A thread with no binding (a test or benchmark calling a kernel directly) uses a block
+//     of its own that only grows.
 #pragma once
+
+#include <array>
 
 #include <cstddef>
 #include <cstdint>
@@ -22,9 +31,20 @@
 
 namespace offgrid::ops {
 
+// The kernels' per-call buffers (invariant 4).
+enum class KernelBlock : int {
+    packed_tokens,     // a float product's token rows in its register-tile layout (and what names them: key)
+    parked_weights,    // partial sums of a float product cut into column chunks
+    dequantised_rows,  // weight rows dequantised for the exact path's f32 dot (a tile's rows, or one row)
+};
+constexpr int kKernelBlocks = 3;
+using KernelBlockBytes = std::array<size_t, kKernelBlocks>;
+
 class Arena {
 public:
     Arena() = default;
+    // counted = false: growths are not added to Workspace::total_growths() (a thread's fallback blocks).
+    explicit Arena(bool counted) : counted_(counted) {}
     Arena(const Arena &) = delete;
     Arena & operator=(const Arena &) = delete;
     Arena(Arena &&) = default;
@@ -48,6 +68,14 @@ public:
     size_t high_water() const { return high_water_; }
     uint64_t growths() const { return growths_; }
 
+    // Sizes the kernels' blocks (one allocation each).
+    void reserve_kernel_blocks(const KernelBlockBytes & bytes);
+    // Block `b`, at least `bytes` long, 64-byte aligned; its contents stay until the next call for the same block
+    // (a kernel may find there what it left on its previous call: its `tag` says what that was).
+    std::byte * kernel_block(KernelBlock b, size_t bytes);
+    uint64_t & kernel_block_tag(KernelBlock b) { return kernel_tags_[static_cast<size_t>(b)]; }
+    size_t kernel_block_capacity(KernelBlock b) const { return kernel_sizes_[static_cast<size_t>(b)]; }
+
 private:
     struct Overflow {
         size_t mark;  // top() before the take
@@ -62,6 +90,10 @@ private:
     size_t high_water_ = 0;
     uint64_t growths_ = 0;
     std::vector<Overflow> overflows_;
+    std::array<std::unique_ptr<std::byte[]>, kKernelBlocks> kernel_blocks_;
+    std::array<size_t, kKernelBlocks> kernel_sizes_{};
+    std::array<uint64_t, kKernelBlocks> kernel_tags_{};
+    bool counted_ = true;
 };
 
 // Gives back what was taken from an arena inside it.
@@ -80,17 +112,32 @@ private:
     size_t mark_;
 };
 
-// What a forward needs: bytes on the calling thread (the pass's buffers plus its own per-thread part) and bytes
-// on every other pool thread.
+// What a forward needs: bytes on the calling thread (the pass's buffers plus its own per-thread part), bytes
+// on every other pool thread, and the kernels' blocks of every thread.
 struct WorkspaceSize {
     size_t main_bytes = 0;
     size_t per_thread_bytes = 0;
+    KernelBlockBytes kernel_bytes{};
 };
 
 // The size that holds either: passes that run one after the other share their arenas.
 inline WorkspaceSize max_of(WorkspaceSize a, const WorkspaceSize & b) {
     a.main_bytes = a.main_bytes > b.main_bytes ? a.main_bytes : b.main_bytes;
     a.per_thread_bytes = a.per_thread_bytes > b.per_thread_bytes ? a.per_thread_bytes : b.per_thread_bytes;
+    for (size_t i = 0; i < a.kernel_bytes.size(); ++i) {
+        a.kernel_bytes[i] = a.kernel_bytes[i] > b.kernel_bytes[i] ? a.kernel_bytes[i] : b.kernel_bytes[i];
+    }
+    return a;
+}
+
+// The size that holds both at once: buffers of `b` taken while those of `a` are held (the products' scratch
+// inside a model's pass). The kernels' blocks are per call, so they take the larger of the two.
+inline WorkspaceSize nested(WorkspaceSize a, const WorkspaceSize & b) {
+    a.main_bytes += b.main_bytes;
+    a.per_thread_bytes += b.per_thread_bytes;
+    for (size_t i = 0; i < a.kernel_bytes.size(); ++i) {
+        a.kernel_bytes[i] = a.kernel_bytes[i] > b.kernel_bytes[i] ? a.kernel_bytes[i] : b.kernel_bytes[i];
+    }
     return a;
 }
 
@@ -117,6 +164,23 @@ public:
 
     // Total growths of every workspace in the process (tests check a correctly sized model has none).
     static uint64_t total_growths();
+
+    // Binds a workspace to the calling thread for the guard's life (invariant 5); restores the previous binding.
+    class Bind {
+    public:
+        explicit Bind(Workspace & ws);
+        ~Bind();
+        Bind(const Bind &) = delete;
+        Bind & operator=(const Bind &) = delete;
+
+    private:
+        Workspace * previous_;
+    };
+    // The workspace bound to this thread, or null.
+    static Workspace * bound();
+    // This thread's arena in the bound workspace, or the thread's own fallback arena when none is bound. Kernels
+    // take their blocks here; the product drivers their activation rows.
+    static Arena & scratch();
 
 private:
     static int thread_index();

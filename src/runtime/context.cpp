@@ -231,7 +231,7 @@ public:
             limits.n_ubatch = params_.n_ubatch;
             limits.n_seq_cells = per_stream;
             limits.n_threads = pool_.n_threads();
-            workspace_.reserve(pool_.n_threads(), m.workspace_size(limits));
+            workspace_.reserve(pool_.n_threads(), model::forward_workspace_size(m, limits));
         } catch (const std::bad_alloc &) {
             throw Error("not enough memory for a context of " + std::to_string(params_.n_ctx) +
                         " cells; ask for fewer (n_ctx, -c)");
@@ -371,7 +371,10 @@ public:
                 fc.out.wide_hidden = n_wide > 0 ? rows_of(ubatch_wide_, T * n_wide) : nullptr;
                 fc.last_of_call = !mem_->has_next();
                 workspace_.reset();
-                model_->impl().forward(fc);
+                {
+                    const ops::Workspace::Bind bind(workspace_);
+                    model_->impl().forward(fc);
+                }
                 const float * out = fc.out.logits;
                 if (params_.embeddings) {
                     for (size_t t = 0; t < T; ++t) {

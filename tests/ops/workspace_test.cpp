@@ -76,6 +76,56 @@ TEST(Workspace, EveryPoolThreadHasItsOwnArena) {
     EXPECT_EQ(ThreadPool::thread_index(), 0);  // the caller
 }
 
+TEST(Workspace, KernelBlocksAreSizedOnceKeepTheirContentsAndGrowWhenAskedForMore) {
+    Arena a;
+    a.reserve_kernel_blocks({256, 0, 1024});
+    std::byte * p = a.kernel_block(KernelBlock::packed_tokens, 200);
+    EXPECT_TRUE(aligned64(p));
+    p[199] = std::byte{7};
+    a.kernel_block_tag(KernelBlock::packed_tokens) = 42;
+    EXPECT_EQ(a.kernel_block(KernelBlock::packed_tokens, 256), p);  // the same block, contents and tag kept
+    EXPECT_EQ(p[199], std::byte{7});
+    EXPECT_EQ(a.kernel_block_tag(KernelBlock::packed_tokens), 42u);
+    EXPECT_NE(a.kernel_block(KernelBlock::dequantised_rows, 1024), p);  // blocks are separate
+    EXPECT_EQ(a.growths(), 0u);
+    const uint64_t before = Workspace::total_growths();
+    std::byte * q = a.kernel_block(KernelBlock::packed_tokens, 4096);  // past the declared size
+    EXPECT_TRUE(aligned64(q));
+    EXPECT_GE(a.kernel_block_capacity(KernelBlock::packed_tokens), 4096u);
+    EXPECT_EQ(a.kernel_block_tag(KernelBlock::packed_tokens), 0u);  // what it held is gone
+    EXPECT_EQ(a.growths(), 1u);
+    EXPECT_EQ(Workspace::total_growths(), before + 1);
+}
+
+TEST(Workspace, AJobsPartsRunWithTheCallersBindingOnEveryThread) {
+    ThreadPool pool(3);
+    Workspace ws(pool.n_threads(), {1024, 256, {64, 64, 64}});
+    EXPECT_EQ(Workspace::bound(), nullptr);
+    std::atomic<int> bad{0};
+    {
+        const Workspace::Bind bind(ws);
+        EXPECT_EQ(Workspace::bound(), &ws);
+        EXPECT_EQ(&Workspace::scratch(), &ws.arena(0));
+        pool.parallel_for(64, [&](size_t, size_t) {
+            const int i = ThreadPool::thread_index();
+            if (Workspace::bound() != &ws || &Workspace::scratch() != &ws.arena(i)) ++bad;
+        });
+    }
+    EXPECT_EQ(bad.load(), 0);
+    EXPECT_EQ(Workspace::bound(), nullptr);  // the guard gave the binding back
+    // A job from an unbound caller runs unbound everywhere: a worker does not keep the last job's binding.
+    pool.parallel_for(64, [&](size_t, size_t) {
+        if (Workspace::bound() != nullptr) ++bad;
+    });
+    EXPECT_EQ(bad.load(), 0);
+    // Unbound, a thread's scratch is its own arena, outside any workspace, and its growths are not counted.
+    const uint64_t before = Workspace::total_growths();
+    Arena & own = Workspace::scratch();
+    EXPECT_NE(&own, &ws.arena(0));
+    own.kernel_block(KernelBlock::dequantised_rows, 1 << 20);
+    EXPECT_EQ(Workspace::total_growths(), before);
+}
+
 TEST(Rope, AnglesBeyondTheStackLimitAreRefused) {
     RopeParams p;
     p.n_rot = 2 * kMaxRopePairs + 2;

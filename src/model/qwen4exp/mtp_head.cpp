@@ -145,6 +145,7 @@ void MtpHead::catch_up(MtpCache & cache, const int32_t * tokens, const int32_t *
     const size_t E = hp_.n_embd, hc = hp_.hc;
     ops::Workspace own;
     ops::Workspace & w = workspace_for(ws, own, pool);
+    const ops::Workspace::Bind bind(w);  // the head's products take their scratch there
     ops::Scope scope(w.local());
     float * const R0 = scope.take<float>(n * hc * E).data();
     float * const a = scope.take<float>(n * E).data();
@@ -160,6 +161,7 @@ void MtpHead::step(MtpCache & cache, int32_t token, int32_t pos, const float * h
     const common::GatedHcShape hcs{E, hc, hp_.hc_lr, hp_.rms_eps};
     ops::Workspace own;
     ops::Workspace & w = workspace_for(ws, own, pool);
+    const ops::Workspace::Bind bind(w);  // the head's products take their scratch there
     ops::Arena & arena = w.local();
     ops::Scope scope(arena);
     const std::span<float> a = scope.take<float>(E), inject = scope.take<float>(hc), q = scope.take<float>(qdim);

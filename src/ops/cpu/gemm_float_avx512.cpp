@@ -27,6 +27,7 @@
 #include <utility>
 
 #include "ops/cpu/hsum_avx512.h"
+#include "ops/workspace.h"
 
 #define OFFGRID_GEMM_AVX512 1
 #endif
@@ -132,15 +133,10 @@ constexpr std::array<std::array<TileSet, kTokens>, kRows> kTiles = {
     tiles_of_rows<1>(std::make_index_sequence<kTokens>{}), tiles_of_rows<2>(std::make_index_sequence<kTokens>{}),
     tiles_of_rows<3>(std::make_index_sequence<kTokens>{}), tiles_of_rows<4>(std::make_index_sequence<kTokens>{})};
 
-// Per-thread scratch (only grows; 64-byte aligned).
-float * aligned_scratch(std::vector<float> & buf, size_t floats) {
-    if (buf.size() < floats + 16) buf.resize(floats + 16);
-    const auto a = reinterpret_cast<uintptr_t>(buf.data());
-    return buf.data() + ((64 - a % 64) % 64) / sizeof(float);
-}
+// The thread's block for parked partial sums (64-byte aligned; ops/workspace.h, invariant 4).
 float * park_buffer(size_t floats) {
-    thread_local std::vector<float> buf;
-    return aligned_scratch(buf, floats);
+    return reinterpret_cast<float *>(
+        ops::Workspace::scratch().kernel_block(ops::KernelBlock::parked_weights, floats * sizeof(float)));
 }
 
 // Token groups of a call: ceil(n_tok / kTokens) groups of near-equal size (32 tokens: 6 6 5 5 5 5, not five 6s
@@ -155,21 +151,16 @@ struct Groups {
 // of 16 columns side by side, the last step zero-padded (the zeros vec_dot's masked load gives). Token rows 4 KB
 // apart map to the same L1 set at a given column, so 4 weight rows and 6 token rows read side by side overflow its
 // 8 ways; packed, the tokens' lines spread over the sets.
-// key != 0: the rows named by it (TypeKernels::gemm's act_key) are packed once per thread.
+// key != 0: the rows named by it (TypeKernels::gemm's act_key) are packed once per thread: the block's tag keeps
+// the key of what it holds (keys are unique per product, and the shapes of one product's calls are the same).
 float * pack_tokens(const float * act, size_t xs, int64_t n, const Groups & groups, uint64_t key) {
-    thread_local std::vector<float> buf;
-    thread_local struct {
-        uint64_t key = 0;
-        const float * act = nullptr;
-        size_t xs = 0;
-        int64_t n = 0, n_tok = 0;
-    } held;
     const int64_t steps = (n + kLanes - 1) / kLanes;
-    float * p = aligned_scratch(buf, static_cast<size_t>(groups.n_tok * steps * kLanes));
-    if (key != 0 && held.key == key && held.act == act && held.xs == xs && held.n == n && held.n_tok == groups.n_tok) {
-        return p;
-    }
-    held = {key, act, xs, n, groups.n_tok};
+    ops::Arena & arena = ops::Workspace::scratch();
+    float * p = reinterpret_cast<float *>(arena.kernel_block(
+        ops::KernelBlock::packed_tokens, static_cast<size_t>(groups.n_tok * steps * kLanes) * sizeof(float)));
+    uint64_t & held = arena.kernel_block_tag(ops::KernelBlock::packed_tokens);
+    if (key != 0 && held == key) return p;
+    held = key;
     const int64_t full = n / kLanes * kLanes;
     const auto m = static_cast<__mmask16>((1u << (n - full)) - 1);
     for (int64_t g = 0; g < groups.count; ++g) {

@@ -3,10 +3,10 @@
 // overwrites every type with kernels that dequantise in registers. Baseline code: the SIMD is behind pointers.
 #include <array>
 #include <utility>
-#include <vector>
 
 #include "ops/cpu/kernels_quant_common.h"
 #include "ops/cpu/levels.h"
+#include "ops/workspace.h"
 #include "tensor/types.h"
 
 namespace offgrid::ops::cpu::quant {
@@ -18,11 +18,10 @@ using F32Dot = float (*)(const void *, const void *, int64_t);
 
 F32Dot g_f32_dot[kIsaCount] = {};  // per level, set once while the dispatch builds its tables
 
-// Per-thread scratch that only grows, so the per-token path does not allocate after its first calls.
+// Room for n dequantised floats: the thread's block in its workspace (ops/workspace.h, invariant 4).
 float * scratch(size_t n) {
-    thread_local std::vector<float> buf;
-    if (buf.size() < n) buf.resize(n);
-    return buf.data();
+    return reinterpret_cast<float *>(
+        Workspace::scratch().kernel_block(KernelBlock::dequantised_rows, n * sizeof(float)));
 }
 
 template <ElemType T>
