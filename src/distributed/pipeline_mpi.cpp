@@ -113,6 +113,10 @@ public:
     uint32_t n_layers() const override { return m_.n_layers(); }
     uint32_t carry_width() const override { return m_.carry_width(); }
     model::LayerCaches layer_caches(uint32_t il) const override { return m_.layer_caches(il); }
+    bool holds_layer(uint32_t il) const override {
+        const LayerRange & r = split_.ranges[static_cast<size_t>(world_.rank())];
+        return il >= r.first && il < r.end;
+    }
     uint32_t hidden_width() const override { return m_.hidden_width(); }
     uint32_t wide_hidden_width() const override { return m_.wide_hidden_width(); }
     const gguf::Reader & reader() const override { return m_.reader(); }
@@ -354,9 +358,22 @@ uint64_t agree_fingerprint(World & world, const gguf::Reader & reader) {
     return fp;
 }
 
-void gather_rows(World & world, const Split & split, const model::Architecture & m, Context & ctx) {
+// What rank 0's memory held before a state save took every layer in (restored once the file is written).
+struct HeldBefore {
+    memory::HybridMemory * mem = nullptr;
+    std::vector<bool> held;
+    bool row_state_held = true;
+};
+
+// Before a state save: every rank sends its layers' rows to rank 0, whose memory takes in every layer for the
+// time of the save (its own rows stay; the others' arrive), so it writes the one-process file.
+void gather_rows(World & world, const Split & split, const model::Architecture & m, Context & ctx, HeldBefore & before) {
     memory::HybridMemory & mem = runtime::ContextAccess::memory(ctx);
     const int r = world.rank();
+    if (r == 0 && before.mem != &mem) {
+        before = {&mem, mem.params().held, mem.params().row_state_held};
+        mem.hold_layers({}, true);
+    }
     if (r > 0) {
         Writer w;
         visit_layer_rows(m, mem, split.ranges[static_cast<size_t>(r)], [&](const void * p, size_t n) { w.put_raw(p, n); });
@@ -450,8 +467,13 @@ Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & 
     const uint64_t fingerprint = agree_fingerprint(world, part->reader());
     auto stage = std::make_shared<const Stage>(part, split, world, fingerprint);
     p.model = std::make_shared<const Model>(stage, model_path);
-    p.gather = [&world, split, part](Context & ctx) { gather_rows(world, split, *part, ctx); };
-    p.saved = [&world] { world.barrier("the end of a state save"); };
+    auto before = std::make_shared<HeldBefore>();
+    p.gather = [&world, split, part, before](Context & ctx) { gather_rows(world, split, *part, ctx, *before); };
+    p.saved = [&world, before] {
+        if (before->mem != nullptr) before->mem->hold_layers(before->held, before->row_state_held);
+        before->mem = nullptr;
+        world.barrier("the end of a state save");
+    };
     p.meet = [&world] { world.barrier("the start of a measurement"); };
     p.report = [stage] { return stage->report(); };
     return p;

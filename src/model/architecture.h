@@ -145,6 +145,8 @@ public:
     virtual uint32_t n_layers() const = 0;
     virtual uint32_t carry_width() const = 0;
     virtual LayerCaches layer_caches(uint32_t il) const = 0;   // il < n_layers()
+    // Whether a context's memory stores layer il's rows (a pipeline rank holds its own layers only).
+    virtual bool holds_layer(uint32_t il) const { return true; }
     // Width of the hidden state forward() returns with options.hidden (what an embedding is made of).
     virtual uint32_t hidden_width() const = 0;
     // Width of ForwardResult::wide_hidden; 0 when the model has no MTP draft head to feed.

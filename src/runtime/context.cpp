@@ -271,6 +271,18 @@ public:
         mp.by_order = traits.kpool_by_order;
         mp.window = traits.window;
         mp.n_vocab = m.n_vocab();
+        // A pipeline rank's memory stores its own layers' rows only (the others keep their place in the books).
+        std::vector<bool> held;
+        bool all = true;
+        for (uint32_t il = 0; il < shape_.layers.size(); ++il) {
+            held.push_back(il >= m.n_layers() || m.holds_layer(il));
+            all = all && held.back();
+        }
+        if (!all) {
+            for (uint32_t il = 0; il < m.n_layers() && il < held.size(); ++il)
+                if (m.layer_caches(il).row_state) mp.row_state_held = held[il];
+            mp.held = std::move(held);
+        }
         return mp;
     }
 

@@ -60,7 +60,8 @@ bool all_zero(const uint8_t * p, size_t n) {
 
 // Decodes `batches` once through all layers and once through the ranges cut at `cuts`; every logit row must be
 // equal byte for byte.
-// `parts`: the model each range runs on (empty: m for all).
+// `parts`: the model each range runs on (empty: m for all); with parts, each range's memory holds the rows of its
+// own layers only (MemoryParams::held), as a pipeline rank's does.
 void expect_ranges_equal_whole(const model::Architecture & m, const std::vector<uint32_t> & cuts,
                                const std::vector<memory::Batch> & batches,
                                const std::vector<const model::Architecture *> & parts = {}) {
@@ -70,7 +71,16 @@ void expect_ranges_equal_whole(const model::Architecture & m, const std::vector<
     bounds.insert(bounds.end(), cuts.begin(), cuts.end());
     bounds.push_back(m.n_layers());
     std::vector<std::unique_ptr<memory::HybridMemory>> stages;
-    for (size_t s = 0; s + 1 < bounds.size(); ++s) stages.push_back(std::make_unique<memory::HybridMemory>(mp));
+    for (size_t s = 0; s + 1 < bounds.size(); ++s) {
+        memory::MemoryParams sp = mp;
+        if (!parts.empty()) {
+            sp.held.assign(m.n_layers(), false);
+            for (uint32_t il = bounds[s]; il < bounds[s + 1]; ++il) sp.held[il] = true;
+            for (uint32_t il = 0; il < m.n_layers(); ++il)
+                if (m.layer_caches(il).row_state) sp.row_state_held = sp.held[il];
+        }
+        stages.push_back(std::make_unique<memory::HybridMemory>(sp));
+    }
 
     size_t rows = 0;
     for (const memory::Batch & b : batches) {
@@ -110,6 +120,10 @@ void expect_ranges_equal_whole(const model::Architecture & m, const std::vector<
             const model::LayerCaches lc = m.layer_caches(il);
             if (lc.attn < 0 || (il >= bounds[s] && il < bounds[s + 1])) continue;
             auto & kv = stages[s]->kv();
+            if (!parts.empty()) {
+                EXPECT_FALSE(kv.held(static_cast<uint32_t>(lc.attn))) << "stage " << s << " holds layer " << il;
+                continue;
+            }
             EXPECT_TRUE(all_zero(kv.k_row(static_cast<uint32_t>(lc.attn), 0), size_t{kv.n_cells()} * kv.k_row_bytes(static_cast<uint32_t>(lc.attn))))
                 << "stage " << s << " wrote layer " << il;
         }
