@@ -411,10 +411,10 @@ Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & 
     Split split;
     // The header and tensor table only: nothing of the weights is mapped before the split is agreed and checked.
     gguf::Reader header = gguf::Reader::open_table(model_path);
+    const uint64_t cap = rank_capacity();
     {
         const uint32_t n_layers = trunk_layers(header);
         const WeightBytes wb = weight_bytes(header, n_layers);
-        const uint64_t cap = rank_capacity();
         if (p.rank == 0) {
             std::vector<uint64_t> caps(static_cast<size_t>(p.size), 0);
             caps[0] = cap;
@@ -451,18 +451,19 @@ Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & 
             if (failed) throw Error(text);
             split = parse_split(text, n_layers, p.size);
         }
-        std::vector<uint64_t> mine(static_cast<size_t>(p.size), 0);
-        mine[static_cast<size_t>(p.rank)] = cap;
-        const std::string why = check_fits(wb, split, mine);
-        if (!why.empty()) world.abort(model_path + ": " + why);
     }
     p.split = split.describe();
     const LayerRange mine = split.ranges[static_cast<size_t>(p.rank)];
     p.layers = std::to_string(mine.first) + "-" + std::to_string(mine.end - 1);
     // This rank's share of the file: its layers' tensors, the embedding on the first rank, the head on the last
-    // (model::tensors_for), each run of neighbouring tensors one mapping.
+    // (model::tensors_for), each run of neighbouring tensors one mapping. The fit check counts exactly those
+    // tensors (the balance above counts the PLE tables and a tied head with the last rank only).
     const model::LayerSpan span{mine.first, mine.end};
-    header.map_tensors(model::tensors_for(header, span));
+    const std::vector<bool> wanted = model::tensors_for(header, span);
+    uint64_t need = 0;
+    for (size_t k = 0; k < wanted.size(); ++k) need += wanted[k] ? header.tensors()[k].n_bytes : 0;
+    if (cap != 0 && need > cap) world.abort(model_path + ": " + share_refusal(static_cast<size_t>(p.rank), mine, need, cap));
+    header.map_tensors(wanted);
     std::shared_ptr<const model::Architecture> part = model::load_model(std::move(header), span);
     const uint64_t fingerprint = agree_fingerprint(world, part->reader());
     auto stage = std::make_shared<const Stage>(part, split, world, fingerprint);
