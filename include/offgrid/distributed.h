@@ -12,9 +12,9 @@
 //  2. A forward that fails on one rank (bad input, no memory) fails on every rank with the same message, and
 //     the decode call is undone everywhere; a rank that dies or stops answering ends the job within
 //     the timeout.
-//  3. Only the rows of a rank's layers are ever written on it (the rest stay as the memory made them); rank 0
-//     gathers every rank's rows before a state is saved, so a state file equals the one process's file and
-//     restores onto any split.
+//  3. A rank's memory stores the rows of its own layers only (it keeps every layer's books); rank 0 gathers every
+//     rank's rows before a state is saved, so a state file equals the one process's file and restores onto any
+//     split.
 #pragma once
 
 #include <functional>

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
+#include "common/data_hash.h"
 #include "common/error.h"
 #include "offgrid/distributed.h"
 #include "distributed/split.h"
@@ -15,6 +17,7 @@
 #include "model/registry.h"
 #include "runtime/available_memory.h"
 #include "runtime/context_access.h"
+#include "runtime/fingerprint.h"
 
 namespace offgrid::distributed {
 
@@ -80,11 +83,29 @@ private:
     size_t at_ = 0;
 };
 
-// One rank's stage: the whole model's hooks, with forward() running this rank's layer range in the pipeline.
+// A size line of /proc/self/status ("VmPeak:", "VmHWM:") in bytes; 0 when unknown.
+uint64_t status_bytes(const char * field) {
+    uint64_t kb = 0;
+    if (std::FILE * f = std::fopen("/proc/self/status", "r")) {
+        char line[256];
+        const size_t n = std::strlen(field);
+        while (std::fgets(line, sizeof line, f)) {
+            if (std::strncmp(line, field, n) == 0) {
+                kb = std::strtoull(line + n, nullptr, 10);
+                break;
+            }
+        }
+        std::fclose(f);
+    }
+    return kb * 1024;
+}
+
+// One rank's stage: the model loaded for this rank's layers only (its tensors mapped, the others' not), with
+// forward() running that range in the pipeline.
 class Stage final : public model::Architecture {
 public:
-    Stage(std::shared_ptr<const Model> full, Split split, World & world)
-        : full_(std::move(full)), m_(full_->impl()), split_(std::move(split)), world_(world) {}
+    Stage(std::shared_ptr<const model::Architecture> part, Split split, World & world, uint64_t fingerprint)
+        : part_(std::move(part)), m_(*part_), split_(std::move(split)), world_(world), fingerprint_(fingerprint) {}
 
     const std::string & name() const override { return m_.name(); }
     uint32_t n_vocab() const override { return m_.n_vocab(); }
@@ -92,9 +113,14 @@ public:
     uint32_t n_layers() const override { return m_.n_layers(); }
     uint32_t carry_width() const override { return m_.carry_width(); }
     model::LayerCaches layer_caches(uint32_t il) const override { return m_.layer_caches(il); }
+    bool holds_layer(uint32_t il) const override {
+        const LayerRange & r = split_.ranges[static_cast<size_t>(world_.rank())];
+        return il >= r.first && il < r.end;
+    }
     uint32_t hidden_width() const override { return m_.hidden_width(); }
     uint32_t wide_hidden_width() const override { return m_.wide_hidden_width(); }
     const gguf::Reader & reader() const override { return m_.reader(); }
+    uint64_t known_fingerprint() const override { return fingerprint_; }
     memory::CacheShape cache_shape(tensor::ElemType k, tensor::ElemType v) const override { return m_.cache_shape(k, v); }
     model::MemoryTraits memory_traits() const override { return m_.memory_traits(); }
     std::string check_token_seqs(const std::vector<memory::SeqId> & seqs) const override { return m_.check_token_seqs(seqs); }
@@ -207,13 +233,17 @@ public:
 
     std::string report() const {
         const World::Traffic & t = world_.traffic();
-        char line[256];
+        const gguf::Reader & r = m_.reader();
+        const auto mib = [](uint64_t b) { return static_cast<double>(b) / (1024.0 * 1024.0); };
+        char line[400];
         std::snprintf(line, sizeof line,
                       "rank %d of %d: %llu ubatches, forward %.3f s, messages %.3f s (waits included), sent %.2f MiB "
-                      "in %llu messages",
+                      "in %llu messages; maps %.2f of the file's %.2f MiB in %zu windows; peak address space %.1f "
+                      "MiB, peak resident %.1f MiB",
                       world_.rank(), world_.size(), static_cast<unsigned long long>(step_), forward_seconds_,
-                      t.wait_seconds, static_cast<double>(t.bytes_sent) / (1024.0 * 1024.0),
-                      static_cast<unsigned long long>(t.messages_sent));
+                      t.wait_seconds, mib(t.bytes_sent), static_cast<unsigned long long>(t.messages_sent),
+                      mib(r.mapped_bytes()), mib(r.file_size()), r.n_windows(), mib(status_bytes("VmPeak:")),
+                      mib(status_bytes("VmHWM:")));
         return line;
     }
 
@@ -231,10 +261,11 @@ private:
         }
     }
 
-    std::shared_ptr<const Model> full_;
+    std::shared_ptr<const model::Architecture> part_;
     const model::Architecture & m_;
     Split split_;
     World & world_;
+    uint64_t fingerprint_;
     // A Context calls forward from one thread at a time (offgrid/context.h), so plain mutable state suffices.
     mutable uint64_t step_ = 0;        // ubatches run so far (every message carries its number)
     mutable uint64_t unanswered_ = 0;  // ubatches handed on whose answer from the last rank is not read yet
@@ -283,9 +314,66 @@ void visit_layer_rows(const model::Architecture & m, memory::HybridMemory & mem,
     }
 }
 
-void gather_rows(World & world, const Split & split, const model::Architecture & m, Context & ctx) {
+// The model's fingerprint, as one process computes it from the whole file (runtime/fingerprint.h): each rank
+// hashes the pieces of the tensors it maps (one thread: under an address-space limit a thread's stack may not
+// fit), rank 0 takes every piece from the first rank that sent it and sends the folded value to every rank.
+uint64_t agree_fingerprint(World & world, const gguf::Reader & reader) {
+    const std::vector<runtime::HashPiece> pieces = runtime::fingerprint_pieces(reader);
+    const auto & tensors = reader.tensors();
+    Writer mine;
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        const runtime::HashPiece & p = pieces[i];
+        if (tensors[p.tensor].data == nullptr) continue;
+        mine.put<uint64_t>(i);
+        mine.put(data_hash(tensors[p.tensor].data + p.at, p.n));
+    }
+    if (world.rank() > 0) {
+        world.send(0, kTagHello, mine.bytes, "its weights' hashes");
+        const std::vector<uint8_t> msg = world.recv(0, kTagHello, "the model fingerprint");
+        Reader rd(msg, world, "the model fingerprint");
+        return rd.get<uint64_t>();
+    }
+    std::vector<LaneCrc> hashes(pieces.size());
+    std::vector<bool> have(pieces.size(), false);
+    const auto take = [&](const std::vector<uint8_t> & msg) {
+        Reader rd(msg, world, "weights' hashes");
+        while (!rd.done()) {
+            const uint64_t i = rd.get<uint64_t>();
+            const LaneCrc h = rd.get<LaneCrc>();
+            if (i >= pieces.size()) world.abort("weights' hashes: a piece number past the file's pieces");
+            if (!have[i]) hashes[i] = h;
+            have[i] = true;
+        }
+    };
+    take(mine.bytes);
+    for (int from = 1; from < world.size(); ++from) take(world.recv(from, kTagHello, "its weights' hashes"));
+    for (size_t i = 0; i < pieces.size(); ++i) {
+        if (!have[i]) world.abort("tensor " + tensors[pieces[i].tensor].name + " is mapped by no rank");
+    }
+    uint64_t fp = runtime::fold_fingerprint(reader, hashes);
+    if (fp == 0) fp = 1;  // 0 means "not computed" (Model::fingerprint)
+    Writer w;
+    w.put<uint64_t>(fp);
+    for (int to = 1; to < world.size(); ++to) world.send(to, kTagHello, w.bytes, "the model fingerprint");
+    return fp;
+}
+
+// What rank 0's memory held before a state save took every layer in (restored once the file is written).
+struct HeldBefore {
+    memory::HybridMemory * mem = nullptr;
+    std::vector<bool> held;
+    bool row_state_held = true;
+};
+
+// Before a state save: every rank sends its layers' rows to rank 0, whose memory takes in every layer for the
+// time of the save (its own rows stay; the others' arrive), so it writes the one-process file.
+void gather_rows(World & world, const Split & split, const model::Architecture & m, Context & ctx, HeldBefore & before) {
     memory::HybridMemory & mem = runtime::ContextAccess::memory(ctx);
     const int r = world.rank();
+    if (r == 0 && before.mem != &mem) {
+        before = {&mem, mem.params().held, mem.params().row_state_held};
+        mem.hold_layers({}, true);
+    }
     if (r > 0) {
         Writer w;
         visit_layer_rows(m, mem, split.ranges[static_cast<size_t>(r)], [&](const void * p, size_t n) { w.put_raw(p, n); });
@@ -321,11 +409,12 @@ Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & 
     // Rank 0 gathers every rank's capacity, decides the split and tells every rank; then each rank checks its own
     // share against its memory, all before any weight is loaded (only the file's header and tensor table are read).
     Split split;
+    // The header and tensor table only: nothing of the weights is mapped before the split is agreed and checked.
+    gguf::Reader header = gguf::Reader::open_table(model_path);
+    const uint64_t cap = rank_capacity();
     {
-        const gguf::Reader header = gguf::Reader::open(model_path);
         const uint32_t n_layers = trunk_layers(header);
         const WeightBytes wb = weight_bytes(header, n_layers);
-        const uint64_t cap = rank_capacity();
         if (p.rank == 0) {
             std::vector<uint64_t> caps(static_cast<size_t>(p.size), 0);
             caps[0] = cap;
@@ -362,20 +451,30 @@ Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & 
             if (failed) throw Error(text);
             split = parse_split(text, n_layers, p.size);
         }
-        std::vector<uint64_t> mine(static_cast<size_t>(p.size), 0);
-        mine[static_cast<size_t>(p.rank)] = cap;
-        const std::string why = check_fits(wb, split, mine);
-        if (!why.empty()) world.abort(model_path + ": " + why);
     }
     p.split = split.describe();
     const LayerRange mine = split.ranges[static_cast<size_t>(p.rank)];
     p.layers = std::to_string(mine.first) + "-" + std::to_string(mine.end - 1);
-    std::shared_ptr<const Model> full = Model::load(model_path, WeightLoad::Map);
-    auto stage = std::make_shared<const Stage>(full, split, world);
+    // This rank's share of the file: its layers' tensors, the embedding on the first rank, the head on the last
+    // (model::tensors_for), each run of neighbouring tensors one mapping. The fit check counts exactly those
+    // tensors (the balance above counts the PLE tables and a tied head with the last rank only).
+    const model::LayerSpan span{mine.first, mine.end};
+    const std::vector<bool> wanted = model::tensors_for(header, span);
+    uint64_t need = 0;
+    for (size_t k = 0; k < wanted.size(); ++k) need += wanted[k] ? header.tensors()[k].n_bytes : 0;
+    if (cap != 0 && need > cap) world.abort(model_path + ": " + share_refusal(static_cast<size_t>(p.rank), mine, need, cap));
+    header.map_tensors(wanted);
+    std::shared_ptr<const model::Architecture> part = model::load_model(std::move(header), span);
+    const uint64_t fingerprint = agree_fingerprint(world, part->reader());
+    auto stage = std::make_shared<const Stage>(part, split, world, fingerprint);
     p.model = std::make_shared<const Model>(stage, model_path);
-    const model::Architecture & m = full->impl();
-    p.gather = [&world, split, &m, full](Context & ctx) { gather_rows(world, split, m, ctx); };
-    p.saved = [&world] { world.barrier("the end of a state save"); };
+    auto before = std::make_shared<HeldBefore>();
+    p.gather = [&world, split, part, before](Context & ctx) { gather_rows(world, split, *part, ctx, *before); };
+    p.saved = [&world, before] {
+        if (before->mem != nullptr) before->mem->hold_layers(before->held, before->row_state_held);
+        before->mem = nullptr;
+        world.barrier("the end of a state save");
+    };
     p.meet = [&world] { world.barrier("the start of a measurement"); };
     p.report = [stage] { return stage->report(); };
     return p;

@@ -151,14 +151,15 @@ Split auto_split(const WeightBytes & w, const std::vector<uint64_t> & capacity) 
 std::string check_fits(const WeightBytes & w, const Split & split, const std::vector<uint64_t> & capacity) {
     for (size_t r = 0; r < split.ranges.size() && r < capacity.size(); ++r) {
         const uint64_t need = rank_bytes(w, split, r);
-        if (capacity[r] != 0 && need > capacity[r]) {
-            const LayerRange & lr = split.ranges[r];
-            return "rank " + std::to_string(r) + " cannot hold its share: layers " + std::to_string(lr.first) + "-" +
-                   std::to_string(lr.end - 1) + " take " + std::to_string(need) + " bytes of weights, it has " +
-                   std::to_string(capacity[r]) + " bytes";
-        }
+        if (capacity[r] != 0 && need > capacity[r]) return share_refusal(r, split.ranges[r], need, capacity[r]);
     }
     return {};
+}
+
+std::string share_refusal(size_t rank, const LayerRange & range, uint64_t need, uint64_t capacity) {
+    return "rank " + std::to_string(rank) + " cannot hold its share: layers " + std::to_string(range.first) + "-" +
+           std::to_string(range.end - 1) + " take " + std::to_string(need) + " bytes of weights, it has " +
+           std::to_string(capacity) + " bytes";
 }
 
 }  // namespace offgrid::distributed

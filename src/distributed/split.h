@@ -57,5 +57,7 @@ Split auto_split(const WeightBytes & w, const std::vector<uint64_t> & capacity);
 // Empty when every rank's share fits its capacity, else one line naming the first rank that cannot hold its share
 // (its bytes and its capacity). A capacity of 0 means unknown and always fits.
 std::string check_fits(const WeightBytes & w, const Split & split, const std::vector<uint64_t> & capacity);
+// The line check_fits gives for rank `rank` holding `range`, whose share takes `need` bytes of its `capacity`.
+std::string share_refusal(size_t rank, const LayerRange & range, uint64_t need, uint64_t capacity);
 
 }  // namespace offgrid::distributed

@@ -1,6 +1,8 @@
 #include "distributed/world.h"
 
+#include <malloc.h>
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <chrono>
@@ -62,6 +64,12 @@ bool World::launched() {
 World & World::get() {
     static World world;
     if (!g_initialised) {
+        // Under an address-space limit (ulimit -v), one malloc arena: glibc gives each thread that allocates its
+        // own arena and reserves 64 MiB of address space for it, so Open MPI's two service threads would take
+        // 128 MiB of the limit (measured; docs/distributed.md) that the rank's weights need. Our own threads
+        // allocate nothing in a decode step (the workspace is reserved up front), so sharing costs no speed.
+        rlimit lim{};
+        if (getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) mallopt(M_ARENA_MAX, 1);
         int provided = 0;
         if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided) != MPI_SUCCESS) {
             throw Error("MPI: initialisation failed");

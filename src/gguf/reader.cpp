@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <limits>
 #include <numeric>
 #include <unordered_map>
+#include <utility>
 
 #include "common/files.h"
 #include "gguf/format.h"
@@ -29,12 +31,31 @@ struct StringHash {
 };
 using NameIndex = std::unordered_map<std::string, size_t, StringHash, std::equal_to<>>;
 
-// Owns a read-only mapping of a whole file.
+// Owns a read-only mapping of a whole file or of a window of it.
 struct Mapping {
     void * addr = nullptr;
     size_t size = 0;
+    Mapping() = default;
+    Mapping(void * a, size_t n) : addr(a), size(n) {}
+    Mapping(Mapping && o) noexcept : addr(std::exchange(o.addr, nullptr)), size(std::exchange(o.size, 0)) {}
+    Mapping & operator=(Mapping &&) = delete;
     ~Mapping() {
         if (addr != nullptr) munmap(addr, size);
+    }
+};
+
+// Owns a file descriptor (a table-only reader keeps its file open to map windows later).
+struct Fd {
+    int fd = -1;
+    Fd() = default;
+    explicit Fd(int f) : fd(f) {}
+    Fd(Fd && o) noexcept : fd(std::exchange(o.fd, -1)) {}
+    Fd & operator=(Fd && o) noexcept {
+        std::swap(fd, o.fd);
+        return *this;
+    }
+    ~Fd() {
+        if (fd >= 0) ::close(fd);
     }
 };
 
@@ -44,7 +65,12 @@ struct Reader::Impl {
     std::string path;
     Mapping mapping;
     const uint8_t * base = nullptr;
-    size_t size = 0;
+    size_t size = 0;          // bytes at base: the whole file, or its header and tensor table (table_only)
+    uint64_t file_size = 0;
+    bool table_only = false;  // open_table: no tensor data until map_tensors
+    Fd fd;                    // table_only: the file, for map_tensors
+    std::vector<Mapping> windows;  // map_tensors' mappings
+    uint64_t mapped = 0;           // bytes of the file mapped (or read)
     uint32_t version = 0;
     uint32_t alignment = kDefaultAlignment;
     uint64_t data_offset = 0;
@@ -71,12 +97,20 @@ namespace {
 
 // Sequential reader over the buffer. Every read checks the remaining size first; `field` is a callable that
 // builds the field name only when an error is reported, so the hot paths do not allocate.
+// Thrown by a Parser over the first bytes of a file (Reader::open_table) when it needs bytes past them.
+struct NeedMore {
+    uint64_t bytes;  // the prefix must hold at least this many
+};
+
 class Parser {
 public:
-    Parser(const uint8_t * base, size_t size, const std::string & name) : base_(base), size_(size), name_(name) {}
+    // `size` bytes at `base`: the whole file, or (file_size > size) only its first bytes.
+    Parser(const uint8_t * base, size_t size, const std::string & name, uint64_t file_size)
+        : base_(base), size_(size), file_size_(file_size), name_(name) {}
 
     size_t pos() const { return pos_; }
-    size_t remaining() const { return size_ - pos_; }
+    // Bytes left in the file (what the validation compares counts and lengths with).
+    size_t remaining() const { return static_cast<size_t>(file_size_ - pos_); }
 
     template <class Field>
     [[noreturn]] void fail(uint64_t offset, const Field & field, const std::string & what) const {
@@ -85,6 +119,7 @@ public:
 
     template <class Field>
     void need(size_t n, const Field & field) const {
+        if (remaining() >= n && size_ - pos_ < n) throw NeedMore{pos_ + n};
         if (remaining() < n) {
             fail(pos_, field, "needs " + std::to_string(n) + " bytes but only " + std::to_string(remaining()) +
                                   " remain (truncated file)");
@@ -116,6 +151,7 @@ public:
             fail(at, field, "string length " + std::to_string(len) + " runs past the end of the file (" +
                                 std::to_string(remaining()) + " bytes remain)");
         }
+        need(static_cast<size_t>(len), field);
         std::string s(reinterpret_cast<const char *>(base_ + pos_), static_cast<size_t>(len));
         pos_ += static_cast<size_t>(len);
         return s;
@@ -124,6 +160,7 @@ public:
 private:
     const uint8_t * base_;
     size_t size_;
+    uint64_t file_size_;
     size_t pos_ = 0;
     const std::string & name_;
 };
@@ -252,7 +289,7 @@ private:
 // Parses the buffer (base, size and path set). Throws FileError on the first problem found.
 void Reader::Impl::parse() {
     Impl & impl = *this;
-    Parser p(impl.base, impl.size, impl.path);
+    Parser p(impl.base, impl.size, impl.path, impl.file_size);
     const auto field_magic = [] { return std::string("header.magic"); };
     const auto field_version = [] { return std::string("header.version"); };
     const auto field_tensor_count = [] { return std::string("header.tensor_count"); };
@@ -400,7 +437,7 @@ void Reader::Impl::parse() {
     // The data section starts at the next multiple of the alignment after the infos.
     const uint64_t infos_end = p.pos();
     impl.data_offset = (infos_end + impl.alignment - 1) / impl.alignment * impl.alignment;
-    const uint64_t data_size = impl.data_offset <= impl.size ? impl.size - impl.data_offset : 0;
+    const uint64_t data_size = impl.data_offset <= impl.file_size ? impl.file_size - impl.data_offset : 0;
 
     for (size_t k = 0; k < impl.tensors.size(); ++k) {
         TensorInfo & t = impl.tensors[k];
@@ -416,7 +453,7 @@ void Reader::Impl::parse() {
                        ") runs past the end of the data section (" + std::to_string(data_size) +
                        " bytes from byte " + std::to_string(impl.data_offset) + ")");
         }
-        t.data = impl.base + impl.data_offset + t.offset;
+        t.data = impl.table_only ? nullptr : impl.base + impl.data_offset + t.offset;
     }
 
     std::vector<size_t> order(impl.tensors.size());
@@ -454,44 +491,73 @@ Reader::Reader(Reader &&) noexcept = default;
 Reader & Reader::operator=(Reader &&) noexcept = default;
 Reader::~Reader() = default;
 
-Reader Reader::open(const std::string & path, LoadMode mode) {
-    auto impl = std::make_unique<Impl>();
-    impl->path = path;
+namespace {
+
+// Opens a regular file for reading; st receives its status. Refuses directories, FIFOs and the like before
+// opening them (opening a FIFO for reading would block until a writer appears).
+Fd open_regular(const std::string & path, struct stat & st) {
     if (path.empty()) throw FileError(path, 0, "file", "empty file name");
-    // stat before open: opening a FIFO for reading would block until a writer appears.
-    struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
         throw FileError(path, 0, "file", std::string("cannot open: ") + std::strerror(errno));
     }
     if (S_ISDIR(st.st_mode)) throw FileError(path, 0, "file", "is a directory, not a regular file");
     if (!S_ISREG(st.st_mode)) throw FileError(path, 0, "file", "not a regular file");
     // O_NONBLOCK in case the path was swapped for a FIFO since the stat; the fstat below refuses it then.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) throw FileError(path, 0, "file", std::string("cannot open: ") + std::strerror(errno));
-    if (fstat(fd, &st) != 0) {
-        const int err = errno;
-        ::close(fd);
-        throw FileError(path, 0, "file", std::string("cannot stat: ") + std::strerror(err));
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+    if (fd.fd < 0) throw FileError(path, 0, "file", std::string("cannot open: ") + std::strerror(errno));
+    if (fstat(fd.fd, &st) != 0) throw FileError(path, 0, "file", std::string("cannot stat: ") + std::strerror(errno));
+    if (!S_ISREG(st.st_mode)) throw FileError(path, 0, "file", "not a regular file");
+    return fd;
+}
+
+// Why a mapping of `bytes` bytes failed, naming the address-space limit when there is one (ulimit -v counts
+// every mapping whole, touched or not).
+std::string map_failure(int err, uint64_t bytes) {
+    std::string why = std::string("cannot map ") + std::to_string(bytes) + " bytes: " + std::strerror(err);
+    rlimit lim{};
+    if (err == ENOMEM && ::getrlimit(RLIMIT_AS, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY) {
+        why += " (the address-space limit, ulimit -v, is " + std::to_string(lim.rlim_cur / 1024) +
+               " KiB for the whole process: raise it, or split the model over several processes, docs/distributed.md)";
     }
-    if (!S_ISREG(st.st_mode)) {
-        ::close(fd);
-        throw FileError(path, 0, "file", "not a regular file");
+    return why;
+}
+
+// Reads bytes [at, at + n) of the file into `to`.
+void read_exactly(int fd, const std::string & path, uint8_t * to, size_t n, uint64_t at) {
+    size_t done = 0;
+    while (done < n) {
+        const ssize_t got = ::pread(fd, to + done, n - done, static_cast<off_t>(at + done));
+        if (got < 0 && errno == EINTR) continue;
+        if (got <= 0) {
+            throw FileError(path, at + done, "file", got == 0 ? std::string("the file shrank while it was read")
+                                                              : std::string("read error: ") + std::strerror(errno));
+        }
+        done += static_cast<size_t>(got);
     }
+}
+
+#ifdef MADV_HUGEPAGE
+// Advice only, given before anything touches the mapping: the parts of the file the page cache does not hold yet
+// are then read in 2 MiB folios, each mapped by one TLB entry. Decode streams every weight byte once a token;
+// with 4 KiB pages that is ~87k page walks a token on the F32 bench file (docs/kernels.md). Pages already cached
+// keep their size. Failure leaves ordinary pages.
+void advise_huge(void * addr, size_t size) { ::madvise(addr, size, MADV_HUGEPAGE); }
+#else
+void advise_huge(void *, size_t) {}
+#endif
+
+}  // namespace
+
+Reader Reader::open(const std::string & path, LoadMode mode) {
+    auto impl = std::make_unique<Impl>();
+    impl->path = path;
+    struct stat st {};
+    Fd fd = open_regular(path, st);
     const auto size = static_cast<size_t>(st.st_size);
     if (size > 0 && mode == LoadMode::Map) {
-        void * addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (addr == MAP_FAILED) {
-            const int err = errno;
-            ::close(fd);
-            throw FileError(path, 0, "file", std::string("cannot map: ") + std::strerror(err));
-        }
-#ifdef MADV_HUGEPAGE
-        // Advice only, given before anything touches the mapping: the parts of the file the page cache does not
-        // hold yet are then read in 2 MiB folios, each mapped by one TLB entry. Decode streams every weight byte
-        // once a token; with 4 KiB pages that is ~87k page walks a token on the F32 bench file (docs/kernels.md).
-        // Pages already cached keep their size. Failure leaves ordinary pages.
-        ::madvise(addr, size, MADV_HUGEPAGE);
-#endif
+        void * addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd.fd, 0);
+        if (addr == MAP_FAILED) throw FileError(path, 0, "file", map_failure(errno, size));
+        advise_huge(addr, size);
         impl->mapping.addr = addr;
         impl->mapping.size = size;
         impl->base = static_cast<const uint8_t *>(addr);
@@ -504,35 +570,106 @@ Reader Reader::open(const std::string & path, LoadMode mode) {
         const size_t align = size >= kHuge ? kHuge : 4096;
         void * buf = nullptr;
         if (posix_memalign(&buf, align, size) != 0) {
-            ::close(fd);
             throw FileError(path, 0, "file", "out of memory reading " + std::to_string(size) + " bytes (--no-mmap)");
         }
-#ifdef MADV_HUGEPAGE
-        if (align == kHuge) ::madvise(buf, size / kHuge * kHuge, MADV_HUGEPAGE);
-#endif
+        if (align == kHuge) advise_huge(buf, size / kHuge * kHuge);
         impl->owned.reset(static_cast<uint8_t *>(buf));
-        size_t done = 0;
-        while (done < size) {
-            const ssize_t n = ::pread(fd, impl->owned.get() + done, size - done, static_cast<off_t>(done));
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) {
-                const int err = errno;
-                ::close(fd);
-                throw FileError(path, done, "file", n == 0 ? std::string("the file shrank while it was read")
-                                                           : std::string("read error: ") + std::strerror(err));
-            }
-            done += static_cast<size_t>(n);
-        }
+        read_exactly(fd.fd, path, impl->owned.get(), size, 0);
         impl->base = impl->owned.get();
         impl->size = size;
     }
-    ::close(fd);  // the mapping stays valid
+    // The descriptor closes here; the mapping stays valid.
     impl->protect = ProtectedFile(st.st_dev, st.st_ino);
+    impl->file_size = size;
+    impl->mapped = size;
     static const uint8_t empty = 0;
     if (impl->base == nullptr) impl->base = &empty;
     impl->parse_checked();
     return Reader(std::move(impl));
 }
+
+Reader Reader::open_table(const std::string & path) {
+    struct stat st {};
+    Fd fd = open_regular(path, st);
+    const auto file_size = static_cast<uint64_t>(st.st_size);
+    // The header and the tensor table, read in growing prefixes of the file until they parse: a prefix that ends
+    // inside them stops the parser (NeedMore) with the length it needs, and the parse starts again.
+    uint64_t want = std::min<uint64_t>(file_size, uint64_t{1} << 20);
+    while (true) {
+        auto impl = std::make_unique<Impl>();
+        impl->path = path;
+        impl->file_size = file_size;
+        impl->table_only = true;
+        struct FreeDeleter {
+            void operator()(uint8_t * p) const { std::free(p); }
+        };
+        uint8_t * buf = want > 0 ? static_cast<uint8_t *>(std::malloc(static_cast<size_t>(want))) : nullptr;
+        if (want > 0 && buf == nullptr) {
+            throw FileError(path, 0, "file", "out of memory reading the " + std::to_string(want) + "-byte header");
+        }
+        impl->owned.reset(buf);
+        if (want > 0) read_exactly(fd.fd, path, buf, static_cast<size_t>(want), 0);
+        static const uint8_t empty = 0;
+        impl->base = buf != nullptr ? buf : &empty;
+        impl->size = static_cast<size_t>(want);
+        try {
+            impl->parse_checked();
+        } catch (const NeedMore & more) {
+            // Doubling bounds the number of reads; `more.bytes` never passes the file's size (Parser::need).
+            want = std::min(file_size, std::max(more.bytes, want * 2));
+            continue;
+        }
+        // The header's bytes are no longer needed: the metadata and the table are parsed into their own storage.
+        impl->owned.reset();
+        impl->base = &empty;
+        impl->size = 0;
+        impl->protect = ProtectedFile(st.st_dev, st.st_ino);
+        impl->fd = std::move(fd);
+        return Reader(std::move(impl));
+    }
+}
+
+void Reader::map_tensors(const std::vector<bool> & wanted) {
+    Impl & impl = *impl_;
+    if (!impl.table_only) throw Error(impl.path + ": map_tensors needs a reader from open_table");
+    if (wanted.size() != impl.tensors.size()) throw Error(impl.path + ": map_tensors: one flag per tensor expected");
+    // Windows: runs of wanted tensors in file order with no other tensor's data between them, each mapped from
+    // the page below its first byte to the page above its last.
+    std::vector<size_t> order;
+    for (size_t k = 0; k < impl.tensors.size(); ++k)
+        if (wanted[k] && impl.tensors[k].data == nullptr && impl.tensors[k].n_bytes > 0) order.push_back(k);
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return impl.tensors[a].offset < impl.tensors[b].offset; });
+    std::vector<size_t> by_offset(impl.tensors.size());
+    std::iota(by_offset.begin(), by_offset.end(), size_t{0});
+    std::sort(by_offset.begin(), by_offset.end(),
+              [&](size_t a, size_t b) { return impl.tensors[a].offset < impl.tensors[b].offset; });
+    std::vector<size_t> rank(impl.tensors.size());  // a tensor's place in file order
+    for (size_t i = 0; i < by_offset.size(); ++i) rank[by_offset[i]] = i;
+    const uint64_t page = static_cast<uint64_t>(::sysconf(_SC_PAGE_SIZE));
+    for (size_t i = 0; i < order.size();) {
+        size_t j = i + 1;
+        while (j < order.size() && rank[order[j]] == rank[order[j - 1]] + 1) ++j;
+        const uint64_t first = impl.data_offset + impl.tensors[order[i]].offset;
+        const TensorInfo & last_t = impl.tensors[order[j - 1]];
+        const uint64_t last = impl.data_offset + last_t.offset + last_t.n_bytes;
+        const uint64_t from = first / page * page;
+        const auto n = static_cast<size_t>(last - from);
+        void * addr = mmap(nullptr, n, PROT_READ, MAP_PRIVATE, impl.fd.fd, static_cast<off_t>(from));
+        if (addr == MAP_FAILED) throw FileError(impl.path, first, "file", map_failure(errno, n));
+        advise_huge(addr, n);
+        impl.windows.emplace_back(addr, n);
+        impl.mapped += n;
+        for (size_t k = i; k < j; ++k) {
+            TensorInfo & t = impl.tensors[order[k]];
+            t.data = static_cast<const uint8_t *>(addr) + (impl.data_offset + t.offset - from);
+        }
+        i = j;
+    }
+}
+
+uint64_t Reader::file_size() const { return impl_->file_size; }
+uint64_t Reader::mapped_bytes() const { return impl_->mapped; }
+size_t Reader::n_windows() const { return impl_->windows.size(); }
 
 Reader Reader::from_memory(const uint8_t * data, size_t size, std::string name) {
     auto impl = std::make_unique<Impl>();
@@ -540,6 +677,8 @@ Reader Reader::from_memory(const uint8_t * data, size_t size, std::string name) 
     static const uint8_t empty = 0;
     impl->base = data != nullptr ? data : &empty;
     impl->size = data != nullptr ? size : 0;
+    impl->file_size = impl->size;
+    impl->mapped = impl->size;
     impl->parse_checked();
     return Reader(std::move(impl));
 }

@@ -32,7 +32,7 @@ struct TensorInfo {
     tensor::ElemType type;
     uint64_t offset = 0;            // relative to the start of the data section
     uint64_t n_bytes = 0;
-    const uint8_t * data = nullptr; // inside the mapping
+    const uint8_t * data = nullptr; // inside the mapping; null for a tensor a table-only reader has not mapped
 
     int64_t n_elements() const;
 };
@@ -51,6 +51,15 @@ public:
     // Validates a buffer that the caller keeps alive (tests, fuzzing). `name` is used in error messages.
     // Arrays of numbers and bools are kept packed (gguf/value.h): memory stays proportional to the file.
     static Reader from_memory(const uint8_t * data, size_t size, std::string name = "<memory>");
+    // Reads and validates the header and the tensor table only (pread, no mapping): every TensorInfo::data is
+    // null until map_tensors maps it. A process that holds part of a model (a pipeline rank) maps only that part,
+    // so its address space grows by its share, not by the file. Keeps the file open for map_tensors.
+    static Reader open_table(const std::string & path);
+    // For a reader from open_table: maps the tensors whose flag is set (one flag per tensor, in table order;
+    // tensors mapped already stay as they are). Each run of wanted tensors that are neighbours in the file (no
+    // other tensor's data between them) becomes one mapping, from the page below its first byte to the end of
+    // its last tensor. Throws FileError when a mapping fails (naming ulimit -v when that is the cause).
+    void map_tensors(const std::vector<bool> & wanted);
 
     Reader(Reader &&) noexcept;
     Reader & operator=(Reader &&) noexcept;
@@ -80,8 +89,13 @@ public:
     const std::vector<TensorInfo> & tensors() const;
     const TensorInfo * find_tensor(std::string_view name) const;   // nullptr when absent
 
-    // The whole mapped file.
+    // The whole mapped file (empty for a reader from open_table).
     std::span<const uint8_t> bytes() const;
+    uint64_t file_size() const;
+    // Bytes of the file this reader maps or holds: the file's size, or (open_table) the sum of map_tensors'
+    // mappings, in n_windows() of them.
+    uint64_t mapped_bytes() const;
+    size_t n_windows() const;
 
 private:
     struct Impl;

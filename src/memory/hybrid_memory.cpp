@@ -45,6 +45,8 @@ const MemoryParams & checked(const MemoryParams & p) {
         }
     }
     if (p.kpool > 0 && !p.shape.has_indexer()) throw Error("kpool: pools need an indexer (a layer with idx_width > 0)");
+    if (!p.held.empty() && p.held.size() != p.shape.layers.size())
+        throw Error("held layers: " + std::to_string(p.held.size()) + " flags for " + std::to_string(p.shape.layers.size()) + " layers");
     if (p.kpool > 4096) throw Error("kpool: " + std::to_string(p.kpool) + " is too large");
     p.window.check();
     if (p.window.active() && p.kpool > 0)
@@ -138,8 +140,8 @@ struct HybridMemory::Call {
 HybridMemory::HybridMemory(const MemoryParams & params)
     : params_(checked(params)),
       has_recurrent_(params.shape.n_recr_layers() > 0 || params.shape.row_floats > 0),
-      kv_(params.shape, stream_cells(params), params.unified ? 1 : params.n_seq_max, params.window),
-      rec_(params.shape, params.n_seq_max, params.n_rs_seq),
+      kv_(params.shape, stream_cells(params), params.unified ? 1 : params.n_seq_max, params.window, params.held),
+      rec_(params.shape, params.n_seq_max, params.n_rs_seq, params.held, params.row_state_held),
       layout_(params.kpool, params.by_order),
       call_storage_(std::make_unique<Call>(this)),
       memory_range_([this](SeqId s) { return SeqRange{seq_pos_min(s), seq_pos_max(s)}; }),
@@ -660,6 +662,28 @@ std::vector<BreakdownEntry> HybridMemory::breakdown() const {
     out.push_back({"recurrent", "row", tensor::ElemType::F32, rec_.row_state_bytes()});
     out.push_back({"recurrent", "undo bank", tensor::ElemType::F32, rec_.undo_bank_bytes()});
     return out;
+}
+
+void HybridMemory::hold_layers(const std::vector<bool> & held, bool row_state_held) {
+    check_idle("hold_layers");
+    const std::vector<LayerCache> & layers = params_.shape.layers;
+    if (!held.empty() && held.size() != layers.size())
+        throw Error("held layers: " + std::to_string(held.size()) + " flags for " + std::to_string(layers.size()) + " layers");
+    uint32_t a = 0, r = 0;
+    for (size_t i = 0; i < layers.size(); ++i) {
+        const bool h = held.empty() || held[i];
+        if (layers[i].attention()) {
+            if (kv_.held(a) != h) kv_.hold(a, h);
+            ++a;
+        }
+        if (layers[i].recurrent()) {
+            if (rec_.held(r) != h) rec_.hold(r, h);
+            ++r;
+        }
+    }
+    if (params_.row_state_held != row_state_held && params_.shape.row_floats > 0) rec_.hold(r, row_state_held);
+    params_.held = held;
+    params_.row_state_held = row_state_held;
 }
 
 }  // namespace offgrid::memory

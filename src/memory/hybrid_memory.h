@@ -82,6 +82,12 @@ struct MemoryParams {
     // runs of a sequence's cells in order, and every cell the window lets go would shift every later pool's
     // members, regrouping the whole sequence at each step for pooled keys no query can select anyway.
     Window window;
+    // The layers whose rows this memory stores: one flag per shape.layers entry (empty: all). A pipeline rank
+    // holds its own layers only (src/distributed/). A layer not held keeps its number and its place in state
+    // files (zeros on save, skipped on restore) but takes no storage, and its rows must not be asked for.
+    // row_state_held: the per-row state outside the layers (CacheShape::row_floats), likewise.
+    std::vector<bool> held;
+    bool row_state_held = true;
 };
 
 // The reference's context sizing (memory.md 0.5): n_ctx rounded up to 256; per-sequence streams get
@@ -145,6 +151,9 @@ public:
     Pos seq_pos_max(SeqId s) const;
     Pos seq_first_pos(SeqId s) const;  // the first position held in the attention cache (-1: none)
     void clear();
+    // Stores the rows of these layers from now on (MemoryParams::held; empty: all): layers taken on start zeroed,
+    // layers let go lose their rows. Only between calls.
+    void hold_layers(const std::vector<bool> & held, bool row_state_held);
 
     // Pending position shifts (after seq_add / seq_div): rotate(global cell, old pos, new pos) re-rotates K.
     using RotateFn = std::function<void(uint32_t cell, Pos old_pos, Pos new_pos)>;

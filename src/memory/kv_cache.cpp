@@ -36,27 +36,43 @@ uint32_t cache_row_bytes(tensor::ElemType type, uint32_t width, const char * fie
     return width / 32 * 34;  // tensor::BlockQ8_0
 }
 
-KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, const Window & window)
+KvCache::KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, const Window & window,
+                 const std::vector<bool> & held)
     : kv_size_(kv_size), window_(window) {
     window_.check();
     if (kv_size == 0) throw Error("kv_size: a cache needs at least one cell per stream");
     if (n_stream == 0 || n_stream > (uint32_t)kMaxSeq) throw Error("n_stream: must be in [1, 256]");
     streams_.reserve(n_stream);
     for (uint32_t st = 0; st < n_stream; ++st) streams_.emplace_back(kv_size);
-    const size_t cells = (size_t)kv_size * n_stream;
-    for (const LayerCache & l : shape.layers) {
+    if (!held.empty() && held.size() != shape.layers.size()) throw Error("held layers: one flag per layer of the shape");
+    for (size_t i = 0; i < shape.layers.size(); ++i) {
+        const LayerCache & l = shape.layers[i];
         if (!l.attention()) {
             if (l.v_width > 0 || l.indexer()) throw Error("cache shape: V or indexer rows on a layer without K rows");
             continue;
         }
         if (l.indexer() && l.idx_parts < 2) throw Error("idx_parts: an indexer row needs a key and a pooled part");
-        k_row_bytes_.push_back(cache_row_bytes(shape.type_k, l.k_width, "type_k"));
-        v_row_bytes_.push_back(cache_row_bytes(shape.type_v, l.v_width, "type_v"));
-        idx_row_bytes_.push_back(l.indexer() ? l.idx_parts * l.idx_width * cache_elem_bytes(shape.type_idx, "indexer type") : 0);
-        k_.emplace_back(cells * k_row_bytes_.back());
-        v_.emplace_back(cells * v_row_bytes_.back());
-        idx_.emplace_back(cells * idx_row_bytes_.back());
+        decl_k_.push_back(cache_row_bytes(shape.type_k, l.k_width, "type_k"));
+        decl_v_.push_back(cache_row_bytes(shape.type_v, l.v_width, "type_v"));
+        decl_idx_.push_back(l.indexer() ? l.idx_parts * l.idx_width * cache_elem_bytes(shape.type_idx, "indexer type") : 0);
+        k_row_bytes_.push_back(0);
+        v_row_bytes_.push_back(0);
+        idx_row_bytes_.push_back(0);
+        k_.emplace_back();
+        v_.emplace_back();
+        idx_.emplace_back();
+        if (held.empty() || held[i]) hold((uint32_t)(k_.size() - 1), true);
     }
+}
+
+void KvCache::hold(uint32_t layer, bool held) {
+    const size_t cells = n_cells();
+    k_row_bytes_[layer] = held ? decl_k_[layer] : 0;
+    v_row_bytes_[layer] = held ? decl_v_[layer] : 0;
+    idx_row_bytes_[layer] = held ? decl_idx_[layer] : 0;
+    k_[layer] = RowArray(cells * k_row_bytes_[layer]);
+    v_[layer] = RowArray(cells * v_row_bytes_[layer]);
+    idx_[layer] = RowArray(cells * idx_row_bytes_[layer]);
 }
 
 std::vector<uint32_t> KvCache::heads() const {
@@ -132,6 +148,7 @@ void KvCache::record(uint32_t cell, bool save_rows) {
     if (save_rows && !cs.is_empty(i)) {
         c.has_rows = true;
         for (uint32_t l = 0; l < n_layers(); ++l) {
+            if (!held(l)) continue;
             journal_rows_.insert(journal_rows_.end(), k_row(l, cell), k_row(l, cell) + k_row_bytes_[l]);
             if (v_row_bytes_[l]) journal_rows_.insert(journal_rows_.end(), v_row(l, cell), v_row(l, cell) + v_row_bytes_[l]);
             if (idx_row_bytes_[l]) journal_rows_.insert(journal_rows_.end(), idx_row(l, cell), idx_row(l, cell) + idx_row_bytes_[l]);
@@ -217,6 +234,7 @@ void KvCache::rollback(size_t mark, const std::vector<uint32_t> & heads) {
         if (c.has_rows) {
             const uint8_t * r = journal_rows_.data() + c.rows_at;
             for (uint32_t l = 0; l < n_layers(); ++l) {
+                if (!held(l)) continue;
                 std::memcpy(k_row(l, c.cell), r, k_row_bytes_[l]);
                 r += k_row_bytes_[l];
                 if (v_row_bytes_[l]) {
@@ -267,6 +285,7 @@ SeqSet KvCache::seq_rm(SeqId s, Pos p0, Pos p1) {
 
 void KvCache::copy_rows(uint32_t dst, uint32_t src) {
     for (uint32_t l = 0; l < n_layers(); ++l) {
+        if (!held(l)) continue;
         std::memcpy(k_row(l, dst), k_row(l, src), k_row_bytes_[l]);
         if (v_row_bytes_[l]) std::memcpy(v_row(l, dst), v_row(l, src), v_row_bytes_[l]);
         if (idx_row_bytes_[l]) std::memcpy(idx_row(l, dst), idx_row(l, src), idx_row_bytes_[l]);

@@ -34,7 +34,11 @@ uint32_t cache_row_bytes(tensor::ElemType type, uint32_t width, const char * fie
 
 class KvCache {
 public:
-    KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, const Window & window = {});
+    // `held`: one flag per shape.layers entry (empty: all held). An attention layer not held keeps its number and
+    // its declared widths (state sections carry its rows: zeros on save, skipped on restore) but no storage: its
+    // row bytes read 0, so every row operation passes it by.
+    KvCache(const CacheShape & shape, uint32_t kv_size, uint32_t n_stream, const Window & window = {},
+            const std::vector<bool> & held = {});
 
     uint32_t kv_size() const { return kv_size_; }
     uint32_t n_stream() const { return (uint32_t)streams_.size(); }
@@ -96,6 +100,9 @@ public:
     uint32_t v_row_bytes(uint32_t layer) const { return v_row_bytes_[layer]; }      // 0: no V rows
     uint32_t idx_row_bytes(uint32_t layer) const { return idx_row_bytes_[layer]; }  // 0: no indexer rows
     uint32_t n_layers() const { return (uint32_t)k_.size(); }
+    bool held(uint32_t layer) const { return k_row_bytes_[layer] > 0; }
+    // Gives a layer its storage (zeroed) or takes it away; the cell books do not change.
+    void hold(uint32_t layer, bool held);
     uint8_t * k_row(uint32_t layer, uint32_t cell) { return k_[layer].data() + (size_t)cell * k_row_bytes_[layer]; }
     // Null when the layer stores no V rows (v_width 0: the model reads values from its K rows).
     uint8_t * v_row(uint32_t layer, uint32_t cell) {
@@ -171,7 +178,8 @@ private:
     std::vector<Taken> taken_;
     std::vector<uint32_t> older_;
     std::vector<uint32_t> saved_heads_;
-    std::vector<uint32_t> k_row_bytes_, v_row_bytes_, idx_row_bytes_;  // per layer; 0: the layer has none
+    std::vector<uint32_t> k_row_bytes_, v_row_bytes_, idx_row_bytes_;  // per layer; 0: the layer has none (or is not held)
+    std::vector<uint32_t> decl_k_, decl_v_, decl_idx_;  // per layer, as declared (held or not): the state's layout
     using RowArray = std::vector<uint8_t, HugePageAllocator<uint8_t>>;  // memory/huge_pages.h
     std::vector<RowArray> k_, v_, idx_;  // per layer (empty where the layer has no such rows)
 };

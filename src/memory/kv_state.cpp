@@ -37,9 +37,16 @@ void KvCache::write_attention(const std::vector<StateStream> & streams, StateWri
             for (size_t s = seq_begin(c.seqs); s < c.seqs.size(); s = seq_next(c.seqs, s)) w.i32((int32_t)s);
         }
         for (uint32_t l = 0; l < n_layers(); ++l) {
-            for (const StateCell & c : sd.cells) w.raw(k_[l].data() + (size_t)c.cell * k_row_bytes_[l], k_row_bytes_[l]);
-            if (v_row_bytes_[l] == 0) continue;  // no V rows (v_width 0)
-            for (const StateCell & c : sd.cells) w.raw(v_[l].data() + (size_t)c.cell * v_row_bytes_[l], v_row_bytes_[l]);
+            // A layer this memory does not hold keeps its place in the layout, as zeros.
+            const auto rows = [&](const RowArray & a, uint32_t bytes) {
+                for (const StateCell & c : sd.cells) {
+                    if (held(l)) w.raw(a.data() + (size_t)c.cell * bytes, bytes);
+                    else w.zeros(bytes);
+                }
+            };
+            rows(k_[l], decl_k_[l]);
+            if (decl_v_[l] == 0) continue;  // no V rows (v_width 0)
+            rows(v_[l], decl_v_[l]);
         }
     }
 }
@@ -47,8 +54,11 @@ void KvCache::write_attention(const std::vector<StateStream> & streams, StateWri
 void KvCache::write_indexer(const std::vector<StateStream> & streams, StateWriter & w) const {
     for (const StateStream & sd : streams)
         for (uint32_t l = 0; l < n_layers(); ++l) {
-            if (idx_row_bytes_[l] == 0) continue;  // no indexer rows on this layer
-            for (const StateCell & c : sd.cells) w.raw(idx_[l].data() + (size_t)c.cell * idx_row_bytes_[l], idx_row_bytes_[l]);
+            if (decl_idx_[l] == 0) continue;  // no indexer rows on this layer
+            for (const StateCell & c : sd.cells) {
+                if (held(l)) w.raw(idx_[l].data() + (size_t)c.cell * decl_idx_[l], decl_idx_[l]);
+                else w.zeros(decl_idx_[l]);
+            }
         }
 }
 
@@ -80,8 +90,8 @@ std::vector<KvCache::StateStream> KvCache::read_attention(StateReader & r, SeqId
             sd.cells.push_back(c);
         }
         for (uint32_t l = 0; l < n_layers(); ++l) {
-            sd.k.push_back(r.take((size_t)count * k_row_bytes_[l], "K rows"));
-            sd.v.push_back(r.take((size_t)count * v_row_bytes_[l], "V rows"));
+            sd.k.push_back(r.take((size_t)count * decl_k_[l], "K rows"));
+            sd.v.push_back(r.take((size_t)count * decl_v_[l], "V rows"));
         }
     }
     return streams;
@@ -89,7 +99,7 @@ std::vector<KvCache::StateStream> KvCache::read_attention(StateReader & r, SeqId
 
 void KvCache::read_indexer(StateReader & r, std::vector<StateStream> & streams) const {
     for (StateStream & sd : streams)
-        for (uint32_t l = 0; l < n_layers(); ++l) sd.idx.push_back(r.take(sd.cells.size() * idx_row_bytes_[l], "indexer rows"));
+        for (uint32_t l = 0; l < n_layers(); ++l) sd.idx.push_back(r.take(sd.cells.size() * decl_idx_[l], "indexer rows"));
 }
 
 void KvCache::restore_cells(const std::vector<StateStream> & streams) {
@@ -101,6 +111,7 @@ void KvCache::restore_cells(const std::vector<StateStream> & streams) {
             cs.place_with_shift(local, c.pos, c.seqs, c.ext, c.shift);
             cs.head = std::max(cs.head, local + 1);
             for (uint32_t l = 0; l < n_layers(); ++l) {
+                if (!held(l)) continue;  // rows of a layer this memory does not hold are skipped
                 std::memcpy(k_row(l, c.cell), sd.k[l] + i * k_row_bytes_[l], k_row_bytes_[l]);
                 if (v_row_bytes_[l]) std::memcpy(v_row(l, c.cell), sd.v[l] + i * v_row_bytes_[l], v_row_bytes_[l]);
                 if (idx_row_bytes_[l] && !sd.idx.empty()) std::memcpy(idx_row(l, c.cell), sd.idx[l] + i * idx_row_bytes_[l], idx_row_bytes_[l]);

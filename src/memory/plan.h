@@ -178,7 +178,8 @@ struct PoolKeyTable {
 };
 
 // Row access to the memory's storage, for the model. Rows have the element types of the CacheShape and the widths
-// of their layer's LayerCache.
+// of their layer's LayerCache. A layer the memory does not hold (MemoryParams::held, a pipeline rank's other
+// layers) has no rows: its k_rows(l).stride is 0 and nothing of it may be read or written.
 // Invariant: k_row(l, c) == k_rows(l).row(c) for every cell (likewise V and indexer rows). The recurrent accessors
 // may be called from several threads at once for rows of distinct slots (a first access may journal the rows).
 struct Storage {

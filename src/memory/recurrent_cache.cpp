@@ -8,50 +8,72 @@
 
 namespace offgrid::memory {
 
-RecurrentCache::RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint32_t n_rs_seq)
-    : n_slots_(n_slots), n_rs_seq_(n_rs_seq), row_floats_(shape.row_floats) {
+RecurrentCache::RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint32_t n_rs_seq, const std::vector<bool> & held,
+                               bool row_state_held)
+    : n_slots_(n_slots), n_rs_seq_(n_rs_seq), row_floats_(0), decl_row_(shape.row_floats) {
     if (n_slots == 0 || n_slots > (uint32_t)kMaxSeq) throw Error("n_seq_max: must be in [1, 256]");
+    if (!held.empty() && held.size() != shape.layers.size()) throw Error("held layers: one flag per layer of the shape");
     seqs_.assign(kMaxSeq, SeqState{});
-    const size_t rows = 2 * (size_t)n_rows();  // two banks
-    for (const LayerCache & l : shape.layers) {
+    std::vector<bool> hold_layer;
+    for (size_t i = 0; i < shape.layers.size(); ++i) {
+        const LayerCache & l = shape.layers[i];
         if (!l.recurrent()) continue;
-        conv_floats_.push_back(l.conv_floats);
-        ssm_floats_.push_back(l.state_floats);
-        conv_.emplace_back(rows * l.conv_floats);
-        ssm_.emplace_back(rows * l.state_floats);
+        decl_conv_.push_back(l.conv_floats);
+        decl_ssm_.push_back(l.state_floats);
+        conv_floats_.push_back(0);
+        ssm_floats_.push_back(0);
+        conv_.emplace_back();
+        ssm_.emplace_back();
+        hold_layer.push_back(held.empty() || held[i]);
     }
-    row_state_.assign(rows * row_floats_, 0.0f);
     bank_.assign((size_t)n_slots * n_parts(), 0);
     journal_index_.assign(n_slots, -1);
+    for (uint32_t l = 0; l < hold_layer.size(); ++l)
+        if (hold_layer[l]) hold(l, true);
+    if (row_state_held) hold((uint32_t)conv_.size(), true);
+}
+
+void RecurrentCache::hold(uint32_t layer, bool held) {
+    const size_t rows = 2 * (size_t)n_rows();  // two banks
+    if (layer == conv_.size()) {
+        row_floats_ = held ? decl_row_ : 0;
+        row_state_.assign(rows * row_floats_, 0.0f);
+        return;
+    }
+    conv_floats_[layer] = held ? decl_conv_[layer] : 0;
+    ssm_floats_[layer] = held ? decl_ssm_[layer] : 0;
+    conv_[layer].assign(rows * conv_floats_[layer], 0.0f);
+    ssm_[layer].assign(rows * ssm_floats_[layer], 0.0f);
 }
 
 uint32_t RecurrentCache::slot_floats() const {
-    return (1 + n_rs_seq_) * (uint32_t)(sum(conv_floats_) + sum(ssm_floats_) + row_floats_);
+    return (1 + n_rs_seq_) * (uint32_t)(sum(decl_conv_) + sum(decl_ssm_) + decl_row_);
 }
 
+// The declared layout: a part this cache does not hold reads as zeros and is passed by on writing.
 void RecurrentCache::read_plane(uint32_t slot, uint32_t plane, std::vector<float> & out) const {
     const uint32_t r = row(plane, slot);
+    const auto put = [&](const float * p, uint32_t have, uint32_t decl) {
+        if (have > 0) out.insert(out.end(), p, p + have);
+        else out.insert(out.end(), decl, 0.0f);
+    };
     for (uint32_t l = 0; l < conv_.size(); ++l) {
-        const float * c = conv_at(l, r);
-        out.insert(out.end(), c, c + conv_floats_[l]);
-        const float * s = ssm_at(l, r);
-        out.insert(out.end(), s, s + ssm_floats_[l]);
+        put(conv_at(l, r), conv_floats_[l], decl_conv_[l]);
+        put(ssm_at(l, r), ssm_floats_[l], decl_ssm_[l]);
     }
-    const float * p = row_state_at(r);
-    out.insert(out.end(), p, p + row_floats_);
+    put(row_state_at(r), row_floats_, decl_row_);
 }
 
 void RecurrentCache::write_plane(uint32_t slot, uint32_t plane, const float * in) {
     const uint32_t r = row(plane, slot);
+    // memcpy with a null pointer is undefined even for 0 bytes: parts without storage are passed by.
     for (uint32_t l = 0; l < conv_.size(); ++l) {
-        std::memcpy(conv_at(l, r), in, 4ull * conv_floats_[l]);
-        in += conv_floats_[l];
-        std::memcpy(ssm_at(l, r), in, 4ull * ssm_floats_[l]);
-        in += ssm_floats_[l];
+        if (conv_floats_[l] > 0) std::memcpy(conv_at(l, r), in, 4ull * conv_floats_[l]);
+        in += decl_conv_[l];
+        if (ssm_floats_[l] > 0) std::memcpy(ssm_at(l, r), in, 4ull * ssm_floats_[l]);
+        in += decl_ssm_[l];
     }
-    if (row_floats_ > 0) {  // a model without per-row state has no buffer (memcpy from null is undefined even for 0 bytes)
-        std::memcpy(row_state_at(r), in, 4ull * row_floats_);
-    }
+    if (row_floats_ > 0) std::memcpy(row_state_at(r), in, 4ull * row_floats_);
 }
 
 void RecurrentCache::read_slot(uint32_t slot, uint32_t planes, std::vector<float> & out) const {
@@ -67,8 +89,8 @@ void RecurrentCache::for_each_row(uint32_t slot, uint32_t planes, const RowFn & 
     for (uint32_t k = 0; k < planes; ++k) {
         const uint32_t r = row(k, slot);
         for (uint32_t l = 0; l < conv_.size(); ++l) {
-            fn(conv_at(l, r), conv_floats_[l]);
-            fn(ssm_at(l, r), ssm_floats_[l]);
+            if (conv_floats_[l] > 0) fn(conv_at(l, r), conv_floats_[l]);
+            if (ssm_floats_[l] > 0) fn(ssm_at(l, r), ssm_floats_[l]);
         }
         if (row_floats_ > 0) fn(row_state_at(r), row_floats_);
     }
@@ -81,6 +103,7 @@ void RecurrentCache::flip(uint32_t slot, uint32_t part, uint32_t first_plane) {
     for (uint32_t k = first_plane; k < 1 + n_rs_seq_; ++k) {
         const size_t from = old_bank * n_rows() + row(k, slot), to = (old_bank ^ 1) * n_rows() + row(k, slot);
         if (part < conv_.size()) {
+            if (!held(part)) continue;
             float * c = conv_[part].data();
             const size_t cf = conv_floats_[part], sf = ssm_floats_[part];
             std::memcpy(c + to * cf, c + from * cf, 4ull * cf);
@@ -146,8 +169,8 @@ void RecurrentCache::copy_slot(uint32_t dst, uint32_t src) {
     for (uint32_t k = 0; k < 1 + n_rs_seq_; ++k) {
         const uint32_t rd = row(k, dst), rs = row(k, src);
         for (uint32_t l = 0; l < conv_.size(); ++l) {
-            std::memcpy(conv_at(l, rd), conv_at(l, rs), 4ull * conv_floats_[l]);
-            std::memcpy(ssm_at(l, rd), ssm_at(l, rs), 4ull * ssm_floats_[l]);
+            if (conv_floats_[l] > 0) std::memcpy(conv_at(l, rd), conv_at(l, rs), 4ull * conv_floats_[l]);
+            if (ssm_floats_[l] > 0) std::memcpy(ssm_at(l, rd), ssm_at(l, rs), 4ull * ssm_floats_[l]);
         }
         if (row_floats_ > 0) std::memcpy(row_state_at(rd), row_state_at(rs), 4ull * row_floats_);
     }

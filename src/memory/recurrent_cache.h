@@ -58,7 +58,15 @@ public:
         bool operator==(const SeqState &) const = default;
     };
 
-    RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint32_t n_rs_seq);
+    // `held`: one flag per shape.layers entry (empty: all held); `row_state_held`: the per-row state. A recurrent
+    // layer not held keeps its number and its place in the state's planes (zeros on save, skipped on restore) but
+    // no storage: its floats read 0, so every row operation passes it by.
+    RecurrentCache(const CacheShape & shape, uint32_t n_slots, uint32_t n_rs_seq, const std::vector<bool> & held = {},
+                   bool row_state_held = true);
+    bool held(uint32_t layer) const { return conv_floats_[layer] + ssm_floats_[layer] > 0; }
+    // Gives a layer (or, layer == the number of recurrent layers, the per-row state) its storage, zeroed, or takes
+    // it away. Only between calls.
+    void hold(uint32_t layer, bool held);
 
     uint32_t n_slots() const { return n_slots_; }
     uint32_t n_rs_seq() const { return n_rs_seq_; }
@@ -191,8 +199,10 @@ private:
     }
 
     uint32_t n_slots_, n_rs_seq_;
-    std::vector<uint32_t> conv_floats_, ssm_floats_;  // per recurrent layer
-    uint32_t row_floats_;
+    std::vector<uint32_t> conv_floats_, ssm_floats_;  // per recurrent layer; 0 when not held
+    uint32_t row_floats_;                             // 0 when not held
+    std::vector<uint32_t> decl_conv_, decl_ssm_;      // as declared, held or not: the state's layout
+    uint32_t decl_row_;
     std::vector<SeqState> seqs_;
     // Per layer: two banks of n_rows() rows each. The ssm rows (the bulk of the state, streamed once a token) are
     // cache-line aligned for non-temporal stores, in huge pages when large (fewer TLB misses).

@@ -25,6 +25,7 @@ public:
         const auto * b = static_cast<const uint8_t *>(p);
         out.insert(out.end(), b, b + n);
     }
+    void zeros(size_t n) { out.resize(out.size() + n, 0); }
     std::vector<uint8_t> out;
 };
 

@@ -38,6 +38,16 @@ ops::WorkspaceSize forward_workspace_size(const Architecture & model, const Work
                        ops::matmul_workspace(weights, tokens, tokens * (static_cast<int64_t>(n_used) + 2)));
 }
 
+void check_in_span(const ForwardContext & fc, const LayerSpan & span, uint32_t n_layers) {
+    if (span.whole()) return;
+    const uint32_t end = fc.end_layer == 0 ? n_layers : fc.end_layer;
+    if (fc.first_layer < span.first || end > span.end_of(n_layers)) {
+        throw Error("forward: layer range [" + std::to_string(fc.first_layer) + ", " + std::to_string(end) +
+                    ") is not inside the layers this process loaded, [" + std::to_string(span.first) + ", " +
+                    std::to_string(span.end_of(n_layers)) + ")");
+    }
+}
+
 uint64_t Architecture::weight_bytes_per_token() const {
     const gguf::Reader & r = reader();
     const std::string arch = name() + ".";

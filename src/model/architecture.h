@@ -104,6 +104,21 @@ struct ForwardResult {
     LayerCarry carry;                // when options.end_layer < n_layers()
 };
 
+// The trunk layers a process loads and runs (a pipeline rank, src/distributed/): [first, end), end 0 meaning
+// through the last. Loaded with a span, a model binds only the tensors that span reads (registry.h): its layers',
+// the embedding when it starts at layer 0, the head and everything after the trunk when it ends at the last layer,
+// and whatever an architecture reads at a given layer (qwen4exp: the PLE table with the PLE layer). Its forward
+// runs ranges inside the span only.
+struct LayerSpan {
+    uint32_t first = 0;
+    uint32_t end = 0;
+    bool whole() const { return first == 0 && end == 0; }
+    uint32_t end_of(uint32_t n_layers) const { return end == 0 ? n_layers : end; }
+    bool has(uint32_t il, uint32_t n_layers) const { return il >= first && il < end_of(n_layers); }
+    bool starts(uint32_t) const { return first == 0; }
+    bool ends(uint32_t n_layers) const { return end_of(n_layers) == n_layers; }
+};
+
 // The cache rows one trunk layer owns (a pipeline rank holds the rows of its layers).
 struct LayerCaches {
     int attn = -1;     // index among the attention layers (K, V, indexer rows), -1: none
@@ -115,6 +130,9 @@ struct LayerCaches {
 // (carry_in with n_tokens x carry_width streams when it starts after layer 0, out.carry when it ends early).
 // Throws offgrid::Error naming what is wrong.
 uint32_t checked_layer_end(const ForwardContext & fc, uint32_t n_layers, size_t carry_width);
+// Throws offgrid::Error when fc's layer range is not inside the span a model was loaded with (the tensors of the
+// other layers were not bound).
+void check_in_span(const ForwardContext & fc, const LayerSpan & span, uint32_t n_layers);
 
 
 class Architecture {
@@ -129,11 +147,16 @@ public:
     virtual uint32_t n_layers() const = 0;
     virtual uint32_t carry_width() const = 0;
     virtual LayerCaches layer_caches(uint32_t il) const = 0;   // il < n_layers()
+    // Whether a context's memory stores layer il's rows (a pipeline rank holds its own layers only).
+    virtual bool holds_layer(uint32_t il) const { return true; }
     // Width of the hidden state forward() returns with options.hidden (what an embedding is made of).
     virtual uint32_t hidden_width() const = 0;
     // Width of ForwardResult::wide_hidden; 0 when the model has no MTP draft head to feed.
     virtual uint32_t wide_hidden_width() const { return 0; }
     virtual const gguf::Reader & reader() const = 0;  // the open file (tokenizer metadata, fingerprint)
+    // The model's fingerprint (offgrid::Model::fingerprint) when this architecture holds only part of the tensor
+    // data and learnt the value from the processes holding the rest (runtime/fingerprint.h); 0: hash reader().
+    virtual uint64_t known_fingerprint() const { return 0; }
 
     // What the memory must store, with K rows in type_k and V rows in type_v (F32 or F16, Q8_0 where the model
     // supports it; throws offgrid::Error naming the reason for any other type). The indexer rows' type is the

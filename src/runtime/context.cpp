@@ -22,6 +22,7 @@
 #include "memory/plan_check.h"
 #include "runtime/available_memory.h"
 #include "runtime/context_access.h"
+#include "runtime/fingerprint.h"
 #include "memory/state_io.h"
 #include "model/architecture.h"
 #include "model/registry.h"
@@ -114,33 +115,27 @@ bool identity_key(const std::string & key) {
 
 constexpr uint64_t kHashPiece = 32ull << 20;  // unit of work of the parallel data hash
 
-uint64_t compute_fingerprint(const gguf::Reader & reader) {
+}  // namespace
+
+namespace runtime {
+
+std::vector<HashPiece> fingerprint_pieces(const gguf::Reader & reader) {
+    std::vector<HashPiece> pieces;
+    const auto & tensors = reader.tensors();
+    for (size_t k = 0; k < tensors.size(); ++k) {
+        const uint64_t n = tensors[k].n_bytes;
+        for (uint64_t at = 0; at < n; at += kHashPiece) pieces.push_back({k, at, std::min(kHashPiece, n - at)});
+    }
+    return pieces;
+}
+
+uint64_t fold_fingerprint(const gguf::Reader & reader, const std::vector<LaneCrc> & piece_hashes) {
     Fnv f;
     for (const auto & kv : reader.metadata()) {
         if (!identity_key(kv.key)) continue;
         f.mix_string(kv.key);
         mix_gguf_value(f, kv.value);
     }
-    // Every byte of every tensor: pieces of at most kHashPiece bytes, hashed on all hardware threads, folded in
-    // tensor order so the value does not depend on the number of threads.
-    struct Piece {
-        const uint8_t * data;
-        uint64_t n;
-        LaneCrc crc;
-    };
-    std::vector<Piece> pieces;
-    for (const auto & t : reader.tensors()) {
-        for (uint64_t at = 0; at < t.n_bytes; at += kHashPiece) pieces.push_back({t.data + at, std::min(kHashPiece, t.n_bytes - at), {}});
-    }
-    std::atomic<size_t> next{0};
-    auto work = [&] {
-        for (size_t i; (i = next.fetch_add(1)) < pieces.size();) pieces[i].crc = data_hash(pieces[i].data, pieces[i].n);
-    };
-    const unsigned n_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
-    std::vector<std::thread> threads;
-    for (unsigned i = 1; i < n_threads && i < pieces.size(); ++i) threads.emplace_back(work);
-    work();
-    for (auto & t : threads) t.join();
     size_t p = 0;
     for (const auto & t : reader.tensors()) {
         f.mix_string(t.name);
@@ -148,19 +143,41 @@ uint64_t compute_fingerprint(const gguf::Reader & reader) {
         f.mix(t.ne.data(), t.ne.size() * sizeof(int64_t));
         f.mix_value(static_cast<uint32_t>(t.type));
         f.mix_value(t.n_bytes);
-        for (uint64_t at = 0; at < t.n_bytes; at += kHashPiece) f.mix_value(pieces[p++].crc);
+        for (uint64_t at = 0; at < t.n_bytes; at += kHashPiece) f.mix_value(piece_hashes.at(p++));
     }
     return f.h;
 }
 
-}  // namespace
+uint64_t compute_fingerprint(const gguf::Reader & reader) {
+    // Every byte of every tensor: pieces hashed on all hardware threads, folded in tensor order so the value does
+    // not depend on the number of threads.
+    const std::vector<HashPiece> pieces = fingerprint_pieces(reader);
+    std::vector<LaneCrc> hashes(pieces.size());
+    const auto & tensors = reader.tensors();
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+        for (size_t i; (i = next.fetch_add(1)) < pieces.size();) {
+            hashes[i] = data_hash(tensors[pieces[i].tensor].data + pieces[i].at, pieces[i].n);
+        }
+    };
+    const unsigned n_threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+    std::vector<std::thread> threads;
+    for (unsigned i = 1; i < n_threads && i < pieces.size(); ++i) threads.emplace_back(work);
+    work();
+    for (auto & t : threads) t.join();
+    return fold_fingerprint(reader, hashes);
+}
+
+}  // namespace runtime
 
 uint64_t Model::fingerprint() const {
     // Computed on first use (state files, cache files), not at load: a run that never needs it pays nothing.
-    // Two threads racing here compute the same value.
+    // Two threads racing here compute the same value. A model that holds part of the data (a pipeline rank)
+    // knows the value from all parts.
     uint64_t fp = fingerprint_.load(std::memory_order_acquire);
+    if (fp == 0) fp = impl_->known_fingerprint();
     if (fp == 0) {
-        fp = compute_fingerprint(impl_->reader());
+        fp = runtime::compute_fingerprint(impl_->reader());
         if (fp == 0) fp = 1;  // 0 means "not computed yet"
         fingerprint_.store(fp, std::memory_order_release);
     }
@@ -254,6 +271,18 @@ public:
         mp.by_order = traits.kpool_by_order;
         mp.window = traits.window;
         mp.n_vocab = m.n_vocab();
+        // A pipeline rank's memory stores its own layers' rows only (the others keep their place in the books).
+        std::vector<bool> held;
+        bool all = true;
+        for (uint32_t il = 0; il < shape_.layers.size(); ++il) {
+            held.push_back(il >= m.n_layers() || m.holds_layer(il));
+            all = all && held.back();
+        }
+        if (!all) {
+            for (uint32_t il = 0; il < m.n_layers() && il < held.size(); ++il)
+                if (m.layer_caches(il).row_state) mp.row_state_held = held[il];
+            mp.held = std::move(held);
+        }
         return mp;
     }
 

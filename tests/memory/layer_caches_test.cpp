@@ -167,6 +167,60 @@ TEST(LayerCaches, UniformLayersWriteTheirCommonWidths) {
     EXPECT_EQ(field(12), 1u);  // ssm_floats
 }
 
+// A layer the memory does not hold (MemoryParams::held, a pipeline rank's other layers) takes no storage and its
+// rows are never touched, but it keeps its number and its place in states: a state of the full memory restores
+// into the partial one (its rows skipped) and the partial one saves the same layout, zeros in their place.
+TEST(LayerCaches, ALayerNotHeldHasNoRowsButKeepsItsPlaceInStates) {
+    HybridMemory full(mixed_params());
+    ASSERT_EQ(dec(full, 0, 0, 9), DecodeStatus::Ok);
+    fill_rows(full, 0);
+    const Bytes b = state_save(full, 0);
+
+    MemoryParams pp = mixed_params();
+    pp.held = {true, true, false, true, false, true};  // attention layer 1 and recurrent layer 1 not held
+    pp.row_state_held = false;
+    HybridMemory part(pp);
+    const KvCache & kv = part.kv();
+    EXPECT_FALSE(kv.held(1));
+    EXPECT_TRUE(kv.held(2));
+    EXPECT_EQ(kv.k_row_bytes(1), 0u);
+    EXPECT_EQ(part.k_rows(1).stride, 0u);
+    EXPECT_EQ(kv.k_bytes(), uint64_t{kv.n_cells()} * (2 + 4) * 4);
+    EXPECT_FALSE(part.recurrent().held(1));
+    EXPECT_EQ(part.recurrent().row_state_bytes(), 0u);
+    EXPECT_EQ(part.recurrent().slot_floats(), full.recurrent().slot_floats()) << "the state layout is the declared one";
+
+    state_load(part, b, 0);
+    EXPECT_EQ(check_contents(part), "");
+    ASSERT_EQ(dec(part, 0, 9, 3), DecodeStatus::Ok);  // the fixture's forward writes layers it holds
+    ASSERT_EQ(dec(full, 0, 9, 3), DecodeStatus::Ok);
+    const Bytes from_part = state_save(part, 0);
+    ASSERT_EQ(from_part.size(), state_save(full, 0).size()) << "a partial memory saves the declared layout";
+
+    // Back into a full memory: the held layers' rows are the marks, the others zeros.
+    HybridMemory back(mixed_params());
+    state_load(back, from_part, 0);
+    const uint32_t st = back.kv().stream_of(0);
+    for (auto & [pos, local] : back.kv().stream(st).seq_cells(0)) {
+        const uint32_t cell = back.kv().global(st, local);
+        const auto * k1 = static_cast<const uint8_t *>(back.k_row(1, cell));
+        for (size_t i = 0; i < back.kv().k_row_bytes(1); ++i) EXPECT_EQ(k1[i], 0) << "pos " << pos;
+        if (pos >= 9) continue;
+        const auto * k2 = static_cast<const uint8_t *>(back.k_row(2, cell));
+        for (size_t i = 0; i < back.kv().k_row_bytes(2); ++i) ASSERT_EQ(k2[i], mark(2, pos, i)) << "pos " << pos;
+    }
+
+    // Taking every layer in and letting them go again.
+    part.hold_layers({}, true);
+    EXPECT_TRUE(part.kv().held(1));
+    EXPECT_EQ(part.kv().k_bytes(), full.kv().k_bytes());
+    EXPECT_EQ(static_cast<const uint8_t *>(part.k_row(1, 0))[0], 0);
+    part.hold_layers(pp.held, false);
+    EXPECT_FALSE(part.kv().held(1));
+    EXPECT_EQ(part.recurrent().row_state_bytes(), 0u);
+    EXPECT_EQ(check_contents(part), "");
+}
+
 TEST(LayerCaches, BadDeclarationsRefused) {
     MemoryParams p = small_params();
     p.shape.layers = {LayerCache{0, 4, 0, 0, 0, 0}};  // V rows without K rows

@@ -128,6 +128,16 @@ private:
     std::string prefix_;
 };
 
+// The layer of a tensor named blk.<il>.*; nullopt for a tensor outside the layers.
+inline std::optional<uint32_t> layer_of(std::string_view name) {
+    if (name.rfind("blk.", 0) != 0) return std::nullopt;
+    uint64_t il = 0;
+    size_t k = 4;
+    for (; k < name.size() && name[k] >= '0' && name[k] <= '9' && il <= UINT32_MAX; ++k) il = il * 10 + (name[k] - '0');
+    if (k == 4 || k >= name.size() || name[k] != '.' || il > UINT32_MAX) return std::nullopt;
+    return static_cast<uint32_t>(il);
+}
+
 inline std::string shape_str(const std::vector<int64_t> & ne) {
     std::string s = "{";
     for (size_t i = 0; i < ne.size(); ++i) s += (i ? ", " : "") + std::to_string(ne[i]);

@@ -10,11 +10,12 @@ namespace offgrid::model::glm5next {
 
 Model Model::load(const std::string & path) { return from_reader(gguf::Reader::open(path)); }
 
-Model Model::from_reader(gguf::Reader reader) {
+Model Model::from_reader(gguf::Reader reader, const LayerSpan & span) {
     Model m;
     m.reader_ = std::make_unique<gguf::Reader>(std::move(reader));
     m.hp_ = load_hparams(*m.reader_);
-    m.w_ = load_weights(*m.reader_, m.hp_);
+    m.w_ = load_weights(*m.reader_, m.hp_, span);
+    m.span_ = span;
     int n_attn = 0, n_recr = 0;
     for (uint32_t il = 0; il < m.hp_.n_layer; ++il) {
         const bool recr = m.hp_.is_recurrent[il];
@@ -52,7 +53,10 @@ MemoryTraits Model::memory_traits() const {
     return t;
 }
 
-void Model::forward(const ForwardContext & fc) const { glm5next::forward(*this, fc); }
+void Model::forward(const ForwardContext & fc) const {
+    check_in_span(fc, span_, hp_.n_layer);
+    glm5next::forward(*this, fc);
+}
 
 ops::WorkspaceSize Model::workspace_size(const WorkspaceLimits & limits) const {
     return glm5next::workspace_size(*this, limits);

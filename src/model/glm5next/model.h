@@ -16,7 +16,8 @@ namespace offgrid::model::glm5next {
 class Model final : public Architecture {
 public:
     static Model load(const std::string & path);
-    static Model from_reader(gguf::Reader reader);
+    // With a span: only those layers (model/architecture.h, tensors_for in weights.h).
+    static Model from_reader(gguf::Reader reader, const LayerSpan & span = {});
 
     const Hparams & hparams() const { return hp_; }
     const Weights & weights() const { return w_; }
@@ -50,6 +51,7 @@ private:
     Hparams hp_;
     Weights w_;
     std::vector<int> attn_index_, recr_index_;
+    LayerSpan span_;  // the layers loaded
 };
 
 }  // namespace offgrid::model::glm5next

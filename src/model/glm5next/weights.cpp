@@ -81,14 +81,22 @@ void load_dsa(const TensorLoader & L, const std::string & p, const Hparams & hp,
 
 }  // namespace
 
-Weights load_weights(const gguf::Reader & reader, const Hparams & hp) {
+Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const LayerSpan & span) {
     const TensorLoader L(reader);
     const int64_t E = hp.n_embd, V = hp.n_vocab, H = hp.n_head, hd = hp.kda_head_dim, d_in = hp.d_inner();
     const int64_t K = hp.conv_kernel;
+    const uint32_t end = span.end_of(hp.n_layer);
+    if (span.first >= end || end > hp.n_layer) {
+        throw Error(reader.path() + ": layers " + std::to_string(span.first) + ".." + std::to_string(end) +
+                    " are not a range of the model's " + std::to_string(hp.n_layer) + " layers");
+    }
+    const bool last = span.ends(hp.n_layer);
     Weights w;
-    w.token_embd = L.matrix("token_embd.weight", E, V);
-    w.output_norm = L.vec("output_norm.weight", E);
-    w.output = L.matrix("output.weight", E, V);
+    if (span.starts(hp.n_layer)) w.token_embd = L.matrix("token_embd.weight", E, V);
+    if (last) {
+        w.output_norm = L.vec("output_norm.weight", E);
+        w.output = L.matrix("output.weight", E, V);
+    }
     w.layers.resize(hp.n_layer_all);
     // A trunk-only file (nextn_predict_layers > 0 without the NextN projection): the MTP block is not loaded.
     const bool have_nextn = hp.n_nextn > 0 && L.find("blk." + std::to_string(hp.n_layer) + ".nextn.eh_proj.weight");
@@ -97,6 +105,7 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp) {
         LayerWeights & l = w.layers[il];
         const bool trunk = il < hp.n_layer;
         if (!trunk && !have_nextn) continue;
+        if (trunk ? !span.has(il, hp.n_layer) : !last) continue;
         l.attn_norm = L.vec(p + "attn_norm.weight", E);
         l.ffn_norm = L.vec(p + "ffn_norm.weight", E);
         if (trunk) {
@@ -137,6 +146,21 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp) {
         }
     }
     return w;
+}
+
+std::vector<bool> tensors_for(const gguf::Reader & reader, const Hparams & hp, const LayerSpan & span) {
+    const bool first = span.starts(hp.n_layer), last = span.ends(hp.n_layer);
+    std::vector<bool> wanted;
+    for (const gguf::TensorInfo & t : reader.tensors()) {
+        bool want = last;  // outside the layers: the output norm and head
+        if (const auto il = common::layer_of(t.name)) {
+            want = *il < hp.n_layer ? span.has(*il, hp.n_layer) : last;  // past the trunk: the NextN blocks
+        } else if (t.name.rfind("token_embd", 0) == 0) {
+            want = first;
+        }
+        wanted.push_back(want);
+    }
+    return wanted;
 }
 
 }  // namespace offgrid::model::glm5next

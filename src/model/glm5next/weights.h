@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "gguf/reader.h"
+#include "model/architecture.h"
 #include "model/common/hyper_connections.h"
 #include "model/common/moe.h"
 #include "model/glm5next/hparams.h"
@@ -78,6 +79,11 @@ struct Weights {
     std::vector<LayerWeights> layers;     // n_layer_all
 };
 
-Weights load_weights(const gguf::Reader & reader, const Hparams & hp);
+// With a span (model/architecture.h): only the tensors tensors_for names are bound.
+Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const LayerSpan & span = {});
+// Which tensors load_weights(span) binds, one flag per tensor of reader.tensors(): the span's blk.<il>.*, the
+// embedding when it starts at layer 0, every other tensor (output norm, head, NextN blocks) when it ends at the
+// last layer.
+std::vector<bool> tensors_for(const gguf::Reader & reader, const Hparams & hp, const LayerSpan & span);
 
 }  // namespace offgrid::model::glm5next

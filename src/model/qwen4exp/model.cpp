@@ -17,6 +17,7 @@ Model Model::from_reader(gguf::Reader reader, const LoadOptions & options) {
     m.reader_ = std::make_unique<gguf::Reader>(std::move(reader));
     m.hp_ = load_hparams(*m.reader_);
     m.w_ = load_weights(*m.reader_, m.hp_, options);
+    m.span_ = options.span;
     int n_attn = 0, n_recr = 0;
     for (uint32_t il = 0; il < m.hp_.n_layer; ++il) {
         const bool recr = m.hp_.is_recurrent[il];
@@ -71,7 +72,10 @@ MemoryTraits Model::memory_traits() const {
 // decoded alone. So no batch rule is needed beyond the memory's own.
 std::string Model::check_token_seqs(const std::vector<memory::SeqId> &) const { return {}; }
 
-void Model::forward(const ForwardContext & fc) const { qwen4exp::forward(*this, fc); }
+void Model::forward(const ForwardContext & fc) const {
+    check_in_span(fc, span_, hp_.n_layer);
+    qwen4exp::forward(*this, fc);
+}
 
 ops::WorkspaceSize Model::workspace_size(const WorkspaceLimits & limits) const {
     return qwen4exp::workspace_size(*this, limits);

@@ -61,6 +61,7 @@ private:
     Hparams hp_;
     Weights w_;
     std::vector<int> attn_index_, recr_index_;
+    LayerSpan span_;  // the layers loaded
 };
 
 }  // namespace offgrid::model::qwen4exp

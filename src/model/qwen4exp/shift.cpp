@@ -23,6 +23,7 @@ void rerotate_keys(const Model & model, const memory::CacheShape & shape, memory
     const size_t D = hp.head_dim, half = hp.n_rot / 2;
     std::vector<float> row(D * hp.n_head_kv);  // a K row: every KV head
     for (uint32_t l = 0; l < n_attn; ++l) {
+        if (storage.k_rows(l).stride == 0) continue;  // a layer whose rows this memory does not hold (a pipeline rank)
         void * k = storage.k_row(l, cell);
         ops::load_cache_row(k, shape.type_k, row.data(), row.size());
         for (size_t h = 0; h < hp.n_head_kv; ++h) {

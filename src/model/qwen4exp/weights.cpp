@@ -117,12 +117,21 @@ namespace {
 Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const LoadOptions & options) {
     const TensorLoader L(reader);
     const int64_t E = hp.n_embd, V = hp.n_vocab;
+    const LayerSpan & span = options.span;
+    const uint32_t end = span.end_of(hp.n_layer);
+    if (span.first >= end || end > hp.n_layer) {
+        throw Error(reader.path() + ": layers " + std::to_string(span.first) + ".." + std::to_string(end) +
+                    " are not a range of the model's " + std::to_string(hp.n_layer) + " layers");
+    }
+    const bool has_ple_layer = hp.has_ple && span.has(hp.ple_layer, hp.n_layer);
     Weights w;
-    w.token_embd = L.matrix("token_embd.weight", E, V);
-    w.output = L.find("output.weight") ? L.matrix("output.weight", E, V) : w.token_embd;
-    w.output_hc = load_hc(L, "output_hc", hp, false);
+    if (span.starts(hp.n_layer)) w.token_embd = L.matrix("token_embd.weight", E, V);
+    if (span.ends(hp.n_layer)) {
+        w.output = L.find("output.weight") ? L.matrix("output.weight", E, V) : L.matrix("token_embd.weight", E, V);
+        w.output_hc = load_hc(L, "output_hc", hp, false);
+    }
 
-    if (hp.has_ple) {
+    if (has_ple_layer) {
         const TensorInfo & t = L.require("per_layer_token_embd.weight");
         uint64_t need_rows = 0;
         for (uint32_t h = 0; h < hp.ple_heads(); ++h) {
@@ -137,7 +146,7 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const Load
 
     const int64_t hc_dim = int64_t(hp.hc) * E;
     w.layers.resize(hp.n_layer);
-    for (uint32_t il = 0; il < hp.n_layer; ++il) {
+    for (uint32_t il = span.first; il < end; ++il) {
         const std::string p = "blk." + std::to_string(il) + ".";
         LayerWeights & l = w.layers[il];
         l.hc_attn = load_hc(L, p + "hc_attn", hp, true);
@@ -178,12 +187,30 @@ Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const Load
 
         l.moe = load_moe(L, p, hp);
     }
-    if (hp.has_ple && PleProjections::bytes_for(hp) <= options.ple_projection_bytes) {
+    if (has_ple_layer && PleProjections::bytes_for(hp) <= options.ple_projection_bytes) {
         const PleWeights & pw = w.layers[hp.ple_layer].ple;
         w.ple_proj = build_ple_projections(hp, w.ple_table, pw.key, pw.value);
     }
-    if (has_mtp_block(reader, hp)) w.mtp = load_mtp_weights(reader, hp);
+    if (span.ends(hp.n_layer) && has_mtp_block(reader, hp)) w.mtp = load_mtp_weights(reader, hp);
     return w;
+}
+
+std::vector<bool> tensors_for(const gguf::Reader & reader, const Hparams & hp, const LayerSpan & span) {
+    const bool first = span.starts(hp.n_layer), last = span.ends(hp.n_layer);
+    const bool tied = reader.find_tensor("output.weight") == nullptr;
+    std::vector<bool> wanted;
+    for (const TensorInfo & t : reader.tensors()) {
+        bool want = last;  // outside the layers: the head, its mixer, norms
+        if (const auto il = common::layer_of(t.name)) {
+            want = *il < hp.n_layer ? span.has(*il, hp.n_layer) : last;  // past the trunk: the MTP block
+        } else if (t.name.rfind("token_embd", 0) == 0) {
+            want = first || (last && tied);
+        } else if (t.name.rfind("per_layer_token_embd", 0) == 0) {
+            want = hp.has_ple && span.has(hp.ple_layer, hp.n_layer);
+        }
+        wanted.push_back(want);
+    }
+    return wanted;
 }
 
 }  // namespace offgrid::model::qwen4exp

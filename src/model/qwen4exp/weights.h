@@ -4,6 +4,8 @@
 // converted to F32 copies once at load. Every tensor's presence, shape and element type is checked at load (spec section 2).
 #pragma once
 
+#include "model/architecture.h"
+
 #include <vector>
 
 #include "gguf/reader.h"
@@ -87,11 +89,18 @@ struct LoadOptions {
     // The largest PleProjections built at load, in bytes (0: never). A model whose n-gram tables are too
     // large for it multiplies ple_key and ple_value per token, as the spec writes them.
     size_t ple_projection_bytes = size_t{256} << 20;
+    // The layers to load (model/architecture.h); the others' tensors are neither bound nor read.
+    LayerSpan span;
 };
 
 // Throws offgrid::Error naming the file and the tensor for anything missing, misshapen or of a type the
 // kernels cannot read.
 Weights load_weights(const gguf::Reader & reader, const Hparams & hp, const LoadOptions & options = {});
+
+// Which tensors load_weights(span) binds, one flag per tensor of reader.tensors(): the span's blk.<il>.*, the
+// embedding when it starts at layer 0 (and when it ends at the last layer with a tied head), the PLE table when it
+// holds the PLE layer, and every other tensor (head, output mixer, MTP block) when it ends at the last layer.
+std::vector<bool> tensors_for(const gguf::Reader & reader, const Hparams & hp, const LayerSpan & span);
 
 // True when the file has an MTP block to load (nextn_predict_layers > 0 and blk.N.nextn.eh_proj.weight).
 bool has_mtp_block(const gguf::Reader & reader, const Hparams & hp);
