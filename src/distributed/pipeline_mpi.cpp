@@ -121,6 +121,27 @@ public:
     uint32_t wide_hidden_width() const override { return m_.wide_hidden_width(); }
     const gguf::Reader & reader() const override { return m_.reader(); }
     uint64_t known_fingerprint() const override { return fingerprint_; }
+    uint32_t agreed_context_size(uint32_t mine) const override {
+        // The smallest of every rank's own choice (each chose from its own free memory and its own layers' rows).
+        uint32_t agreed = mine;
+        if (world_.rank() == 0) {
+            for (int from = 1; from < world_.size(); ++from) {
+                const std::vector<uint8_t> msg = world_.recv(from, kTagHello, "its context size");
+                Reader r(msg, world_, "a context size");
+                agreed = std::min(agreed, r.get<uint32_t>());
+            }
+            Writer w;
+            w.put<uint32_t>(agreed);
+            for (int to = 1; to < world_.size(); ++to) world_.send(to, kTagHello, w.bytes, "the context size");
+            return agreed;
+        }
+        Writer w;
+        w.put<uint32_t>(mine);
+        world_.send(0, kTagHello, w.bytes, "its context size");
+        const std::vector<uint8_t> msg = world_.recv(0, kTagHello, "the context size");
+        Reader r(msg, world_, "the context size");
+        return r.get<uint32_t>();
+    }
     memory::CacheShape cache_shape(tensor::ElemType k, tensor::ElemType v) const override { return m_.cache_shape(k, v); }
     model::MemoryTraits memory_traits() const override { return m_.memory_traits(); }
     std::string check_token_seqs(const std::vector<memory::SeqId> & seqs) const override { return m_.check_token_seqs(seqs); }

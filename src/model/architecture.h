@@ -149,6 +149,10 @@ public:
     virtual LayerCaches layer_caches(uint32_t il) const = 0;   // il < n_layers()
     // Whether a context's memory stores layer il's rows (a pipeline rank holds its own layers only).
     virtual bool holds_layer(uint32_t il) const { return true; }
+    // A context that chose its own size (no n_ctx given: from this machine's free memory) asks here before it
+    // builds its memory. The processes of a pipeline each choose and then take the smallest choice, so their
+    // memories' books stay the same; every process creates its contexts in the same order.
+    virtual uint32_t agreed_context_size(uint32_t mine) const { return mine; }
     // Width of the hidden state forward() returns with options.hidden (what an embedding is made of).
     virtual uint32_t hidden_width() const = 0;
     // Width of ForwardResult::wide_hidden; 0 when the model has no MTP draft head to feed.

@@ -234,7 +234,7 @@ public:
         if (params_.n_ctx > kMaxContextCells) {
             throw Error("n_ctx " + std::to_string(params_.n_ctx) + " is larger than " + std::to_string(kMaxContextCells));
         }
-        const uint32_t n_ctx = params_.n_ctx == 0 ? default_n_ctx(n_ctx_train) : params_.n_ctx;
+        const uint32_t n_ctx = params_.n_ctx == 0 ? m.agreed_context_size(default_n_ctx(n_ctx_train)) : params_.n_ctx;
         const uint32_t per_stream = memory::cells_per_stream(n_ctx, params_.n_seq_max, params_.unified);
         params_.n_ctx = params_.unified ? per_stream : per_stream * params_.n_seq_max;
         params_.n_batch = params_.n_batch == 0 ? params_.n_ctx : std::min(params_.n_batch, params_.n_ctx);
