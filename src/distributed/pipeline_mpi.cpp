@@ -484,7 +484,10 @@ Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & 
     uint64_t need = 0;
     for (size_t k = 0; k < wanted.size(); ++k) need += wanted[k] ? header.tensors()[k].n_bytes : 0;
     if (cap != 0 && need > cap) world.abort(model_path + ": " + share_refusal(static_cast<size_t>(p.rank), mine, need, cap));
-    header.map_tensors(wanted);
+    // Read into memory of its own when the share takes at most half of what the rank has (as one process's load,
+    // Model::resolve): the weights then sit in huge pages instead of the page cache's 4 KiB pages.
+    const bool read = Model::resolve(WeightLoad::Auto, need, cap) == WeightLoad::Read;
+    header.map_tensors(wanted, read ? gguf::LoadMode::Read : gguf::LoadMode::Map);
     std::shared_ptr<const model::Architecture> part = model::load_model(std::move(header), span);
     const uint64_t fingerprint = agree_fingerprint(world, part->reader());
     auto stage = std::make_shared<const Stage>(part, split, world, fingerprint);

@@ -59,7 +59,9 @@ public:
     // tensors mapped already stay as they are). Each run of wanted tensors that are neighbours in the file (no
     // other tensor's data between them) becomes one mapping, from the page below its first byte to the end of
     // its last tensor. Throws FileError when a mapping fails (naming ulimit -v when that is the cause).
-    void map_tensors(const std::vector<bool> & wanted);
+    // LoadMode::Read: each window is read into memory of its own instead (huge pages where the system gives
+    // them), as Reader::open's Read mode.
+    void map_tensors(const std::vector<bool> & wanted, LoadMode mode = LoadMode::Map);
 
     Reader(Reader &&) noexcept;
     Reader & operator=(Reader &&) noexcept;

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -98,6 +99,30 @@ TEST(TableReader, MapsOnlyTheWantedTensorsInWindows) {
     ASSERT_NE(t[0].data, nullptr);
     EXPECT_EQ(std::memcmp(t[0].data, whole.tensors()[0].data, t[0].n_bytes), 0);
     EXPECT_EQ(table.n_windows(), 3u);
+}
+
+TEST(TableReader, ReadModeHoldsCopiesOfTheWantedTensors) {
+    const std::vector<uint8_t> bytes = big_header_file();
+    const TempFile file(bytes);
+    Reader table = Reader::open_table(file.path);
+    table.map_tensors({false, true, true, false, true, false}, offgrid::gguf::LoadMode::Read);
+    EXPECT_EQ(table.n_windows(), 2u);
+    const auto & t = table.tensors();
+    for (size_t k : {0, 3, 5}) EXPECT_EQ(t[k].data, nullptr) << t[k].name;
+    for (size_t k : {1, 2, 4}) {
+        ASSERT_NE(t[k].data, nullptr) << t[k].name;
+        EXPECT_EQ(std::memcmp(t[k].data, bytes.data() + table.data_offset() + t[k].offset, t[k].n_bytes), 0) << t[k].name;
+    }
+    // Copies: the file may change under them.
+    {
+        std::vector<uint8_t> changed = bytes;
+        for (size_t i = table.data_offset(); i < changed.size(); ++i) changed[i] ^= 0xff;
+        std::FILE * f = std::fopen(file.path.c_str(), "r+b");
+        ASSERT_NE(f, nullptr);
+        ASSERT_EQ(std::fwrite(changed.data(), 1, changed.size(), f), changed.size());
+        std::fclose(f);
+    }
+    EXPECT_EQ(std::memcmp(t[1].data, bytes.data() + table.data_offset() + t[1].offset, t[1].n_bytes), 0);
 }
 
 TEST(TableReader, RefusesWhatItCannotDo) {
