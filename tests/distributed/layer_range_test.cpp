@@ -237,6 +237,15 @@ TEST(LayerRange, Glm5NextPartsLoadedAloneEqualOneForward) {
     expect_parts_equal_whole(model::glm5next::generate_model(model::glm5next::gen_preset("tiny")), partitions);
 }
 
+// Begins a ubatch of two tokens of sequence 0, both with logits (the memory keeps its own copy of the batch).
+memory::DecodeStatus begin_two_tokens(memory::HybridMemory & mem) {
+    memory::Batch b;
+    b.tokens = {1, 2};
+    b.seqs = {{0}, {0}};
+    b.output = {0, 1};
+    return mem.begin(b).status;
+}
+
 TEST(LayerRange, APartRefusesLayersItDidNotLoad) {
     const Loaded l = load(model::qwen4exp::generate_model(model::qwen4exp::gen_preset("tiny")));
     const TempFile file(l.bytes);
@@ -244,11 +253,7 @@ TEST(LayerRange, APartRefusesLayersItDidNotLoad) {
     const model::Architecture & second = *parts[1];
     const memory::MemoryParams mp = params(second);
     memory::HybridMemory mem(mp);
-    memory::Batch b;
-    b.tokens = {1, 2};
-    b.seqs = {{0}, {0}};
-    b.output = {0, 1};
-    ASSERT_EQ(mem.begin(b).status, memory::DecodeStatus::Ok);
+    ASSERT_EQ(begin_two_tokens(mem), memory::DecodeStatus::Ok);
     const memory::Plan & plan = mem.apply();
     EXPECT_THROW(model::forward_once(second, mp.shape, plan, mem, nullptr, {}), Error) << "the second part has no embedding";
     mem.undo();
@@ -259,11 +264,7 @@ TEST(LayerRange, RefusesARangeOutsideTheModelOrWithoutItsInput) {
     const model::Architecture & m = *l.model;
     const memory::MemoryParams mp = params(m);
     memory::HybridMemory mem(mp);
-    memory::Batch b;
-    b.tokens = {1, 2};
-    b.seqs = {{0}, {0}};
-    b.output = {0, 1};
-    ASSERT_EQ(mem.begin(b).status, memory::DecodeStatus::Ok);
+    ASSERT_EQ(begin_two_tokens(mem), memory::DecodeStatus::Ok);
     const memory::Plan & plan = mem.apply();
     model::ForwardOptions o;
     o.first_layer = 1;  // no carry
