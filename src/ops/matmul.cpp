@@ -32,14 +32,15 @@ const cpu::TypeKernels & f32_kernels() {
     return *k;
 }
 
-// Activations in the kernel's format: the f32 rows themselves, or room for each token row quantised on its own,
-// taken from `arena` (64-byte aligned, so the blocks' vectors never straddle cache lines when the row size
-// allows it). A new PreparedActivations::key (never 0).
+// A new PreparedActivations::key (never 0).
 uint64_t next_act_key() {
     static std::atomic<uint64_t> last{0};
     return last.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
+// Activations in the kernel's format: the f32 rows themselves, or rows each quantised on its own (their room
+// taken by take_activation_rows from an arena: 64-byte aligned, so the blocks' vectors never straddle cache lines
+// when the row size allows it).
 PreparedActivations layout_of(const cpu::TypeKernels * k, const float * x, int64_t cols) {
     PreparedActivations a;
     a.key = next_act_key();
@@ -52,13 +53,6 @@ PreparedActivations layout_of(const cpu::TypeKernels * k, const float * x, int64
     a.quantize = k->quantize_act;
     a.x = x;
     a.cols = cols;
-    return a;
-}
-
-PreparedActivations reserve_into(const cpu::TypeKernels * k, const float * x, int64_t cols, int64_t n_tokens,
-                                 Arena & arena) {
-    PreparedActivations a = layout_of(k, x, cols);
-    if (a.quantize != nullptr) a.data = arena.take<uint8_t>(a.stride * static_cast<size_t>(n_tokens)).data();
     return a;
 }
 
@@ -238,7 +232,8 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
     if (n_tokens <= 0 || w.rows == 0) return;
     const cpu::TypeKernels * k = active_kernels(w.type);
     Scope scope(Workspace::scratch());
-    const PreparedActivations prepared = reserve_into(k, x, w.cols, n_tokens, scope.arena());
+    PreparedActivations prepared = layout_of(k, x, w.cols);
+    take_activation_rows(prepared, n_tokens, scope.arena());
     quantize_all_rows(prepared, n_tokens, pool);
     const uint8_t * act = prepared.data;
     const size_t act_stride = prepared.stride;
@@ -265,12 +260,6 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
             }
         },
         min_tiles);
-}
-
-PreparedActivations reserve_activations(const Matrix & w, const float * x, int64_t n_tokens, Arena & arena) {
-    if (!supported_weight_type(w.type)) unsupported("matmul", w.type);
-    if (n_tokens <= 0) return {};
-    return reserve_into(active_kernels(w.type), x, w.cols, n_tokens, arena);
 }
 
 PreparedActivations activation_layout(const Matrix & w, const float * x) {

@@ -52,22 +52,20 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
 struct PreparedActivations {
     const uint8_t * data = nullptr;
     size_t stride = 0;
-    // Set by reserve_activations: the row quantiser (null when the kernel takes the f32 rows themselves) and
+    // Set by activation_layout: the row quantiser (null when the kernel takes the f32 rows themselves) and
     // its input.
     void (*quantize)(const float * x, void * dst, int64_t n) = nullptr;
     const float * x = nullptr;
     int64_t cols = 0;
     // Names these activations for the product calls that use them (TypeKernels::gemm's act_key: an entry may
     // reuse what it derived from them on a thread, e.g. its packed copy, across the row ranges of one product).
-    // Unique per reserve_activations / matmul call.
+    // Unique per activation_layout / matmul call.
     uint64_t key = 0;
 };
-// Fixes the layout and takes the room for the quantised rows from `arena` (nothing quantised yet; the room stays
-// valid while the arena's scope that was open holds); quantize_activation_rows then fills token rows [t0, t1)
-// (disjoint ranges may run on different threads; each row's bytes depend only on its own floats).
-PreparedActivations reserve_activations(const Matrix & w, const float * x, int64_t n_tokens, Arena & arena);
-// reserve_activations in two steps: the layout alone (data is x for f32 rows, null for quantised ones until
-// take_activation_rows takes their room).
+// The layout of x's rows for w's kernels (data is x for f32 rows, null for quantised ones until
+// take_activation_rows takes their room from `arena`, valid while the arena's scope that was open holds; nothing is
+// quantised yet). quantize_activation_rows then fills token rows [t0, t1) (disjoint ranges may run on different
+// threads; each row's bytes depend only on its own floats).
 PreparedActivations activation_layout(const Matrix & w, const float * x);
 void take_activation_rows(PreparedActivations & act, int64_t n_tokens, Arena & arena);
 void quantize_activation_rows(const PreparedActivations & act, int64_t t0, int64_t t1);
@@ -75,7 +73,7 @@ void quantize_activation_rows(const PreparedActivations & act, int64_t t0, int64
 // over the pool first (a region of its own: the product's ranges all need every row).
 constexpr int64_t kParallelQuantElems = 32 * 1024;
 // Rows [r0, r1) of matmul(w, x, n_tokens, y) on the calling thread, with activations from
-// reserve_activations(w, x, n_tokens, ...), quantised: bit-identical to what matmul writes there (each output is the same
+// activation_layout / take_activation_rows for n_tokens, quantised: bit-identical to what matmul writes there (each output is the same
 // single dot whatever the range). For running several products in one parallel region (ops/matmul_group.h).
 void matmul_rows(const Matrix & w, const float * x, const PreparedActivations & act, int64_t n_tokens, float * y,
                  int64_t r0, int64_t r1);
