@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/kernels_quant_int8.h"
 #include "ops/workspace.h"
 
 namespace offgrid::ops {
@@ -310,6 +311,13 @@ WorkspaceSize matmul_workspace(const std::vector<WeightShape> & weights, int64_t
             // The float gemm packs the tokens by 16 columns (pack_tokens in gemm_float_avx512.cpp).
             auto & b = size.kernel_bytes[static_cast<size_t>(KernelBlock::packed_tokens)];
             b = std::max(b, static_cast<size_t>(max_tokens) * ((cols + 15) / 16 * 16) * sizeof(float));
+        }
+        if (k != nullptr && k->gemm != nullptr && k->act_type != ElemType::F32) {
+            // The tile unit's products pack the tokens and decode 16 rows at a time (kernels_quant_int8_amx.cpp).
+            auto & t = size.kernel_bytes[static_cast<size_t>(KernelBlock::packed_tokens)];
+            t = std::max(t, cpu::int8_gemm_token_bytes(w.type, w.cols, max_tokens));
+            auto & r = size.kernel_bytes[static_cast<size_t>(KernelBlock::tile_weights)];
+            r = std::max(r, cpu::int8_gemm_weight_bytes(w.type, w.cols));
         }
         if (w.type != ElemType::F32) {
             // A tile's rows dequantised (the exact path's fused_tile) or one row (the generic path).

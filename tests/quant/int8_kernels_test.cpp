@@ -45,6 +45,18 @@ std::vector<uint8_t> random_rows(ElemType t, int64_t n, int rows, std::mt19937 &
     return w;
 }
 
+std::vector<uint8_t> random_q8_0_rows(int64_t n, int rows, std::mt19937 & rng, bool worst) {
+    std::vector<uint8_t> w(tensor::row_bytes(ElemType::Q8_0, n) * rows);
+    std::uniform_real_distribution<float> scale(0.002f, 0.05f);
+    for (size_t blk = 0; blk < w.size() / 34; ++blk) {
+        uint8_t * b = w.data() + blk * 34;
+        const uint16_t h = tensor::f32_to_f16(scale(rng));
+        std::memcpy(b, &h, 2);
+        for (int i = 0; i < 32; ++i) b[2 + i] = worst ? 0x81 : static_cast<uint8_t>(rng());  // -127
+    }
+    return w;
+}
+
 std::vector<float> random_acts(int64_t n, int n_tok, std::mt19937 & rng, bool worst) {
     std::normal_distribution<float> g(0.0f, 1.0f);
     std::vector<float> x(static_cast<size_t>(n) * n_tok);
@@ -103,6 +115,54 @@ TEST(Int8Kernels, EveryLevelIsBitIdenticalToTheScalarTwin) {
             }
         }
     }
+}
+
+// The prompt products (TypeKernels::gemm, the tile unit's where the CPU has it) give every (row, token) the bits
+// of vec_dot, for row and token counts that fill their 16 x 16 tiles or leave them partial, with the tokens packed
+// afresh (key 0) or reused from the previous row range of the same product (the same key).
+TEST(Int8Kernels, PromptProductsAreBitIdenticalToVecDot) {
+    std::mt19937 rng(11);
+    int checked = 0;
+    for (ElemType t : {ElemType::Q4_K, ElemType::Q6_K, ElemType::Q5_0, ElemType::Q8_0}) {
+        for (cpu::Isa isa : cpu::available_isas()) {
+            const cpu::TypeKernels & kk = *cpu::int8_kernels_for(t, isa);
+            if (kk.gemm == nullptr) continue;
+            for (const bool worst : {false, true}) {
+                const int64_t n = t == ElemType::Q5_0 || t == ElemType::Q8_0 ? 320 : 1024;
+                const int rows = 35, n_tok = 40;
+                const auto w = t == ElemType::Q8_0 ? random_q8_0_rows(n, rows, rng, worst) : random_rows(t, n, rows, rng, worst);
+                const auto x = random_acts(n, n_tok, rng, worst);
+                const size_t w_stride = tensor::row_bytes(t, n);
+                const size_t a_stride = cpu::act_row_bytes(kk.act_type, n);
+                std::vector<uint8_t> a(a_stride * n_tok);
+                for (int k = 0; k < n_tok; ++k) kk.quantize_act(x.data() + k * n, a.data() + k * a_stride, n);
+                uint64_t key = 1000 + 10 * checked;
+                for (const int nt : {1, 5, 16, 17, 40}) {
+                    ++key;
+                    for (const int nr : {1, 15, 16, 17, 35}) {
+                        std::vector<float> y(static_cast<size_t>(nt) * rows, -1.0f);
+                        // The rows in two ranges, as two threads' shares: the second reuses the packed tokens.
+                        const int cut = nr / 2;
+                        const uint64_t k2 = nr % 2 == 0 ? 0 : key;
+                        kk.gemm(w.data(), w_stride, a.data(), a_stride, n, cut, nt, y.data(), rows, k2);
+                        kk.gemm(w.data() + cut * w_stride, w_stride, a.data(), a_stride, n, nr - cut, nt, y.data() + cut,
+                                rows, k2);
+                        for (int r = 0; r < nr; ++r) {
+                            for (int k = 0; k < nt; ++k) {
+                                const float want = kk.vec_dot(w.data() + r * w_stride, a.data() + k * a_stride, n);
+                                ASSERT_EQ(bits(y[k * rows + r]), bits(want))
+                                    << tensor::traits(t).name << " " << cpu::isa_name(isa) << " worst=" << worst << " "
+                                    << nr << " rows x " << nt << " tokens: row " << r << " token " << k;
+                            }
+                        }
+                        for (int r = nr; r < rows; ++r) EXPECT_EQ(y[r], -1.0f) << "wrote past its rows";
+                    }
+                }
+                ++checked;
+            }
+        }
+    }
+    if (checked == 0) GTEST_SKIP() << "no level of this CPU has an 8-bit prompt product";
 }
 
 // The twin computes the dot of the dequantised weights with the dequantised activations, up to f32 rounding.

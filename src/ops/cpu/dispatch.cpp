@@ -11,6 +11,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #if defined(__aarch64__) && defined(__linux__)
 #include <asm/hwcap.h>
 #include <sys/auxv.h>
@@ -56,6 +60,24 @@ bool cpu_has_avx512() {
            __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
            __builtin_cpu_supports("avx512vnni");
 }
+
+// The tile unit: CPUID leaf 7 announces AMX-TILE (EDX bit 24) and AMX-INT8 (bit 25); Linux enables the 8 KiB of
+// tile data per process only on request (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA), which a kernel
+// without that support, a seccomp filter or a hypervisor may refuse: then the level is absent.
+bool cpu_has_amx() {
+#if defined(__linux__) && defined(__x86_64__)
+    if (!cpu_has_avx512()) return false;
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
+    if ((edx & (1u << 24)) == 0 || (edx & (1u << 25)) == 0) return false;
+    constexpr long kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXtileData = 18;
+    if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXtileData) != 0) return false;
+    unsigned long granted = 0;
+    return syscall(SYS_arch_prctl, kArchGetXcompPerm, &granted) == 0 && (granted & (1ul << kXtileData)) != 0;
+#else
+    return false;
+#endif
+}
 #endif
 
 #if defined(__aarch64__)
@@ -91,6 +113,13 @@ constexpr LevelFills kLevels[] = {
      .dequantizer = quant::dequantizer_avx512, .int16 = quant::add_int16_entries_avx512,
      .int8 = quant::add_int8_entries_avx512, .q8_0_row_tiles = quant::add_q8_0_row_tiles_avx512,
      .vec = add_vec_kernels_avx512, .attn_rows = add_attn_row_kernels_avx512},
+    // The AVX-512 kernels, plus prompt products of the 8-bit-activation path on the tile unit (the exact and int16
+    // fills are repeated because each level's own fills build those entries).
+    {.isa = Isa::Amx, .name = "amx", .base = Isa::Avx512, .cpu_has = cpu_has_amx,
+     .float_kernels = nullptr, .gemm = nullptr, .q8_0_int8 = add_q8_0_int8_gemm_amx,
+     .quant_fused = quant::add_fused_avx512, .dequantizer = quant::dequantizer_avx512,
+     .int16 = quant::add_int16_entries_avx512, .int8 = quant::add_int8_gemm_amx,
+     .q8_0_row_tiles = nullptr, .vec = nullptr, .attn_rows = nullptr},
 #endif
 #if defined(__aarch64__)
     {.isa = Isa::Neon, .name = "neon", .base = Isa::Scalar, .cpu_has = cpu_has_neon,
@@ -116,7 +145,7 @@ constexpr bool list_is_well_formed() {
     return true;
 }
 static_assert(list_is_well_formed(), "Scalar first; every level after its base");
-static_assert(static_cast<int>(Isa::NeonDot) + 1 == kIsaCount, "kIsaCount counts the Isa values");
+static_assert(static_cast<int>(Isa::Amx) + 1 == kIsaCount, "kIsaCount counts the Isa values");
 
 int index_of(Isa isa) { return static_cast<int>(isa); }
 
@@ -251,6 +280,7 @@ const char * isa_name(Isa isa) {
         case Isa::Avx512: return "avx512";
         case Isa::Neon: return "neon";
         case Isa::NeonDot: return "neondot";
+        case Isa::Amx: return "amx";
     }
     return "?";
 }

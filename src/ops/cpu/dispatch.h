@@ -22,8 +22,9 @@ namespace offgrid::ops::cpu {
 // The kernel levels. A set, not a ladder: each level needs its own CPU features and builds on one base level
 // (ops/cpu/levels.h); a build holds the levels of its target architecture only.
 //   Avx2 = AVX2 + FMA + F16C (x86-64), base Scalar;  Avx512 = F BW VL DQ VNNI + the Avx2 set, base Avx2;
-//   Neon = Advanced SIMD (aarch64), base Scalar;      NeonDot = Neon + the dot-product instructions, base Neon.
-enum class Isa { Scalar, Avx2, Avx512, Neon, NeonDot };
+//   Neon = Advanced SIMD (aarch64), base Scalar;      NeonDot = Neon + the dot-product instructions, base Neon;
+//   Amx = Avx512 + the tile unit's int8 products (AMX-TILE, AMX-INT8, and the OS's permission), base Avx512.
+enum class Isa { Scalar, Avx2, Avx512, Neon, NeonDot, Amx };
 
 Isa detected_isa();                  // the best level this CPU runs (the last of available_isas(); read once)
 Isa active_isa();                    // detected, or the level OFFGRID_ISA names if the CPU runs it (read once)

@@ -6,8 +6,8 @@
 //    last partial vector zero-padded), then a fixed horizontal sum.
 //  - Q8_0 against f32 activations: like the float types (lane j sums elements j mod 16), each weight widened to
 //    d * q in registers (the same float product as dequantize_row), walked block by block.
-//  - Q8_0 against Q8_0 activations (the int8 variant): blocks in pairs, the pair's exact integer dots (vpdpbusd) converted to float and multiplied-added
-//    with d_w * d_x into one 16-lane accumulator (lanes 0-7 even blocks, 8-15 odd blocks), then reduced.
+//  - Q8_0 against Q8_0 activations (the int8 variant): the scalar twin's order, bit for bit: each block's exact
+//    integer dot (vpdpbusd, two blocks per register) folded in block order, s + (d_w * d_x) * isum.
 #include <cstring>
 
 #include "ops/cpu/kernels_float.h"
@@ -598,12 +598,6 @@ inline __m512i q8_pair(const uint8_t * blk, bool second) {
                               : _mm256_setzero_si256();
     return _mm512_inserti64x4(_mm512_inserti64x4(_mm512_setzero_si512(), lo, 0), hi, 1);
 }
-inline __m512 q8_pair_scales(const uint8_t * blk, bool second) {
-    const __m256 lo = _mm256_set1_ps(q8_scale(blk));
-    const __m256 hi = second ? _mm256_set1_ps(q8_scale(blk + kQ8BlockBytes)) : _mm256_setzero_ps();
-    return _mm512_insertf32x8(_mm512_insertf32x8(_mm512_setzero_ps(), lo, 0), hi, 1);
-}
-
 // Exact integer dots of a pair of blocks: |w| (unsigned) times x with w's sign (signed), four products per
 // lane. x is never -128 (the activation quantiser keeps |q| <= 127), so the sign flip cannot overflow.
 inline __m512i q8_pair_dot(__m512i w_abs, __mmask64 w_neg, __m512i x) {
@@ -611,53 +605,69 @@ inline __m512i q8_pair_dot(__m512i w_abs, __mmask64 w_neg, __m512i x) {
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), w_abs, x_signed);
 }
 
+// The twin's fold of one block (kernels_float_scalar.cpp, vec_dot_q8_0): s + (d_w * d_x) * isum, each step
+// rounded (scalar intrinsics, which the compiler does not contract).
+inline __m128 fold_q8(__m128 s, float dw, float dx, int32_t isum) {
+    const __m128 d = _mm_mul_ss(_mm_set_ss(dw), _mm_set_ss(dx));
+    return _mm_add_ss(s, _mm_mul_ss(d, _mm_cvtsi32_ss(_mm_setzero_ps(), isum)));
+}
+
+// The exact integer dots of a pair of blocks (the halves of a pair product).
+inline void pair_sums(__m512i isum, int32_t & first, int32_t & second) {
+    const __m256i lo = _mm512_castsi512_si256(isum), hi = _mm512_extracti64x4_epi64(isum, 1);
+    const __m256i h = _mm256_hadd_epi32(lo, hi);  // pairs of lo in lanes 0,1,4,5; of hi in 2,3,6,7
+    const __m256i q = _mm256_hadd_epi32(h, h);    // lo's quarter sums in lanes 0, 4; hi's in 1, 5
+    const __m128i s = _mm_add_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    first = _mm_cvtsi128_si32(s);
+    second = _mm_extract_epi32(s, 1);
+}
+
 float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
     const auto * wb = static_cast<const uint8_t *>(w);
     const auto * xb = static_cast<const uint8_t *>(x);
     const int64_t nb = n / kQ8Block;
-    __m512 acc = _mm512_setzero_ps();
+    __m128 acc = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
         const bool second = b + 1 < nb;
         const uint8_t * wp = wb + b * kQ8BlockBytes;
         const uint8_t * xp = xb + b * kQ8BlockBytes;
         const __m512i wq = q8_pair(wp, second);
-        const __m512i isum = q8_pair_dot(_mm512_abs_epi8(wq), _mm512_movepi8_mask(wq), q8_pair(xp, second));
-        const __m512 scale = _mm512_mul_ps(q8_pair_scales(wp, second), q8_pair_scales(xp, second));
-        acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), scale, acc);
+        int32_t s0, s1;
+        pair_sums(q8_pair_dot(_mm512_abs_epi8(wq), _mm512_movepi8_mask(wq), q8_pair(xp, second)), s0, s1);
+        acc = fold_q8(acc, q8_scale(wp), q8_scale(xp), s0);
+        if (second) acc = fold_q8(acc, q8_scale(wp + kQ8BlockBytes), q8_scale(xp + kQ8BlockBytes), s1);
     }
-    return hsum(acc);
+    return _mm_cvtss_f32(acc);
 }
 
 template <int NT>
 void tile4_q8_0(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                 size_t y_stride) {
     const int64_t nb = n / kQ8Block;
-    __m512 acc[4][NT];
+    __m128 acc[4][NT];
     for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < NT; ++t) acc[r][t] = _mm512_setzero_ps();
+        for (int t = 0; t < NT; ++t) acc[r][t] = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
         const bool second = b + 1 < nb;
         const size_t off = static_cast<size_t>(b) * kQ8BlockBytes;
         __m512i xq[NT];
-        __m512 xd[NT];
-        for (int t = 0; t < NT; ++t) {
-            xq[t] = q8_pair(act + t * act_stride + off, second);
-            xd[t] = q8_pair_scales(act + t * act_stride + off, second);
-        }
+        for (int t = 0; t < NT; ++t) xq[t] = q8_pair(act + t * act_stride + off, second);
         for (int r = 0; r < 4; ++r) {
             const uint8_t * wp = w + r * w_stride + off;
             const __m512i wq = q8_pair(wp, second);
             const __m512i w_abs = _mm512_abs_epi8(wq);
             const __mmask64 w_neg = _mm512_movepi8_mask(wq);
-            const __m512 wd = q8_pair_scales(wp, second);
             for (int t = 0; t < NT; ++t) {
-                const __m512i isum = q8_pair_dot(w_abs, w_neg, xq[t]);
-                acc[r][t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(wd, xd[t]), acc[r][t]);
+                const uint8_t * xp = act + t * act_stride + off;
+                int32_t s0, s1;
+                pair_sums(q8_pair_dot(w_abs, w_neg, xq[t]), s0, s1);
+                acc[r][t] = fold_q8(acc[r][t], q8_scale(wp), q8_scale(xp), s0);
+                if (second) acc[r][t] = fold_q8(acc[r][t], q8_scale(wp + kQ8BlockBytes), q8_scale(xp + kQ8BlockBytes), s1);
             }
         }
     }
     for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = _mm_cvtss_f32(acc[r][t]);
 }
 
 void dot_tile_q8_0(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,

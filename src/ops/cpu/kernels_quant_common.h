@@ -50,17 +50,6 @@ inline float fold_q8_k_min(float acc, uint16_t w_d, uint16_t w_dmin, float a_d, 
     return acc + (d * static_cast<float>(isum) - dmin * static_cast<float>(imin));
 }
 
-// Fixed horizontal sums of f32 lanes (the order of avx512::hsum): halves added pairwise, 16 -> 8 -> 4 -> 2 -> 1.
-inline float lanes8(const float v[8]) {
-    const float s4[4] = {v[0] + v[4], v[1] + v[5], v[2] + v[6], v[3] + v[7]};
-    return (s4[0] + s4[2]) + (s4[1] + s4[3]);
-}
-inline float lanes16(const float v[16]) {
-    float s8[8];
-    for (int i = 0; i < 8; ++i) s8[i] = v[i] + v[i + 8];
-    return lanes8(s8);
-}
-
 // The 8 six-bit scales and mins of a q4_K / q5_K super-block.
 inline void k4_scales_mins(const uint8_t * packed, uint8_t scales[8], uint8_t mins[8]) {
     for (int j = 0; j < 8; ++j) tensor::k4_scale_min(j, packed, scales[j], mins[j]);

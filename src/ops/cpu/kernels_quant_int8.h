@@ -10,4 +10,20 @@ namespace offgrid::ops::cpu::quant {
 // of entries whose act_type and quantize_act the scalar twins set. No-op when the compiler cannot target it.
 void add_int8_entries_avx512(TypeKernels * table);
 
+// Prompt products on the tile unit (kernels_quant_int8_amx.cpp): sets gemm of the q4_K, q6_K and q5_0 entries,
+// bit-identical to their vec_dot. No-op when the compiler cannot target AMX.
+void add_int8_gemm_amx(TypeKernels * table);
+
 }  // namespace offgrid::ops::cpu::quant
+
+namespace offgrid::ops::cpu {
+
+// The same for the int8 variant of Q8_0 (q8_0_int8_kernels): sets k.gemm when k takes Q8_0 activations.
+void add_q8_0_int8_gemm_amx(TypeKernels & k);
+
+// Bytes of the thread's kernel blocks one tile-unit product takes: its tokens packed (KernelBlock::packed_tokens)
+// and one 16-row block of weights decoded (KernelBlock::tile_weights), for n columns; 0 for other types.
+size_t int8_gemm_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok);
+size_t int8_gemm_weight_bytes(tensor::ElemType type, int64_t n);
+
+}  // namespace offgrid::ops::cpu

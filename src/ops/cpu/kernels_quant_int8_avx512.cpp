@@ -53,6 +53,11 @@ inline float fold_k(float acc, float w_d, float a_d, int32_t isum) {
     const float d = a_d * w_d;
     return acc + d * static_cast<float>(isum);
 }
+inline float fold_k_min(float acc, float w_d, float w_dmin, float a_d, int32_t isum, int32_t imin) {
+    const float d = a_d * w_d;
+    const float dmin = a_d * w_dmin;
+    return acc + (d * static_cast<float>(isum) - dmin * static_cast<float>(imin));
+}
 inline float fold_0(float acc, float w_d, float a_d, int32_t isum) {
     const float d = w_d * a_d;
     return acc + d * static_cast<float>(isum);
@@ -96,17 +101,13 @@ inline __m512i two_scales(__m512i s, int i, int j) {
 
 // ---- q4_K x q8_K ----------------------------------------------------------------------------------------
 
-// The lane contract of the twin (kernels_quant_scalar.cpp, dot_q4_k): lane l of the four products' sum is the
-// twin's L[l], folded with one fma per super-block; the mins go to an 8-lane accumulator of their own.
+// The twin's contract (kernels_quant_scalar.cpp, dot_q4_k): the super-block's exact integer sums of scale * quant
+// * a and of min * block sums, folded once per super-block.
 template <int NT>
 void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const BlockQ4_K *>(wv);
-    __m512 acc[NT];
-    __m256 accm[NT];
-    for (int t = 0; t < NT; ++t) {
-        acc[t] = _mm512_setzero_ps();
-        accm[t] = _mm256_setzero_ps();
-    }
+    float acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const BlockQ4_K & B = w[b];
@@ -133,18 +134,12 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
             s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, hi0, pair(q + 32, q + 96)), S13));
             s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, lo1, pair(q + 128, q + 192)), S46));
             s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, hi1, pair(q + 160, q + 224)), S57));
-            const float d = A.d * wd, dmin = A.d * wdmin;
-            acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_set1_ps(d), acc[t]);
             const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums));
-            accm[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_madd_epi16(bs, mins)), _mm256_set1_ps(-dmin), accm[t]);
+            const int32_t imin = sum8(_mm256_madd_epi16(bs, mins));
+            acc[t] = fold_k_min(acc[t], wd, wdmin, A.d, sum16(s), imin);
         }
     }
-    for (int t = 0; t < NT; ++t) {
-        alignas(64) float l16[16], l8[8];
-        _mm512_store_ps(l16, acc[t]);
-        _mm256_store_ps(l8, accm[t]);
-        out[t] = lanes16(l16) + lanes8(l8);
-    }
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 // ---- q6_K x q8_K ----------------------------------------------------------------------------------------

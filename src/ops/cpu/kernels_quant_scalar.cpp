@@ -215,39 +215,24 @@ inline int k_nibble(const uint8_t * qs, int i) {
     return (i % 64) < 32 ? (byte & 0x0f) : (byte >> 4);
 }
 
-// q4_K keeps its sums in 16 integer lanes, folded into 16 f32 lanes per super-block (the layout of a 512-bit
-// vpdpbusd over the packed nibbles, so the SIMD kernels need no horizontal sum per block). The low nibbles of
-// bytes 0-63 hold sub-blocks 0 and 2, the high nibbles 1 and 3, bytes 64-127 the same for 4 and 6, 5 and 7; lane
-// l < 8 sums elements 4l..4l+3 of sub-blocks 0, 1, 4, 5 (each times its scale), lane l >= 8 elements
-// 4(l-8)..4(l-8)+3 of sub-blocks 2, 3, 6, 7. Per super-block: acc[l] = fma(L[l], d_a * d_w, acc[l]) and
-// accm[j] = fma(mins[j] * (bsums[2j] + bsums[2j+1]), -(d_a * dmin_w), accm[j]); the result is
-// lanes16(acc) + lanes8(accm) (kernels_quant_common.h).
+// q4_K: the exact integer sum of scale * quant * a over the super-block and the one of min * block sums, folded
+// once per super-block (ggml's arithmetic), so an integer tile unit that sums a whole super-block at once gives the
+// same integers (kernels_quant_int8_amx.cpp).
 float dot_q4_k(const void * wv, const void * av, int64_t n) {
     const auto * w = static_cast<const BlockQ4_K *>(wv);
     const auto * a = static_cast<const BlockQ8_K *>(av);
-    float acc[16] = {}, accm[8] = {};
-    static constexpr int kFirstSub[4] = {0, 1, 4, 5};  // the sub-block of lanes 0-7 in each of the four products
+    float acc = 0;
     for (int64_t b = 0; b < n / kQK_K; ++b) {
+        int8_t v[kQK_K];
         uint8_t s8[8], m8[8];
+        int sc[8];
         k4_scales_mins(w[b].scales, s8, m8);
-        const float d = a[b].d * f16_to_f32(w[b].d);
-        const float dmin = a[b].d * f16_to_f32(w[b].dmin);
-        for (int l = 0; l < 16; ++l) {
-            int32_t lane = 0;
-            for (const int first : kFirstSub) {
-                const int sub = first + 2 * (l / 8), i0 = 4 * (l % 8);
-                int32_t part = 0;
-                for (int k = 0; k < 4; ++k) part += k_nibble(w[b].qs, 32 * sub + i0 + k) * a[b].qs[32 * sub + i0 + k];
-                lane += s8[sub] * part;
-            }
-            acc[l] = std::fma(static_cast<float>(lane), d, acc[l]);
-        }
-        for (int j = 0; j < 8; ++j) {
-            const int32_t m = static_cast<int32_t>(m8[j]) * (a[b].bsums[2 * j] + a[b].bsums[2 * j + 1]);
-            accm[j] = std::fma(static_cast<float>(m), -dmin, accm[j]);
-        }
+        for (int j = 0; j < 8; ++j) sc[j] = s8[j];
+        for (int i = 0; i < kQK_K; ++i) v[i] = static_cast<int8_t>(k_nibble(w[b].qs, i));
+        acc = fold_q8_k_min(acc, w[b].d, w[b].dmin, a[b].d, scaled_dot<32>(v, a[b].qs, sc),
+                            k4_min_sum(m8, a[b].bsums));
     }
-    return lanes16(acc) + lanes8(accm);
+    return acc;
 }
 
 float dot_q5_k(const void * wv, const void * av, int64_t n) {

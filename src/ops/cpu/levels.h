@@ -50,6 +50,6 @@ struct LevelFills {
 // The row of a level, or null when this build has no such level (e.g. Neon on x86).
 const LevelFills * level_fills(Isa isa);
 
-constexpr int kIsaCount = 5;  // number of Isa values (the tables are indexed by them)
+constexpr int kIsaCount = 6;  // number of Isa values (the tables are indexed by them)
 
 }  // namespace offgrid::ops::cpu

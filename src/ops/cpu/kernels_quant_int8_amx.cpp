@@ -1,0 +1,402 @@
+// Prompt products of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8) on the tile unit (AMX-INT8): q4_K and
+// q6_K against q8_K activations, q5_0 and Q8_0 against q8_0. Bit-identical to the scalar twins
+// (kernels_quant_scalar.cpp, kernels_float_scalar.cpp) and so to the VNNI vec_dot and tiles of the same entries:
+// the twins sum integers per block exactly and fold each block's sums into f32 in block order, and a tile
+// product computes the same integers (a whole block per tile accumulation), then the twin's fold, vectorised over
+// 16 tokens with the same operations per element (no contraction: kernels_quant_common.h).
+//
+// A weight of q4_K (scale * quant, up to 945) or q6_K (scale * value, -4064..4096) does not fit a byte, so its
+// rows are decoded into two byte planes, w = 64 * high + low with low = w & 63 (unsigned) and high = w >> 6, and
+// the block's sum is 64 * sum(high * a) + sum(low * a); q4_K's mins are a third plane (each element carries the
+// min of its sub-block, so its sum against the activations is the twin's sum of min * block sum). q5_0 and Q8_0
+// weights are bytes already.
+//
+// gemm (TypeKernels::gemm): rows [0, n_rows) by every token. The tokens are packed once per product per thread
+// (act_key) into tile images, 16 tokens each; each 16-row block of weights is decoded once into its planes' tile
+// images and multiplied with every token image.
+#include "ops/cpu/kernels_quant_int8.h"
+
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512VL__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <type_traits>
+
+#include "ops/cpu/kernels_quant_common.h"
+#include "ops/workspace.h"
+
+namespace offgrid::ops::cpu {
+
+namespace {
+
+using tensor::BlockQ4_K;
+using tensor::BlockQ5_0;
+using tensor::BlockQ6_K;
+using tensor::BlockQ8_0;
+using tensor::BlockQ8_K;
+using tensor::kQK;
+using tensor::kQK_K;
+
+constexpr int kRows = 16;    // weight rows per tile (the tile's M)
+constexpr int kTokens = 16;  // tokens per tile (its N: 16 int32 columns)
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// The palette-1 configuration: tiles 0-3 accumulators (16 x 16 int32), 4-5 token images (chunk / 4 rows of 64
+// bytes), 6-7 weight images (16 rows of `chunk` bytes).
+struct alignas(64) TileConfig {
+    uint8_t palette = 1;
+    uint8_t start_row = 0;
+    uint8_t reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+};
+
+void configure(int chunk) {
+    TileConfig c;
+    for (int t = 0; t < 4; ++t) {
+        c.rows[t] = kRows;
+        c.colsb[t] = kTokens * 4;
+    }
+    for (int t = 4; t < 6; ++t) {
+        c.rows[t] = static_cast<uint8_t>(chunk / 4);
+        c.colsb[t] = kTokens * 4;
+    }
+    for (int t = 6; t < 8; ++t) {
+        c.rows[t] = kRows;
+        c.colsb[t] = static_cast<uint16_t>(chunk);
+    }
+    _tile_loadconfig(&c);
+}
+
+// ---- the types -------------------------------------------------------------------------------------------
+//
+// Each type names its block (elements), its tile chunk (bytes of K per accumulation: 64, or 32 for blocks of
+// 32), its planes, its activation block, and decodes one weight row's block into its planes' images (row r of
+// each chunk image, `chunk` bytes apart per row) plus the row's float scales. Images of one block: plane p,
+// chunk c at offset (p * chunks + c) * 16 * chunk.
+
+struct Q4K {
+    static constexpr int kBlock = kQK_K, kChunk = 64, kPlanes = 3;
+    using Weight = BlockQ4_K;
+    using Act = BlockQ8_K;
+    // Plane 0 high (w >> 6), 1 low (w & 63), 2 the sub-block's min; scales: d, dmin.
+    static void decode(const Weight & B, int r, uint8_t * img, float * d, float * dmin) {
+        uint8_t sc[8], mn[8];
+        quant::k4_scales_mins(B.scales, sc, mn);
+        d[r] = h2f(B.d);
+        dmin[r] = h2f(B.dmin);
+        const __m256i m4 = _mm256_set1_epi8(0x0f);
+        for (int j = 0; j < 8; ++j) {
+            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs + 32 * (j / 2)));
+            const __m256i q = (j & 1) == 0 ? _mm256_and_si256(bytes, m4) : _mm256_and_si256(_mm256_srli_epi16(bytes, 4), m4);
+            const __m512i w = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(q), _mm512_set1_epi16(sc[j]));
+            const size_t at = static_cast<size_t>(j / 2) * kRows * kChunk + static_cast<size_t>(r) * kChunk + 32 * (j & 1);
+            constexpr size_t plane = 4 * kRows * kChunk;
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + at), _mm512_cvtepi16_epi8(_mm512_srli_epi16(w, 6)));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + plane + at),
+                                _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(63))));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + 2 * plane + at), _mm256_set1_epi8(static_cast<char>(mn[j])));
+        }
+    }
+    // The block's 16 x 16 sums (planes' accumulators c[p]) folded into acc (rows x tokens), as dot_q4_k's
+    // fold_q8_k_min: acc + (a_d * w_d * isum - a_d * w_dmin * imin).
+    static void fold(const int32_t (*c)[kRows * kTokens], const float * wd, const float * wdmin, const float * ad,
+                     __m512 * acc) {
+        const __m512 a = _mm512_load_ps(ad);
+        for (int m = 0; m < kRows; ++m) {
+            const __m512i hi = _mm512_load_si512(c[0] + m * kTokens), lo = _mm512_load_si512(c[1] + m * kTokens);
+            const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(hi, 6), lo);
+            const __m512i imin = _mm512_load_si512(c[2] + m * kTokens);
+            const __m512 d = _mm512_mul_ps(a, _mm512_set1_ps(wd[m]));
+            const __m512 dm = _mm512_mul_ps(a, _mm512_set1_ps(wdmin[m]));
+            const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)), _mm512_mul_ps(dm, _mm512_cvtepi32_ps(imin)));
+            acc[m] = _mm512_add_ps(acc[m], t);
+        }
+    }
+    static float act_scale(const Act & a) { return a.d; }
+    static const int8_t * act_quants(const Act & a) { return a.qs; }
+};
+
+struct Q6K {
+    static constexpr int kBlock = kQK_K, kChunk = 64, kPlanes = 2;
+    using Weight = BlockQ6_K;
+    using Act = BlockQ8_K;
+    // Plane 0 high (w >> 6, signed), 1 low (w & 63); scale: d.
+    static void decode(const Weight & B, int r, uint8_t * img, float * d, float *) {
+        d[r] = h2f(B.d);
+        const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
+        for (int j = 0; j < 8; ++j) {  // 32 elements 32j..: half j / 4, group j % 4
+            const int half = j / 4, g = j % 4;
+            const __m256i lowbytes = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * half + 32 * (g & 1)));
+            const __m256i low = g < 2 ? _mm256_and_si256(lowbytes, m4) : _mm256_and_si256(_mm256_srli_epi16(lowbytes, 4), m4);
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * half));
+            __m256i high = qh;
+            if (g == 1) high = _mm256_srli_epi16(qh, 2);
+            if (g == 2) high = _mm256_srli_epi16(qh, 4);
+            if (g == 3) high = _mm256_srli_epi16(qh, 6);
+            high = _mm256_slli_epi16(_mm256_and_si256(high, m2), 4);
+            const __m256i v = _mm256_sub_epi8(_mm256_or_si256(low, high), k32);  // -32..31
+            const __m512i s = _mm512_inserti64x4(_mm512_set1_epi16(B.scales[2 * j]), _mm256_set1_epi16(B.scales[2 * j + 1]), 1);
+            const __m512i w = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(v), s);
+            const size_t at = static_cast<size_t>(j / 2) * kRows * kChunk + static_cast<size_t>(r) * kChunk + 32 * (j & 1);
+            constexpr size_t plane = 4 * kRows * kChunk;
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + at), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 6)));
+            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + plane + at),
+                                _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(63))));
+        }
+    }
+    // dot_q6_k's fold_q8_k: acc + a_d * w_d * isum.
+    static void fold(const int32_t (*c)[kRows * kTokens], const float * wd, const float *, const float * ad,
+                     __m512 * acc) {
+        const __m512 a = _mm512_load_ps(ad);
+        for (int m = 0; m < kRows; ++m) {
+            const __m512i hi = _mm512_load_si512(c[0] + m * kTokens), lo = _mm512_load_si512(c[1] + m * kTokens);
+            const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(hi, 6), lo);
+            const __m512 d = _mm512_mul_ps(a, _mm512_set1_ps(wd[m]));
+            acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+        }
+    }
+    static float act_scale(const Act & a) { return a.d; }
+    static const int8_t * act_quants(const Act & a) { return a.qs; }
+};
+
+// Blocks of 32 against q8_0: one plane of signed bytes; fold_q8_0: acc + w_d * a_d * isum.
+inline void fold_32(const int32_t (*c)[kRows * kTokens], const float * wd, const float * ad, __m512 * acc) {
+    const __m512 a = _mm512_load_ps(ad);
+    for (int m = 0; m < kRows; ++m) {
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(wd[m]), a);
+        acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(c[0] + m * kTokens))));
+    }
+}
+
+struct Q50 {
+    static constexpr int kBlock = kQK, kChunk = 32, kPlanes = 1;
+    using Weight = BlockQ5_0;
+    using Act = BlockQ8_0;
+    static void decode(const Weight & B, int r, uint8_t * img, float * d, float *) {
+        d[r] = h2f(B.d);
+        const __m128i m4 = _mm_set1_epi8(0x0f);
+        const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.qs));
+        const __m256i nib = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
+                                                    _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
+        uint32_t qh;
+        std::memcpy(&qh, B.qh, 4);
+        const __m256i q = _mm256_or_si256(nib, _mm256_maskz_mov_epi8(qh, _mm256_set1_epi8(16)));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + static_cast<size_t>(r) * kChunk),
+                            _mm256_sub_epi8(q, _mm256_set1_epi8(16)));
+    }
+    static void fold(const int32_t (*c)[kRows * kTokens], const float * wd, const float *, const float * ad,
+                     __m512 * acc) {
+        fold_32(c, wd, ad, acc);
+    }
+    static float act_scale(const Act & a) { return h2f(a.d); }
+    static const int8_t * act_quants(const Act & a) { return a.qs; }
+};
+
+struct Q80 {
+    static constexpr int kBlock = kQK, kChunk = 32, kPlanes = 1;
+    using Weight = BlockQ8_0;
+    using Act = BlockQ8_0;
+    static void decode(const Weight & B, int r, uint8_t * img, float * d, float *) {
+        d[r] = h2f(B.d);
+        std::memcpy(img + static_cast<size_t>(r) * kChunk, B.qs, kQK);
+    }
+    static void fold(const int32_t (*c)[kRows * kTokens], const float * wd, const float *, const float * ad,
+                     __m512 * acc) {
+        fold_32(c, wd, ad, acc);
+    }
+    static float act_scale(const Act & a) { return h2f(a.d); }
+    static const int8_t * act_quants(const Act & a) { return a.qs; }
+};
+
+static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ5_0) == 22, "ggml block sizes");
+
+// ---- the product -----------------------------------------------------------------------------------------
+
+template <class T>
+constexpr size_t kChunks = T::kBlock / T::kChunk;
+// One block's token images (16 tokens) and their 16 scales.
+template <class T>
+constexpr size_t kTokenBlockBytes = static_cast<size_t>(T::kBlock) * kTokens + kTokens * sizeof(float);
+// One block's weight images (16 rows, every plane) and the rows' two scales.
+template <class T>
+constexpr size_t kWeightBlockBytes = static_cast<size_t>(T::kBlock) * kRows * T::kPlanes + 2 * kRows * sizeof(float);
+
+// Token images: group g of 16 tokens, block b at (g * nb + b) * kTokenBlockBytes: chunk c's image (chunk / 4 rows
+// of 16 tokens x 4 bytes), then the tokens' scales. Tokens past n_tok are zeros.
+template <class T>
+const uint8_t * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t n_tok, uint64_t key) {
+    const int64_t groups = (n_tok + kTokens - 1) / kTokens;
+    Arena & arena = Workspace::scratch();
+    auto * p = reinterpret_cast<uint8_t *>(
+        arena.kernel_block(KernelBlock::packed_tokens, static_cast<size_t>(groups * nb) * kTokenBlockBytes<T>));
+    uint64_t & held = arena.kernel_block_tag(KernelBlock::packed_tokens);
+    if (key != 0 && held == key) return p;
+    held = key;
+    for (int64_t g = 0; g < groups; ++g) {
+        for (int64_t b = 0; b < nb; ++b) {
+            uint8_t * img = p + static_cast<size_t>(g * nb + b) * kTokenBlockBytes<T>;
+            auto * scales = reinterpret_cast<float *>(img + static_cast<size_t>(T::kBlock) * kTokens);
+            for (int n = 0; n < kTokens; ++n) {
+                const int64_t t = g * kTokens + n;
+                if (t >= n_tok) {
+                    scales[n] = 0.0f;
+                    for (size_t c = 0; c < kChunks<T>; ++c) {
+                        for (int k4 = 0; k4 < T::kChunk / 4; ++k4) std::memset(img + (c * (T::kChunk / 4) + k4) * 64 + 4 * n, 0, 4);
+                    }
+                    continue;
+                }
+                const auto & A = reinterpret_cast<const typename T::Act *>(static_cast<const uint8_t *>(act) + t * act_stride)[b];
+                scales[n] = T::act_scale(A);
+                const int8_t * q = T::act_quants(A);
+                for (size_t c = 0; c < kChunks<T>; ++c) {
+                    for (int k4 = 0; k4 < T::kChunk / 4; ++k4) {
+                        std::memcpy(img + (c * (T::kChunk / 4) + k4) * 64 + 4 * n, q + c * T::kChunk + 4 * k4, 4);
+                    }
+                }
+            }
+        }
+    }
+    return p;
+}
+
+// 16 rows from `w` (fewer at the end: the missing rows are zeros) into their images, block after block.
+template <class T>
+void decode_rows(const uint8_t * w, size_t w_stride, int64_t nb, int rows, uint8_t * out) {
+    for (int64_t b = 0; b < nb; ++b) {
+        uint8_t * img = out + static_cast<size_t>(b) * kWeightBlockBytes<T>;
+        auto * d = reinterpret_cast<float *>(img + static_cast<size_t>(T::kBlock) * kRows * T::kPlanes);
+        float * dmin = d + kRows;
+        if (rows < kRows) {
+            std::memset(img, 0, kWeightBlockBytes<T>);
+        }
+        for (int r = 0; r < rows; ++r) {
+            const auto & B = reinterpret_cast<const typename T::Weight *>(w + r * w_stride)[b];
+            T::decode(B, r, img, d, dmin);
+        }
+    }
+}
+
+// Accumulate one block's planes against one token image into tiles 0.. (planes), the block's chunks in order.
+template <class T>
+inline void multiply_block(const uint8_t * wimg, const uint8_t * timg) {
+    _tile_zero(0);
+    if constexpr (T::kPlanes > 1) _tile_zero(1);
+    if constexpr (T::kPlanes > 2) _tile_zero(2);
+    constexpr size_t plane = kChunks<T> * kRows * T::kChunk;
+    for (size_t c = 0; c < kChunks<T>; ++c) {
+        _tile_loadd(4, timg + c * T::kChunk * kTokens, 64);
+        const uint8_t * a = wimg + c * kRows * T::kChunk;
+        if constexpr (std::is_same_v<T, Q4K>) {
+            _tile_loadd(6, a, T::kChunk);
+            _tile_dpbusd(0, 6, 4);
+            _tile_loadd(7, a + plane, T::kChunk);
+            _tile_dpbusd(1, 7, 4);
+            _tile_loadd(6, a + 2 * plane, T::kChunk);
+            _tile_dpbusd(2, 6, 4);
+        } else if constexpr (std::is_same_v<T, Q6K>) {
+            _tile_loadd(6, a, T::kChunk);
+            _tile_dpbssd(0, 6, 4);  // the high plane is signed
+            _tile_loadd(7, a + plane, T::kChunk);
+            _tile_dpbusd(1, 7, 4);
+        } else {
+            _tile_loadd(6, a, T::kChunk);
+            _tile_dpbssd(0, 6, 4);
+        }
+    }
+}
+
+template <class T>
+void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
+          int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) {
+    const int64_t nb = n / T::kBlock;
+    if (nb == 0 || n_rows <= 0 || n_tok <= 0) return;
+    const uint8_t * tokens = pack_tokens<T>(act, act_stride, nb, n_tok, act_key);
+    auto * rows_img = reinterpret_cast<uint8_t *>(
+        Workspace::scratch().kernel_block(KernelBlock::tile_weights, static_cast<size_t>(nb) * kWeightBlockBytes<T>));
+    configure(T::kChunk);
+    alignas(64) int32_t c[T::kPlanes][kRows * kTokens];
+    alignas(64) float out[kRows][kTokens];
+    const int64_t groups = (n_tok + kTokens - 1) / kTokens;
+    for (int64_t r0 = 0; r0 < n_rows; r0 += kRows) {
+        const int rows = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
+        decode_rows<T>(static_cast<const uint8_t *>(w) + r0 * w_stride, w_stride, nb, rows, rows_img);
+        for (int64_t g = 0; g < groups; ++g) {
+            __m512 acc[kRows];
+            for (auto & a : acc) a = _mm512_setzero_ps();
+            for (int64_t b = 0; b < nb; ++b) {
+                const uint8_t * wimg = rows_img + static_cast<size_t>(b) * kWeightBlockBytes<T>;
+                const uint8_t * timg = tokens + static_cast<size_t>(g * nb + b) * kTokenBlockBytes<T>;
+                multiply_block<T>(wimg, timg);
+                _tile_stored(0, c[0], kTokens * 4);
+                if constexpr (T::kPlanes > 1) _tile_stored(1, c[1], kTokens * 4);
+                if constexpr (T::kPlanes > 2) _tile_stored(2, c[2], kTokens * 4);
+                const auto * wd = reinterpret_cast<const float *>(wimg + static_cast<size_t>(T::kBlock) * kRows * T::kPlanes);
+                const auto * ad = reinterpret_cast<const float *>(timg + static_cast<size_t>(T::kBlock) * kTokens);
+                T::fold(c, wd, wd + kRows, ad, acc);
+            }
+            for (int m = 0; m < kRows; ++m) _mm512_store_ps(out[m], acc[m]);
+            const int toks = static_cast<int>(std::min<int64_t>(kTokens, n_tok - g * kTokens));
+            for (int t = 0; t < toks; ++t) {
+                float * dst = y + (g * kTokens + t) * static_cast<int64_t>(y_stride) + r0;
+                for (int m = 0; m < rows; ++m) dst[m] = out[m][t];
+            }
+        }
+    }
+    _tile_release();
+}
+
+}  // namespace
+
+size_t int8_gemm_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok) {
+    const int64_t groups = (n_tok + kTokens - 1) / kTokens;
+    switch (type) {
+        case tensor::ElemType::Q4_K: return static_cast<size_t>(groups * (n / Q4K::kBlock)) * kTokenBlockBytes<Q4K>;
+        case tensor::ElemType::Q6_K: return static_cast<size_t>(groups * (n / Q6K::kBlock)) * kTokenBlockBytes<Q6K>;
+        case tensor::ElemType::Q5_0: return static_cast<size_t>(groups * (n / Q50::kBlock)) * kTokenBlockBytes<Q50>;
+        case tensor::ElemType::Q8_0: return static_cast<size_t>(groups * (n / Q80::kBlock)) * kTokenBlockBytes<Q80>;
+        default: return 0;
+    }
+}
+
+size_t int8_gemm_weight_bytes(tensor::ElemType type, int64_t n) {
+    switch (type) {
+        case tensor::ElemType::Q4_K: return static_cast<size_t>(n / Q4K::kBlock) * kWeightBlockBytes<Q4K>;
+        case tensor::ElemType::Q6_K: return static_cast<size_t>(n / Q6K::kBlock) * kWeightBlockBytes<Q6K>;
+        case tensor::ElemType::Q5_0: return static_cast<size_t>(n / Q50::kBlock) * kWeightBlockBytes<Q50>;
+        case tensor::ElemType::Q8_0: return static_cast<size_t>(n / Q80::kBlock) * kWeightBlockBytes<Q80>;
+        default: return 0;
+    }
+}
+
+void add_q8_0_int8_gemm_amx(TypeKernels & k) {
+    if (k.act_type == tensor::ElemType::Q8_0) k.gemm = gemm<Q80>;
+}
+
+namespace quant {
+void add_int8_gemm_amx(TypeKernels * table) {
+    table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm = gemm<Q4K>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm = gemm<Q6K>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm = gemm<Q50>;
+}
+}  // namespace quant
+
+}  // namespace offgrid::ops::cpu
+
+#else
+
+namespace offgrid::ops::cpu {
+size_t int8_gemm_token_bytes(tensor::ElemType, int64_t, int64_t) { return 0; }
+size_t int8_gemm_weight_bytes(tensor::ElemType, int64_t) { return 0; }
+void add_q8_0_int8_gemm_amx(TypeKernels &) {}
+namespace quant {
+void add_int8_gemm_amx(TypeKernels *) {}
+}  // namespace quant
+}  // namespace offgrid::ops::cpu
+
+#endif
