@@ -640,34 +640,72 @@ float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
     return _mm_cvtss_f32(acc);
 }
 
+// Four rows' pair products (lanes 0-7 block b, 8-15 block b + 1 of each) reduced to their block sums: lanes 0-3
+// rows 0-3 of block b, lanes 4-7 of block b + 1. Exact integer adds, any order.
+inline __m256i four_row_sums(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
+    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
+    const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
+    const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+    // 128-bit lane L of q: the four rows' sums over lanes 4L..4L+3; lanes 0, 1 are block b, 2, 3 block b + 1.
+    const __m512i h = _mm512_add_epi32(q, _mm512_shuffle_i32x4(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
+    return _mm512_castsi512_si256(_mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(2, 2, 2, 0)));
+}
+
+// The f16 scales of four rows' block at byte offset `off`, as f32.
+inline __m128 four_scales(const uint8_t * w, size_t w_stride, size_t off) {
+    uint16_t h[4];
+    for (int r = 0; r < 4; ++r) std::memcpy(&h[r], w + r * w_stride + off, 2);
+    return _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, static_cast<short>(h[3]), static_cast<short>(h[2]),
+                                      static_cast<short>(h[1]), static_cast<short>(h[0])));
+}
+
+// The twin's fold for four rows at once (lane r is row r): acc + (d_w * d_x) * isum, each step rounded (the
+// rounding-mode intrinsics, which the compiler never contracts into a fused multiply-add).
+inline __m512 fold4(__m512 acc, __m128 dw, float dx, __m128i isum) {
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+    const __m512 d = _mm512_mul_round_ps(_mm512_castps128_ps512(dw), _mm512_set1_ps(dx), kRound);
+    const __m512 p = _mm512_mul_round_ps(d, _mm512_cvtepi32_ps(_mm512_castsi128_si512(isum)), kRound);
+    return _mm512_add_round_ps(acc, p, kRound);
+}
+
+// 4 rows x NT tokens, the twin's order per (row, token): the rows' block sums reduced together, then folded in
+// block order with one vector of four rows per token.
 template <int NT>
 void tile4_q8_0(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
                 size_t y_stride) {
     const int64_t nb = n / kQ8Block;
-    __m128 acc[4][NT];
-    for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < NT; ++t) acc[r][t] = _mm_setzero_ps();
+    __m512 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
     for (int64_t b = 0; b < nb; b += 2) {
         const bool second = b + 1 < nb;
         const size_t off = static_cast<size_t>(b) * kQ8BlockBytes;
-        __m512i xq[NT];
-        for (int t = 0; t < NT; ++t) xq[t] = q8_pair(act + t * act_stride + off, second);
+        __m512i w_abs[4];
+        __mmask64 w_neg[4];
         for (int r = 0; r < 4; ++r) {
-            const uint8_t * wp = w + r * w_stride + off;
-            const __m512i wq = q8_pair(wp, second);
-            const __m512i w_abs = _mm512_abs_epi8(wq);
-            const __mmask64 w_neg = _mm512_movepi8_mask(wq);
-            for (int t = 0; t < NT; ++t) {
-                const uint8_t * xp = act + t * act_stride + off;
-                int32_t s0, s1;
-                pair_sums(q8_pair_dot(w_abs, w_neg, xq[t]), s0, s1);
-                acc[r][t] = fold_q8(acc[r][t], q8_scale(wp), q8_scale(xp), s0);
-                if (second) acc[r][t] = fold_q8(acc[r][t], q8_scale(wp + kQ8BlockBytes), q8_scale(xp + kQ8BlockBytes), s1);
-            }
+            // Four row streams: each fetched 1 KiB ahead (a pair is 68 bytes, so two lines cover its step).
+            const char * ahead = reinterpret_cast<const char *>(w + r * w_stride + off) + 1024;
+            _mm_prefetch(ahead, _MM_HINT_T0);
+            _mm_prefetch(ahead + 64, _MM_HINT_T0);
+            const __m512i wq = q8_pair(w + r * w_stride + off, second);
+            w_abs[r] = _mm512_abs_epi8(wq);
+            w_neg[r] = _mm512_movepi8_mask(wq);
+        }
+        const __m128 dw0 = four_scales(w, w_stride, off);
+        const __m128 dw1 = second ? four_scales(w, w_stride, off + kQ8BlockBytes) : _mm_setzero_ps();
+        for (int t = 0; t < NT; ++t) {
+            const uint8_t * xp = act + t * act_stride + off;
+            const __m512i xq = q8_pair(xp, second);
+            const __m256i sums = four_row_sums(q8_pair_dot(w_abs[0], w_neg[0], xq), q8_pair_dot(w_abs[1], w_neg[1], xq),
+                                               q8_pair_dot(w_abs[2], w_neg[2], xq), q8_pair_dot(w_abs[3], w_neg[3], xq));
+            acc[t] = fold4(acc[t], dw0, q8_scale(xp), _mm256_castsi256_si128(sums));
+            if (second) acc[t] = fold4(acc[t], dw1, q8_scale(xp + kQ8BlockBytes), _mm256_extracti128_si256(sums, 1));
         }
     }
-    for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = _mm_cvtss_f32(acc[r][t]);
+    for (int t = 0; t < NT; ++t) {
+        alignas(64) float out[16];
+        _mm512_store_ps(out, acc[t]);
+        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = out[r];
+    }
 }
 
 void dot_tile_q8_0(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
