@@ -96,7 +96,8 @@ int main(int argc, char ** argv) {
     const int rounds = argc > 3 ? std::atoi(argv[3]) : 7;
     const int64_t pad = argc > 4 ? std::atoi(argv[4]) : 0;  // floats between activation rows
     const ops::cpu::Isa isa = ops::cpu::active_isa();
-    const auto variants = isa == ops::cpu::Isa::Avx512 ? ops::cpu::f32_tile_variants_avx512()
+    const bool avx512 = isa == ops::cpu::Isa::Avx512 || isa == ops::cpu::Isa::Amx;  // Amx keeps Avx512's float kernels
+    const auto variants = avx512 ? ops::cpu::f32_tile_variants_avx512()
                           : isa == ops::cpu::Isa::Avx2 ? ops::cpu::f32_tile_variants_avx2()
                                                        : std::vector<ops::cpu::FloatTileVariant>{};
     if (variants.empty()) {

@@ -82,7 +82,8 @@ int main(int argc, char ** argv) {
     const double min_s = (argc > 3 ? std::atof(argv[3]) : 30.0) / 1000.0;
     const ops::cpu::Isa isa = ops::cpu::active_isa();
     const ops::cpu::TypeKernels & k = *ops::cpu::kernels_for(tensor::ElemType::F32, isa);
-    const auto variants = isa == ops::cpu::Isa::Avx512 ? ops::cpu::f32_gemm_variants_avx512()
+    const bool avx512 = isa == ops::cpu::Isa::Avx512 || isa == ops::cpu::Isa::Amx;  // Amx keeps Avx512's float kernels
+    const auto variants = avx512 ? ops::cpu::f32_gemm_variants_avx512()
                                                        : std::vector<ops::cpu::GemmVariant>{};
     struct Case {
         Shape s;

@@ -9,7 +9,7 @@
 
 namespace offgrid {
 
-// The kernel level the library runs ("scalar", "avx2", "avx512", "neon", "neondot"): the detected one, or the one
+// The kernel level the library runs ("scalar", "avx2", "avx512", "amx", "neon", "neondot"): the detected one, or the one
 // OFFGRID_ISA names when the CPU runs it.
 const char * active_isa_name();
 // The best kernel level this CPU runs.

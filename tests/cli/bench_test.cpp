@@ -41,7 +41,7 @@ TEST(Bench, TableJsonAndPlot) {
     std::ofstream(dir.file("out.json"), std::ios::binary) << json.out;
     const std::string check = "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); r=d['results']; "
                               "assert [x['depth'] for x in r]==[0,100,200], r; "
-                              "assert d['isa'] in ('scalar','avx2','avx512') and d['isa_detected'] in ('scalar','avx2','avx512'), d; "
+                              "assert d['isa'] in ('scalar','avx2','avx512','amx') and d['isa_detected'] in ('scalar','avx2','avx512','amx'), d; "
                               "assert d['threads']>=1, d; "
                               "assert all(x['mode']=='sparse' and x['n_prompt']==16 and x['n_gen']==4 and "
                               "x['gen_tokens_per_second']>0 and x['prompt_tokens_per_second']>0 for x in r)\" " +

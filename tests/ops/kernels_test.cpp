@@ -83,11 +83,13 @@ TEST(Dispatch, LevelsAndNames) {
     EXPECT_STREQ(isa_name(Isa::Avx512), "avx512");
     EXPECT_STREQ(isa_name(Isa::Neon), "neon");
     EXPECT_STREQ(isa_name(Isa::NeonDot), "neondot");
+    EXPECT_STREQ(isa_name(Isa::Amx), "amx");
     // Levels are a set: x86 and ARM levels never share a build.
     const auto has = [&](Isa isa) { return std::find(levels.begin(), levels.end(), isa) != levels.end(); };
     EXPECT_FALSE((has(Isa::Avx2) || has(Isa::Avx512)) && (has(Isa::Neon) || has(Isa::NeonDot)));
     EXPECT_TRUE(!has(Isa::Avx512) || has(Isa::Avx2)) << "a level runs only with its base";
     EXPECT_TRUE(!has(Isa::NeonDot) || has(Isa::Neon)) << "a level runs only with its base";
+    EXPECT_TRUE(!has(Isa::Amx) || has(Isa::Avx512)) << "a level runs only with its base";
     for (ElemType t : {ElemType::F32, ElemType::F16, ElemType::BF16, ElemType::Q8_0}) {
         for (Isa isa : levels) EXPECT_NE(kernels_for(t, isa), nullptr) << isa_name(isa);
     }

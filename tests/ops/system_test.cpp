@@ -9,7 +9,7 @@
 #include "offgrid/system.h"
 
 TEST(System, IsaNamesAreKnownLevels) {
-    const std::set<std::string> levels{"scalar", "avx2", "avx512", "neon", "neondot"};
+    const std::set<std::string> levels{"scalar", "avx2", "avx512", "amx", "neon", "neondot"};
     EXPECT_EQ(levels.count(offgrid::active_isa_name()), 1u) << offgrid::active_isa_name();
     EXPECT_EQ(levels.count(offgrid::detected_isa_name()), 1u) << offgrid::detected_isa_name();
 }
