@@ -217,6 +217,42 @@ void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out)
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
+// ---- the q8_K activation quantiser ----------------------------------------------------------------------
+
+// The twin's bytes (kernels_quant_scalar.cpp, quantize_row_q8_K): the first element of largest magnitude gives the
+// scale (its sign kept), quants round to nearest even (the conversion's default mode, as nearbyint) and are capped
+// at 127, block sums are exact.
+void quantize_row_q8_k(const float * x, void * dst, int64_t n) {
+    auto * y = static_cast<BlockQ8_K *>(dst);
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+        __m512 amax16 = _mm512_setzero_ps();
+        for (int j = 0; j < kQK_K; j += 16) amax16 = _mm512_max_ps(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)), amax16);
+        const float amax = _mm512_reduce_max_ps(amax16);
+        if (!(amax > 0.0f)) {
+            std::memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        float max = 0;
+        for (int j = 0; j < kQK_K; j += 16) {
+            const __mmask16 at = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_loadu_ps(x + j)), _mm512_set1_ps(amax), _CMP_EQ_OQ);
+            if (at != 0) {
+                max = x[j + __builtin_ctz(at)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m512 is = _mm512_set1_ps(iscale);
+        for (int g = 0; g < kQK_K / 16; ++g) {
+            const __m512i v = _mm512_min_epi32(_mm512_cvtps_epi32(_mm512_mul_ps(is, _mm512_loadu_ps(x + 16 * g))),
+                                               _mm512_set1_epi32(127));
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(y[b].qs + 16 * g), _mm512_cvtepi32_epi8(v));
+            y[b].bsums[g] = static_cast<int16_t>(_mm512_reduce_add_epi32(v));
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
 // ---- entries ---------------------------------------------------------------------------------------------
 
 template <void (*R1)(const void *, const void * const *, int64_t, float *),
@@ -249,7 +285,7 @@ struct Entry {
 
 void set(TypeKernels * table, tensor::ElemType type, float (*vec_dot)(const void *, const void *, int64_t),
          void (*tile)(const void *, size_t, const void *, size_t, int64_t, int, int, float *, size_t)) {
-    // The activation format and quantiser stay the twin's (the same bytes at every level).
+    // The activation format stays the twin's (the same bytes at every level).
     TypeKernels & k = table[static_cast<uint32_t>(type)];
     k.vec_dot = vec_dot;
     k.dot_tile = tile;
@@ -266,6 +302,10 @@ void add_int8_entries_avx512(TypeKernels * table) {
     set(table, tensor::ElemType::Q4_K, Q4K::vec_dot, Q4K::dot_tile);
     set(table, tensor::ElemType::Q6_K, Q6K::vec_dot, Q6K::dot_tile);
     set(table, tensor::ElemType::Q5_0, Q50::vec_dot, Q50::dot_tile);
+    // Every q8_K entry takes the vectorised quantiser (the same bytes).
+    for (size_t id = 0; id < kTypeTableSize; ++id) {
+        if (table[id].quantize_act == quantize_row_q8_K) table[id].quantize_act = quantize_row_q8_k;
+    }
 }
 
 }  // namespace offgrid::ops::cpu::quant
