@@ -375,7 +375,7 @@ size_t int8_gemm_weight_bytes(tensor::ElemType type, int64_t n) {
 }
 
 // From this many tokens a product runs on the tile unit, fewer take the VNNI tiles (scale Q4_K_M, int8, 2 threads,
-// `bench --parallel 1,2,4,8`: a step of 8 took 445 ms from 8, 478 ms from 2 tokens, 530 ms with the VNNI tiles).
+// `bench --parallel 1,2,4,8`: a step of 8 took 445 ms from 8, 478 ms from 2 tokens, 542 ms with the VNNI tiles).
 constexpr int kTileUnitMinTokens = 8;
 
 void add_q8_0_int8_gemm_amx(TypeKernels & k) {
