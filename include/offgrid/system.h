@@ -15,6 +15,16 @@ const char * active_isa_name();
 // The best kernel level this CPU runs.
 const char * detected_isa_name();
 
+// The activations of the quantised weights' products, for the whole process: "int16" (the default: 16-bit
+// activations, within llama.cpp's error on every golden pair and about 100x closer to the exact result), "int8"
+// (ggml's 8-bit blocks: the speed path, whose prompts run on the tile unit where the CPU has AMX, about as far from
+// the exact result as llama.cpp) or "f32" (the exact mode: weights dequantised exactly, f32 products); see
+// docs/kernels.md. OFFGRID_QUANT_ACT gives the same choice. The mode is fixed at the first product the library runs
+// (or at this call); set_activation_mode must come before any model is loaded, and throws Error for an unknown name or
+// when another mode is already in effect.
+void set_activation_mode(const char * mode);
+const char * activation_mode_name();
+
 struct ReadBandwidth {
     double bytes_per_second = 0;  // the best round (a shared machine only ever slows a round down)
     size_t buffer_bytes = 0;

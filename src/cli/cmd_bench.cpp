@@ -57,6 +57,8 @@ constexpr const char * kUsage =
     "                          with --parallel: all cells, one stream per sequence, as `serve -c`\n"
     "  --mmap, --no-mmap       map the model file, or read it into memory (default: read when it takes at most\n"
     "                          half the available memory)\n"
+    "  --act-quant M           activations of the quantised products: int16 (default), int8 (the speed path:\n"
+    "                          prompts on the tile unit where the CPU has AMX), f32 (exact; docs/kernels.md)\n"
     "  --parallel LIST         instead: N parallel sequences decoding one token each per step (one call of N\n"
     "                          tokens, as the server batches them), for each N of the comma-separated list\n"
     "                          (1 is always measured too): total tokens/s and the ratio to one sequence\n"
@@ -246,9 +248,10 @@ void print_parallel(const std::vector<tools::ParallelBenchResult> & results, con
     };
     if (json) {
         std::printf("{\n  \"model\": \"%s\",\n  \"description\": \"%s\",\n  \"threads\": %d,\n"
-                    "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"repetitions\": %d,\n  \"parallel\": [\n",
+                    "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"activations\": \"%s\",\n"
+                    "  \"repetitions\": %d,\n  \"parallel\": [\n",
                     json_escape(model_path).c_str(), json_escape(model.describe()).c_str(), threads,
-                    active_isa_name(), detected_isa_name(), repetitions);
+                    active_isa_name(), detected_isa_name(), activation_mode_name(), repetitions);
         for (size_t i = 0; i < results.size(); ++i) {
             const auto & r = results[i];
             const double one = single(r.depth);
@@ -260,8 +263,9 @@ void print_parallel(const std::vector<tools::ParallelBenchResult> & results, con
         std::printf("  ]\n}\n");
         return;
     }
-    std::printf("model: %s\nthreads: %d\nisa: %s (detected %s)\nrounds: %d (the best is shown)\n", model.describe().c_str(),
-                threads, active_isa_name(), detected_isa_name(), repetitions);
+    std::printf("model: %s\nthreads: %d\nisa: %s (detected %s), activations %s\nrounds: %d (the best is shown)\n",
+                model.describe().c_str(), threads, active_isa_name(), detected_isa_name(), activation_mode_name(),
+                repetitions);
     std::printf("| %5s | %8s | %13s | %13s | %10s | %11s |\n", "n_seq", "depth", "total t/s", "t/s per seq",
                 "ms/step", "ratio to 1");
     std::printf("|-------|----------|---------------|---------------|------------|-------------|\n");
@@ -358,6 +362,7 @@ int bench_main(const std::vector<std::string> & args) {
         p.real({"--spec-draft-p-min"}, &sbp.spec.p_min, 0.0f, 1.0f);
         p.text({"-md", "--model-draft"}, &sbp.spec.draft_model);
         p.weight_load(&weights);
+        p.activation_mode();
         p.text({"-m", "--model"}, &model_path);
         p.text({"-d", "--depths"}, &depths);
         p.integer({"-p", "--n-prompt"}, &n_prompt, 0, 1 << 20);
@@ -508,11 +513,10 @@ int bench_main(const std::vector<std::string> & args) {
 
         if (json) {
             std::printf("{\n  \"model\": \"%s\",\n  \"description\": \"%s\",\n  \"threads\": %d,\n"
-                        "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"bus_bytes_per_second\": %.0f,\n"
-                        "  \"weight_bytes_per_token\": %.0f,\n  \"results\": [\n",
+                        "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"activations\": \"%s\",\n"
+                        "  \"bus_bytes_per_second\": %.0f,\n  \"weight_bytes_per_token\": %.0f,\n  \"results\": [\n",
                         json_escape(model_path).c_str(), json_escape(model->describe()).c_str(), bp.n_threads,
-                        active_isa_name(), detected_isa_name(), bus,
-                        weight_bytes);
+                        active_isa_name(), detected_isa_name(), activation_mode_name(), bus, weight_bytes);
             for (size_t i = 0; i < results.size(); ++i) {
                 const auto & r = results[i];
                 std::printf("    {\"mode\": \"%s\", \"depth\": %u, \"n_prompt\": %u, \"prompt_seconds\": %.6f, "
@@ -524,8 +528,8 @@ int bench_main(const std::vector<std::string> & args) {
             }
             std::printf("  ]\n}\n");
         } else {
-            std::printf("model: %s\nthreads: %d\nisa: %s (detected %s)\n", model->describe().c_str(), bp.n_threads,
-                        active_isa_name(), detected_isa_name());
+            std::printf("model: %s\nthreads: %d\nisa: %s (detected %s), activations %s\n", model->describe().c_str(),
+                        bp.n_threads, active_isa_name(), detected_isa_name(), activation_mode_name());
             std::printf("bus: %.1f GB/s (%d threads reading 1 GiB); weights read per token: %.1f MB\n", bus / 1e9,
                         bp.n_threads, weight_bytes / 1e6);
             std::printf("| %-6s | %8s | %14s | %14s | %10s | %8s |\n", "mode", "depth", ("pp" + std::to_string(n_prompt) + " t/s").c_str(),

@@ -45,6 +45,8 @@ constexpr const char * kUsage =
     "  --qsa-dense             force dense attention on QSA layers\n"
     "  --mmap, --no-mmap       map the model file, or read it into memory (default: read when it takes at most\n"
     "                          half the available memory)\n"
+    "  --act-quant M           activations of the quantised products: int16 (default), int8 (the speed path:\n"
+    "                          prompts on the tile unit where the CPU has AMX), f32 (exact; docs/kernels.md)\n"
     "  --kl-divergence-base F  also save the log-probabilities of every scored token to F (the reference run)\n"
     "  --kl-divergence         score against F instead of a text: the tokens, chunk length and --half come from\n"
     "                          F (-f is not needed); prints mean KLD with percentiles, the same-top-1 share and\n"
@@ -69,6 +71,7 @@ int perplexity_main(const std::vector<std::string> & args) {
         WeightLoad weights = WeightLoad::Auto;
         tools::ArgParser p;
         p.weight_load(&weights);
+        p.activation_mode();
         p.text({"-m", "--model"}, &model_path);
         p.text({"-f", "--file"}, &file);
         p.flag({"--ids"}, &ids_mode);

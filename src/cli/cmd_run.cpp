@@ -65,7 +65,9 @@ constexpr const char * kUsage =
     "  --spec-draft-p-min X     draft-mtp: stop drafting below this confidence (default 0)\n"
     "  -md, --model-draft FILE  draft-mtp: an MTP-only GGUF borrowing the model's embedding and head\n"
     "  --mmap, --no-mmap        map the model file, or read it into memory (huge pages: faster decode; costs the\n"
-    "                           file's size in RAM). Default: read when it takes at most half the available memory\n";
+    "                           file's size in RAM). Default: read when it takes at most half the available memory\n"
+    "  --act-quant M            activations of the quantised products: int16 (default), int8 (the speed path:\n"
+    "                           prompts on the tile unit where the CPU has AMX), f32 (exact; docs/kernels.md)\n";
 
 
 // A one-line bar on stderr, redrawn in place; only when stderr is a terminal.
@@ -111,6 +113,7 @@ int run_main(const std::vector<std::string> & args) {
         p.real({"--spec-draft-p-min"}, &spec.p_min, 0.0f, 1.0f);
         p.text({"-md", "--model-draft"}, &spec.draft_model);
         p.weight_load(&weights);
+        p.activation_mode();
         p.text({"-m", "--model"}, &model_path);
         p.text({"-p", "--prompt"}, &prompt);
         p.text({"-f", "--file"}, &prompt_file);

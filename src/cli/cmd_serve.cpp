@@ -45,6 +45,8 @@ constexpr const char * kUsage =
     "  -t, --threads N          threads (default: the hardware's)\n"
     "  --mmap, --no-mmap        map the model file, or read it into memory (default: read when it takes at most\n"
     "                           half the available memory)\n"
+    "  --act-quant M            activations of the quantised products: int16 (default), int8 (the speed path:\n"
+    "                           prompts on the tile unit where the CPU has AMX), f32 (exact; docs/kernels.md)\n"
     "  --api-key KEY            require 'Authorization: Bearer KEY' (all endpoints but /health); not empty;\n"
     "                           OFFGRID_API_KEY in the environment does the same without showing in ps\n"
     "  --chat-template T        auto (default: ChatML when the model's template is ChatML-shaped or absent),\n"
@@ -93,6 +95,7 @@ int serve_main(const std::vector<std::string> & args) {
         p.text({"-md", "--model-draft"}, &spec.draft_model);
         WeightLoad weights = WeightLoad::Auto;
         p.weight_load(&weights);
+        p.activation_mode();
         if (!p.parse(args)) {
             std::fputs(kUsage, stdout);
             return 0;

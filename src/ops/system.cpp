@@ -1,8 +1,12 @@
 // The public machine queries (offgrid/system.h) over the dispatch and the bandwidth probe.
 #include "offgrid/system.h"
 
+#include <string>
+
+#include "offgrid/error.h"
 #include "ops/bandwidth.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/kernels_quant.h"
 #include "ops/thread_pool.h"
 
 namespace offgrid {
@@ -10,6 +14,27 @@ namespace offgrid {
 const char * active_isa_name() { return ops::cpu::isa_name(ops::cpu::active_isa()); }
 
 const char * detected_isa_name() { return ops::cpu::isa_name(ops::cpu::detected_isa()); }
+
+void set_activation_mode(const char * mode) {
+    using ops::cpu::QuantActMode;
+    const std::string m = mode != nullptr ? mode : "";
+    QuantActMode want;
+    if (m == "int16") {
+        want = QuantActMode::Int16;
+    } else if (m == "int8") {
+        want = QuantActMode::Int8;
+    } else if (m == "f32") {
+        want = QuantActMode::F32;
+    } else {
+        throw Error("activation mode '" + m + "' is not int16, int8 or f32");
+    }
+    if (!ops::cpu::request_quant_act_mode(want)) {
+        throw Error(std::string("activation mode ") + m + " asked for, but " + activation_mode_name() +
+                    " is already in effect (set it before loading a model)");
+    }
+}
+
+const char * activation_mode_name() { return ops::cpu::quant_act_mode_name(ops::cpu::quant_act_mode()); }
 
 ReadBandwidth measure_read_bandwidth(int n_threads, size_t buffer_bytes, int rounds) {
     ops::ThreadPool pool(n_threads);  // throws Error for a count out of range

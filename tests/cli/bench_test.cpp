@@ -42,11 +42,28 @@ TEST(Bench, TableJsonAndPlot) {
     const std::string check = "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); r=d['results']; "
                               "assert [x['depth'] for x in r]==[0,100,200], r; "
                               "assert d['isa'] in ('scalar','avx2','avx512','amx') and d['isa_detected'] in ('scalar','avx2','avx512','amx'), d; "
-                              "assert d['threads']>=1, d; "
+                              "assert d['threads']>=1, d; assert d['activations'] in ('int16','int8','f32'), d; "
                               "assert all(x['mode']=='sparse' and x['n_prompt']==16 and x['n_gen']==4 and "
                               "x['gen_tokens_per_second']>0 and x['prompt_tokens_per_second']>0 for x in r)\" " +
                               q(dir.file("out.json"));
     EXPECT_EQ(std::system(check.c_str()), 0) << json.out;
+}
+
+// --act-quant fixes the process's activation mode before the model loads (over OFFGRID_QUANT_ACT); a name it
+// does not know is a usage error.
+TEST(Bench, ActivationModeFlag) {
+    TempDir dir;
+    const std::string model = dir.file("m.gguf");
+    model::qwen4exp::write_model_file(model::qwen4exp::gen_preset("tiny"), model);
+    const std::string base = "bench -m " + q(model) + " -d 0 -p 16 -n 2 -t 1 --mode sparse";
+    for (const char * mode : {"int8", "f32", "int16"}) {
+        const CmdResult r = run_offgrid(base + " --json --act-quant " + mode);
+        ASSERT_EQ(r.status, 0) << r.err;
+        EXPECT_NE(r.out.find(std::string("\"activations\": \"") + mode + "\""), std::string::npos) << r.out;
+    }
+    const CmdResult bad = run_offgrid(base + " --act-quant int4");
+    EXPECT_EQ(bad.status, 2);
+    EXPECT_NE(bad.err.find("int4"), std::string::npos) << bad.err;
 }
 
 TEST(Bench, ParallelSequencesTableAndJson) {

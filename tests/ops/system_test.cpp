@@ -24,3 +24,16 @@ TEST(System, ReadBandwidthReportsWhatItMeasured) {
     }
     EXPECT_THROW(offgrid::measure_read_bandwidth(offgrid::kMaxThreads + 1, 4096, 1), offgrid::Error);
 }
+
+// The activation mode is one per process: asking for the mode in effect is fine, another one once it is fixed
+// (here by the first call) is refused, and so is a name that is not a mode.
+TEST(System, ActivationModeIsFixedOncePerProcess) {
+    const std::string mode = offgrid::activation_mode_name();
+    EXPECT_TRUE(mode == "int16" || mode == "int8" || mode == "f32") << mode;
+    EXPECT_NO_THROW(offgrid::set_activation_mode(mode.c_str()));
+    const char * other = mode == "int16" ? "int8" : "int16";
+    EXPECT_THROW(offgrid::set_activation_mode(other), offgrid::Error);
+    EXPECT_THROW(offgrid::set_activation_mode("int4"), offgrid::Error);
+    EXPECT_THROW(offgrid::set_activation_mode(nullptr), offgrid::Error);
+    EXPECT_EQ(offgrid::activation_mode_name(), mode);
+}

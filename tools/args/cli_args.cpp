@@ -1,6 +1,7 @@
 #include "args/cli_args.h"
 
 #include "offgrid/prompt_file.h"
+#include "offgrid/system.h"
 
 #include <cerrno>
 #include <charconv>
@@ -71,6 +72,18 @@ void ArgParser::custom_flag(std::initializer_list<const char *> names, std::func
 void ArgParser::weight_load(WeightLoad * out) {
     add({"--mmap"}, false, [out](const std::string &, const std::string &) { *out = WeightLoad::Map; });
     add({"--no-mmap"}, false, [out](const std::string &, const std::string &) { *out = WeightLoad::Read; });
+}
+
+void ArgParser::activation_mode() {
+    add({"--act-quant"}, true, [](const std::string & n, const std::string & v) {
+        try {
+            set_activation_mode(v.c_str());
+        } catch (const UsageError &) {
+            throw;
+        } catch (const Error & e) {
+            throw UsageError(n + ": " + e.what());
+        }
+    });
 }
 
 void ArgParser::text(std::initializer_list<const char *> names, std::string * out) {

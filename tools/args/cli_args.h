@@ -32,6 +32,8 @@ public:
     void real(std::initializer_list<const char *> names, float * out, float lo, float hi);
     // --mmap (WeightLoad::Map) and --no-mmap (WeightLoad::Read); the last one given wins, neither leaves *out.
     void weight_load(WeightLoad * out);
+    // --act-quant int16|int8|f32: the process's activation mode (offgrid::set_activation_mode), set as it is parsed.
+    void activation_mode();
     // A flag without a value that calls fn each time it is given.
     void custom_flag(std::initializer_list<const char *> names, std::function<void()> fn);
     // Any other value: fn gets the value text and throws UsageError (or Error) when it is wrong.

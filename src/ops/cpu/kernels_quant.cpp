@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,10 @@ namespace offgrid::ops::cpu {
 
 namespace {
 
+// A mode asked for by the library's user before the first use (request_quant_act_mode), else -1.
+std::atomic<int> g_requested{-1};
+std::atomic<bool> g_settled{false};
+
 QuantActMode mode_from_env() {
     const char * env = std::getenv("OFFGRID_QUANT_ACT");
     if (env == nullptr || *env == '\0' || std::strcmp(env, "int16") == 0) return QuantActMode::Int16;
@@ -29,8 +34,27 @@ QuantActMode mode_from_env() {
 }  // namespace
 
 QuantActMode quant_act_mode() {
-    static const QuantActMode mode = mode_from_env();
+    static const QuantActMode mode = [] {
+        g_settled = true;
+        const int asked = g_requested.load();
+        return asked >= 0 ? static_cast<QuantActMode>(asked) : mode_from_env();
+    }();
     return mode;
+}
+
+bool request_quant_act_mode(QuantActMode mode) {
+    if (g_settled.load()) return quant_act_mode() == mode;
+    g_requested = static_cast<int>(mode);
+    return quant_act_mode() == mode;  // settles it now, so a later request cannot change it under running kernels
+}
+
+const char * quant_act_mode_name(QuantActMode mode) {
+    switch (mode) {
+        case QuantActMode::Int16: return "int16";
+        case QuantActMode::F32: return "f32";
+        case QuantActMode::Int8: return "int8";
+    }
+    return "?";
 }
 
 void add_exact_quant_kernels(Isa isa, TypeKernels * table) { quant::add_dequant_entries(isa, table); }

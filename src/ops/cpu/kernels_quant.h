@@ -18,6 +18,10 @@ namespace offgrid::ops::cpu {
 
 enum class QuantActMode { Int16, F32, Int8 };
 QuantActMode quant_act_mode();  // OFFGRID_QUANT_ACT=int16|f32|int8, default int16 (read once)
+// Fixes the process's mode to `mode` (over OFFGRID_QUANT_ACT) if nothing has read it yet; true when the mode in
+// effect is `mode`.
+bool request_quant_act_mode(QuantActMode mode);
+const char * quant_act_mode_name(QuantActMode mode);
 
 // Fills the quantised types' entries of `mode` (default: the process's OFFGRID_QUANT_ACT) at isa.
 void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode = quant_act_mode());
