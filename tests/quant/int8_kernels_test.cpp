@@ -127,8 +127,10 @@ TEST(Int8Kernels, PromptProductsAreBitIdenticalToVecDot) {
         for (cpu::Isa isa : cpu::available_isas()) {
             const cpu::TypeKernels & kk = *cpu::int8_kernels_for(t, isa);
             if (kk.gemm == nullptr) continue;
-            for (const bool worst : {false, true}) {
-                const int64_t n = t == ElemType::Q5_0 || t == ElemType::Q8_0 ? 320 : 1024;
+            for (const int variant : {0, 1, 2}) {  // random blocks at two widths, then worst-case blocks
+                const bool worst = variant == 2;
+                const bool k_quant = t != ElemType::Q5_0 && t != ElemType::Q8_0;
+                const int64_t n = variant == 0 ? (k_quant ? 256 : 32) : (k_quant ? 1024 : 320);
                 const int rows = 35, n_tok = 40;
                 const auto w = t == ElemType::Q8_0 ? random_q8_0_rows(n, rows, rng, worst) : random_rows(t, n, rows, rng, worst);
                 const auto x = random_acts(n, n_tok, rng, worst);

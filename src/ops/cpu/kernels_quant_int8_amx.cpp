@@ -7,13 +7,12 @@
 //
 // A weight of q4_K (scale * quant, up to 945) or q6_K (scale * value, -4064..4096) does not fit a byte, so its
 // rows are decoded into two byte planes, w = 64 * high + low with low = w & 63 (unsigned) and high = w >> 6, and
-// the block's sum is 64 * sum(high * a) + sum(low * a); q4_K's mins are a third plane (each element carries the
-// min of its sub-block, so its sum against the activations is the twin's sum of min * block sum). q5_0 and Q8_0
-// weights are bytes already.
+// the block's sum is 64 * sum(high * a) + sum(low * a); q4_K's sum of min * block sum (8 products per row and
+// token) is left to the vector unit. q5_0 and Q8_0 weights are bytes already.
 //
 // gemm (TypeKernels::gemm): rows [0, n_rows) by every token. The tokens are packed once per product per thread
 // (act_key) into tile images, 16 tokens each; each 16-row block of weights is decoded once into its planes' tile
-// images and multiplied with every token image.
+// images and multiplied with the token images two groups at a time (each weight image loaded once for both).
 #include "ops/cpu/kernels_quant_int8.h"
 
 #if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
@@ -46,8 +45,8 @@ constexpr int kTokens = 16;  // tokens per tile (its N: 16 int32 columns)
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-// The palette-1 configuration: tiles 0-3 accumulators (16 x 16 int32), 4-5 token images (chunk / 4 rows of 64
-// bytes), 6-7 weight images (16 rows of `chunk` bytes).
+// The palette-1 configuration: tiles 0-3 accumulators (16 x 16 int32: two token groups by two planes), 4-5 token
+// images (chunk / 4 rows of 64 bytes), 6-7 weight images (16 rows of `chunk` bytes).
 struct alignas(64) TileConfig {
     uint8_t palette = 1;
     uint8_t start_row = 0;
@@ -76,20 +75,40 @@ void configure(int chunk) {
 // ---- the types -------------------------------------------------------------------------------------------
 //
 // Each type names its block (elements), its tile chunk (bytes of K per accumulation: 64, or 32 for blocks of
-// 32), its planes, its activation block, and decodes one weight row's block into its planes' images (row r of
-// each chunk image, `chunk` bytes apart per row) plus the row's float scales. Images of one block: plane p,
-// chunk c at offset (p * chunks + c) * 16 * chunk.
+// 32), its planes (at most 2), its activation block, and decodes one weight row's block into its planes' images
+// (row r of each chunk image, `chunk` bytes apart per row) plus the row's float scales. A block's weight images:
+// plane p, chunk c at (p * chunks + c) * 16 * chunk; then the rows' scales d[16] and dmin[16], then the type's
+// extra weight bytes. A block's token images: chunk c at c * 16 * chunk; then the tokens' scales[16], then the
+// type's extra token bytes. fold() adds one block's sums to acc (16 rows x 16 tokens, row-major).
+
+template <class T>
+constexpr size_t kChunks = T::kBlock / T::kChunk;
+template <class T>
+constexpr size_t kWeightScales = static_cast<size_t>(T::kBlock) * kRows * T::kPlanes;  // offset of d[16]
+template <class T>
+constexpr size_t kTokenScales = static_cast<size_t>(T::kBlock) * kTokens;  // offset of the tokens' scales
+template <class T>
+constexpr size_t kTokenBlockBytes = kTokenScales<T> + kTokens * sizeof(float) + T::kTokenExtra;
+template <class T>
+constexpr size_t kWeightBlockBytes = kWeightScales<T> + 2 * kRows * sizeof(float) + T::kWeightExtra;
 
 struct Q4K {
-    static constexpr int kBlock = kQK_K, kChunk = 64, kPlanes = 3;
+    static constexpr int kBlock = kQK_K, kChunk = 64, kPlanes = 2;
+    static constexpr int kLayout = 1;  // names the packed tokens' layout (pack_tokens)
+    // The mins' sum, sum_j min_j * (bsums[2j] + bsums[2j+1]), runs on the vector unit with vpdpwssd: per row 4
+    // int32 of two int16 mins each, per token 4 int32 of two int16 block sums each (16 tokens a vector).
+    static constexpr size_t kWeightExtra = kRows * 4 * sizeof(uint32_t), kTokenExtra = 4 * kTokens * sizeof(uint32_t);
     using Weight = BlockQ4_K;
     using Act = BlockQ8_K;
-    // Plane 0 high (w >> 6), 1 low (w & 63), 2 the sub-block's min; scales: d, dmin.
-    static void decode(const Weight & B, int r, uint8_t * img, float * d, float * dmin) {
+    // Plane 0 high (w >> 6), 1 low (w & 63); scales: d, dmin; extra: the mins in pairs.
+    static void decode(const Weight & B, int r, uint8_t * img) {
         uint8_t sc[8], mn[8];
         quant::k4_scales_mins(B.scales, sc, mn);
+        auto * d = reinterpret_cast<float *>(img + kWeightScales<Q4K>);
         d[r] = h2f(B.d);
-        dmin[r] = h2f(B.dmin);
+        d[kRows + r] = h2f(B.dmin);
+        auto * mins = reinterpret_cast<uint32_t *>(d + 2 * kRows) + 4 * r;
+        for (int i = 0; i < 4; ++i) mins[i] = static_cast<uint32_t>(mn[2 * i]) | static_cast<uint32_t>(mn[2 * i + 1]) << 16;
         const __m256i m4 = _mm256_set1_epi8(0x0f);
         for (int j = 0; j < 8; ++j) {
             const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs + 32 * (j / 2)));
@@ -100,22 +119,42 @@ struct Q4K {
             _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + at), _mm512_cvtepi16_epi8(_mm512_srli_epi16(w, 6)));
             _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + plane + at),
                                 _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(63))));
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + 2 * plane + at), _mm256_set1_epi8(static_cast<char>(mn[j])));
         }
     }
-    // The block's 16 x 16 sums (planes' accumulators c[p]) folded into acc (rows x tokens), as dot_q4_k's
-    // fold_q8_k_min: acc + (a_d * w_d * isum - a_d * w_dmin * imin).
-    static void fold(const int32_t (*c)[kRows * kTokens], const float * wd, const float * wdmin, const float * ad,
-                     __m512 * acc) {
+    // Token n's block sums in pairs (zeros for a missing token).
+    static void pack_extra(const Act * a, int n, uint8_t * extra) {
+        auto * pairs = reinterpret_cast<uint32_t *>(extra);
+        for (int i = 0; i < 4; ++i) {
+            uint32_t v = 0;
+            if (a != nullptr) {
+                const auto s0 = static_cast<int16_t>(a->bsums[4 * i] + a->bsums[4 * i + 1]);
+                const auto s1 = static_cast<int16_t>(a->bsums[4 * i + 2] + a->bsums[4 * i + 3]);
+                v = static_cast<uint16_t>(s0) | static_cast<uint32_t>(static_cast<uint16_t>(s1)) << 16;
+            }
+            pairs[i * kTokens + n] = v;
+        }
+    }
+    // As dot_q4_k's fold_q8_k_min: acc + (a_d * w_d * isum - a_d * w_dmin * imin).
+    static void fold(const int32_t * hi_lo, const uint8_t * wimg, const uint8_t * timg, float * acc) {
+        const auto * wd = reinterpret_cast<const float *>(wimg + kWeightScales<Q4K>);
+        const auto * mins = reinterpret_cast<const int32_t *>(wd + 2 * kRows);
+        const auto * ad = reinterpret_cast<const float *>(timg + kTokenScales<Q4K>);
+        const auto * bs = reinterpret_cast<const __m512i *>(ad + kTokens);
         const __m512 a = _mm512_load_ps(ad);
+        const __m512i bs0 = _mm512_load_si512(bs), bs1 = _mm512_load_si512(bs + 1);
+        const __m512i bs2 = _mm512_load_si512(bs + 2), bs3 = _mm512_load_si512(bs + 3);
         for (int m = 0; m < kRows; ++m) {
-            const __m512i hi = _mm512_load_si512(c[0] + m * kTokens), lo = _mm512_load_si512(c[1] + m * kTokens);
+            const __m512i hi = _mm512_load_si512(hi_lo + m * kTokens);
+            const __m512i lo = _mm512_load_si512(hi_lo + kRows * kTokens + m * kTokens);
             const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(hi, 6), lo);
-            const __m512i imin = _mm512_load_si512(c[2] + m * kTokens);
+            __m512i imin = _mm512_dpwssd_epi32(_mm512_setzero_si512(), _mm512_set1_epi32(mins[4 * m]), bs0);
+            imin = _mm512_dpwssd_epi32(imin, _mm512_set1_epi32(mins[4 * m + 1]), bs1);
+            imin = _mm512_dpwssd_epi32(imin, _mm512_set1_epi32(mins[4 * m + 2]), bs2);
+            imin = _mm512_dpwssd_epi32(imin, _mm512_set1_epi32(mins[4 * m + 3]), bs3);
             const __m512 d = _mm512_mul_ps(a, _mm512_set1_ps(wd[m]));
-            const __m512 dm = _mm512_mul_ps(a, _mm512_set1_ps(wdmin[m]));
+            const __m512 dm = _mm512_mul_ps(a, _mm512_set1_ps(wd[kRows + m]));
             const __m512 t = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)), _mm512_mul_ps(dm, _mm512_cvtepi32_ps(imin)));
-            acc[m] = _mm512_add_ps(acc[m], t);
+            _mm512_store_ps(acc + m * kTokens, _mm512_add_ps(_mm512_load_ps(acc + m * kTokens), t));
         }
     }
     static float act_scale(const Act & a) { return a.d; }
@@ -124,11 +163,13 @@ struct Q4K {
 
 struct Q6K {
     static constexpr int kBlock = kQK_K, kChunk = 64, kPlanes = 2;
+    static constexpr int kLayout = 2;  // names the packed tokens' layout (pack_tokens)
+    static constexpr size_t kWeightExtra = 0, kTokenExtra = 0;
     using Weight = BlockQ6_K;
     using Act = BlockQ8_K;
     // Plane 0 high (w >> 6, signed), 1 low (w & 63); scale: d.
-    static void decode(const Weight & B, int r, uint8_t * img, float * d, float *) {
-        d[r] = h2f(B.d);
+    static void decode(const Weight & B, int r, uint8_t * img) {
+        reinterpret_cast<float *>(img + kWeightScales<Q6K>)[r] = h2f(B.d);
         const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
         for (int j = 0; j < 8; ++j) {  // 32 elements 32j..: half j / 4, group j % 4
             const int half = j / 4, g = j % 4;
@@ -150,15 +191,18 @@ struct Q6K {
                                 _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(63))));
         }
     }
+    static void pack_extra(const Act *, int, uint8_t *) {}
     // dot_q6_k's fold_q8_k: acc + a_d * w_d * isum.
-    static void fold(const int32_t (*c)[kRows * kTokens], const float * wd, const float *, const float * ad,
-                     __m512 * acc) {
-        const __m512 a = _mm512_load_ps(ad);
+    static void fold(const int32_t * hi_lo, const uint8_t * wimg, const uint8_t * timg, float * acc) {
+        const auto * wd = reinterpret_cast<const float *>(wimg + kWeightScales<Q6K>);
+        const __m512 a = _mm512_load_ps(reinterpret_cast<const float *>(timg + kTokenScales<Q6K>));
         for (int m = 0; m < kRows; ++m) {
-            const __m512i hi = _mm512_load_si512(c[0] + m * kTokens), lo = _mm512_load_si512(c[1] + m * kTokens);
+            const __m512i hi = _mm512_load_si512(hi_lo + m * kTokens);
+            const __m512i lo = _mm512_load_si512(hi_lo + kRows * kTokens + m * kTokens);
             const __m512i isum = _mm512_add_epi32(_mm512_slli_epi32(hi, 6), lo);
             const __m512 d = _mm512_mul_ps(a, _mm512_set1_ps(wd[m]));
-            acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+            _mm512_store_ps(acc + m * kTokens,
+                            _mm512_add_ps(_mm512_load_ps(acc + m * kTokens), _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum))));
         }
     }
     static float act_scale(const Act & a) { return a.d; }
@@ -166,20 +210,25 @@ struct Q6K {
 };
 
 // Blocks of 32 against q8_0: one plane of signed bytes; fold_q8_0: acc + w_d * a_d * isum.
-inline void fold_32(const int32_t (*c)[kRows * kTokens], const float * wd, const float * ad, __m512 * acc) {
-    const __m512 a = _mm512_load_ps(ad);
+template <class T>
+inline void fold_32(const int32_t * sums, const uint8_t * wimg, const uint8_t * timg, float * acc) {
+    const auto * wd = reinterpret_cast<const float *>(wimg + kWeightScales<T>);
+    const __m512 a = _mm512_load_ps(reinterpret_cast<const float *>(timg + kTokenScales<T>));
     for (int m = 0; m < kRows; ++m) {
         const __m512 d = _mm512_mul_ps(_mm512_set1_ps(wd[m]), a);
-        acc[m] = _mm512_add_ps(acc[m], _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(c[0] + m * kTokens))));
+        const __m512 t = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(sums + m * kTokens)));
+        _mm512_store_ps(acc + m * kTokens, _mm512_add_ps(_mm512_load_ps(acc + m * kTokens), t));
     }
 }
 
 struct Q50 {
     static constexpr int kBlock = kQK, kChunk = 32, kPlanes = 1;
+    static constexpr int kLayout = 3;  // names the packed tokens' layout (pack_tokens)
+    static constexpr size_t kWeightExtra = 0, kTokenExtra = 0;
     using Weight = BlockQ5_0;
     using Act = BlockQ8_0;
-    static void decode(const Weight & B, int r, uint8_t * img, float * d, float *) {
-        d[r] = h2f(B.d);
+    static void decode(const Weight & B, int r, uint8_t * img) {
+        reinterpret_cast<float *>(img + kWeightScales<Q50>)[r] = h2f(B.d);
         const __m128i m4 = _mm_set1_epi8(0x0f);
         const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.qs));
         const __m256i nib = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
@@ -190,9 +239,9 @@ struct Q50 {
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + static_cast<size_t>(r) * kChunk),
                             _mm256_sub_epi8(q, _mm256_set1_epi8(16)));
     }
-    static void fold(const int32_t (*c)[kRows * kTokens], const float * wd, const float *, const float * ad,
-                     __m512 * acc) {
-        fold_32(c, wd, ad, acc);
+    static void pack_extra(const Act *, int, uint8_t *) {}
+    static void fold(const int32_t * sums, const uint8_t * wimg, const uint8_t * timg, float * acc) {
+        fold_32<Q50>(sums, wimg, timg, acc);
     }
     static float act_scale(const Act & a) { return h2f(a.d); }
     static const int8_t * act_quants(const Act & a) { return a.qs; }
@@ -200,15 +249,17 @@ struct Q50 {
 
 struct Q80 {
     static constexpr int kBlock = kQK, kChunk = 32, kPlanes = 1;
+    static constexpr int kLayout = 4;  // names the packed tokens' layout (pack_tokens)
+    static constexpr size_t kWeightExtra = 0, kTokenExtra = 0;
     using Weight = BlockQ8_0;
     using Act = BlockQ8_0;
-    static void decode(const Weight & B, int r, uint8_t * img, float * d, float *) {
-        d[r] = h2f(B.d);
+    static void decode(const Weight & B, int r, uint8_t * img) {
+        reinterpret_cast<float *>(img + kWeightScales<Q80>)[r] = h2f(B.d);
         std::memcpy(img + static_cast<size_t>(r) * kChunk, B.qs, kQK);
     }
-    static void fold(const int32_t (*c)[kRows * kTokens], const float * wd, const float *, const float * ad,
-                     __m512 * acc) {
-        fold_32(c, wd, ad, acc);
+    static void pack_extra(const Act *, int, uint8_t *) {}
+    static void fold(const int32_t * sums, const uint8_t * wimg, const uint8_t * timg, float * acc) {
+        fold_32<Q80>(sums, wimg, timg, acc);
     }
     static float act_scale(const Act & a) { return h2f(a.d); }
     static const int8_t * act_quants(const Act & a) { return a.qs; }
@@ -218,34 +269,29 @@ static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ5_0) == 22, "ggml block si
 
 // ---- the product -----------------------------------------------------------------------------------------
 
-template <class T>
-constexpr size_t kChunks = T::kBlock / T::kChunk;
-// One block's token images (16 tokens) and their 16 scales.
-template <class T>
-constexpr size_t kTokenBlockBytes = static_cast<size_t>(T::kBlock) * kTokens + kTokens * sizeof(float);
-// One block's weight images (16 rows, every plane) and the rows' two scales.
-template <class T>
-constexpr size_t kWeightBlockBytes = static_cast<size_t>(T::kBlock) * kRows * T::kPlanes + 2 * kRows * sizeof(float);
-
-// Token images: group g of 16 tokens, block b at (g * nb + b) * kTokenBlockBytes: chunk c's image (chunk / 4 rows
-// of 16 tokens x 4 bytes), then the tokens' scales. Tokens past n_tok are zeros.
+// Token images: group g of 16 tokens, block b at (g * nb + b) * kTokenBlockBytes. Tokens past n_tok are zeros.
 template <class T>
 const uint8_t * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t n_tok, uint64_t key) {
     const int64_t groups = (n_tok + kTokens - 1) / kTokens;
     Arena & arena = Workspace::scratch();
     auto * p = reinterpret_cast<uint8_t *>(
         arena.kernel_block(KernelBlock::packed_tokens, static_cast<size_t>(groups * nb) * kTokenBlockBytes<T>));
+    // Products of other types may share the key (the same quantised rows): the tag names the layout too (keys are
+    // counts far below 2^60; the float gemm's tags have those bits clear).
+    const uint64_t tag = key != 0 ? key | static_cast<uint64_t>(T::kLayout) << 60 : 0;
     uint64_t & held = arena.kernel_block_tag(KernelBlock::packed_tokens);
-    if (key != 0 && held == key) return p;
-    held = key;
+    if (tag != 0 && held == tag) return p;
+    held = tag;
     for (int64_t g = 0; g < groups; ++g) {
         for (int64_t b = 0; b < nb; ++b) {
             uint8_t * img = p + static_cast<size_t>(g * nb + b) * kTokenBlockBytes<T>;
-            auto * scales = reinterpret_cast<float *>(img + static_cast<size_t>(T::kBlock) * kTokens);
+            auto * scales = reinterpret_cast<float *>(img + kTokenScales<T>);
+            uint8_t * extra = img + kTokenScales<T> + kTokens * sizeof(float);
             for (int n = 0; n < kTokens; ++n) {
                 const int64_t t = g * kTokens + n;
                 if (t >= n_tok) {
                     scales[n] = 0.0f;
+                    T::pack_extra(nullptr, n, extra);
                     for (size_t c = 0; c < kChunks<T>; ++c) {
                         for (int k4 = 0; k4 < T::kChunk / 4; ++k4) std::memset(img + (c * (T::kChunk / 4) + k4) * 64 + 4 * n, 0, 4);
                     }
@@ -253,6 +299,7 @@ const uint8_t * pack_tokens(const void * act, size_t act_stride, int64_t nb, int
                 }
                 const auto & A = reinterpret_cast<const typename T::Act *>(static_cast<const uint8_t *>(act) + t * act_stride)[b];
                 scales[n] = T::act_scale(A);
+                T::pack_extra(&A, n, extra);
                 const int8_t * q = T::act_quants(A);
                 for (size_t c = 0; c < kChunks<T>; ++c) {
                     for (int k4 = 0; k4 < T::kChunk / 4; ++k4) {
@@ -275,38 +322,46 @@ void decode_rows(const uint8_t * w, size_t w_stride, int64_t nb, int rows, uint8
         for (int64_t b = 0; b < nb; ++b) {
             const char * ahead = reinterpret_cast<const char *>(row + b) + 1024;
             for (size_t off = 0; off < sizeof(typename T::Weight); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
-            uint8_t * img = out + static_cast<size_t>(b) * kWeightBlockBytes<T>;
-            auto * d = reinterpret_cast<float *>(img + static_cast<size_t>(T::kBlock) * kRows * T::kPlanes);
-            T::decode(row[b], r, img, d, d + kRows);
+            T::decode(row[b], r, out + static_cast<size_t>(b) * kWeightBlockBytes<T>);
         }
     }
 }
 
-// Accumulate one block's planes against one token image into tiles 0.. (planes), the block's chunks in order.
+// One block's planes against two token groups' images: tiles 0, 1 hold group 0's planes 0 and 1, tiles 2, 3
+// group 1's (t1 null: group 0 only); the block's chunks in order. Tiles 4, 5 take the token images, 6, 7 the
+// planes' weight images (each loaded once for both groups).
 template <class T>
-inline void multiply_block(const uint8_t * wimg, const uint8_t * timg) {
-    _tile_zero(0);
-    if constexpr (T::kPlanes > 1) _tile_zero(1);
-    if constexpr (T::kPlanes > 2) _tile_zero(2);
+inline void multiply_block(const uint8_t * wimg, const uint8_t * t0, const uint8_t * t1) {
+    constexpr bool two_planes = T::kPlanes == 2;
+    constexpr bool signed_high = !std::is_same_v<T, Q4K>;  // q6_K's high plane and the byte types are signed
     constexpr size_t plane = kChunks<T> * kRows * T::kChunk;
+    _tile_zero(0);
+    if constexpr (two_planes) _tile_zero(1);
+    if (t1 != nullptr) {
+        _tile_zero(2);
+        if constexpr (two_planes) _tile_zero(3);
+    }
     for (size_t c = 0; c < kChunks<T>; ++c) {
-        _tile_loadd(4, timg + c * T::kChunk * kTokens, 64);
         const uint8_t * a = wimg + c * kRows * T::kChunk;
-        if constexpr (std::is_same_v<T, Q4K>) {
-            _tile_loadd(6, a, T::kChunk);
-            _tile_dpbusd(0, 6, 4);
-            _tile_loadd(7, a + plane, T::kChunk);
-            _tile_dpbusd(1, 7, 4);
-            _tile_loadd(6, a + 2 * plane, T::kChunk);
-            _tile_dpbusd(2, 6, 4);
-        } else if constexpr (std::is_same_v<T, Q6K>) {
-            _tile_loadd(6, a, T::kChunk);
-            _tile_dpbssd(0, 6, 4);  // the high plane is signed
-            _tile_loadd(7, a + plane, T::kChunk);
-            _tile_dpbusd(1, 7, 4);
-        } else {
-            _tile_loadd(6, a, T::kChunk);
+        _tile_loadd(4, t0 + c * T::kChunk * kTokens, 64);
+        _tile_loadd(6, a, T::kChunk);
+        if constexpr (signed_high) {
             _tile_dpbssd(0, 6, 4);
+        } else {
+            _tile_dpbusd(0, 6, 4);
+        }
+        if constexpr (two_planes) {
+            _tile_loadd(7, a + plane, T::kChunk);
+            _tile_dpbusd(1, 7, 4);  // the low plane is unsigned
+        }
+        if (t1 != nullptr) {
+            _tile_loadd(5, t1 + c * T::kChunk * kTokens, 64);
+            if constexpr (signed_high) {
+                _tile_dpbssd(2, 6, 5);
+            } else {
+                _tile_dpbusd(2, 6, 5);
+            }
+            if constexpr (two_planes) _tile_dpbusd(3, 7, 5);
         }
     }
 }
@@ -320,31 +375,36 @@ void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, 
     auto * rows_img = reinterpret_cast<uint8_t *>(
         Workspace::scratch().kernel_block(KernelBlock::tile_weights, static_cast<size_t>(nb) * kWeightBlockBytes<T>));
     configure(T::kChunk);
-    alignas(64) int32_t c[T::kPlanes][kRows * kTokens];
-    alignas(64) float out[kRows][kTokens];
+    alignas(64) int32_t c[2][T::kPlanes * kRows * kTokens];  // per group: plane 0's sums, then plane 1's
+    alignas(64) float acc[2][kRows * kTokens];
     const int64_t groups = (n_tok + kTokens - 1) / kTokens;
     for (int64_t r0 = 0; r0 < n_rows; r0 += kRows) {
         const int rows = static_cast<int>(std::min<int64_t>(kRows, n_rows - r0));
         decode_rows<T>(static_cast<const uint8_t *>(w) + r0 * w_stride, w_stride, nb, rows, rows_img);
-        for (int64_t g = 0; g < groups; ++g) {
-            __m512 acc[kRows];
-            for (auto & a : acc) a = _mm512_setzero_ps();
+        for (int64_t g = 0; g < groups; g += 2) {
+            const bool two = g + 1 < groups;
+            std::memset(acc, 0, sizeof acc);
             for (int64_t b = 0; b < nb; ++b) {
                 const uint8_t * wimg = rows_img + static_cast<size_t>(b) * kWeightBlockBytes<T>;
-                const uint8_t * timg = tokens + static_cast<size_t>(g * nb + b) * kTokenBlockBytes<T>;
-                multiply_block<T>(wimg, timg);
+                const uint8_t * t0 = tokens + static_cast<size_t>(g * nb + b) * kTokenBlockBytes<T>;
+                const uint8_t * t1 = two ? t0 + static_cast<size_t>(nb) * kTokenBlockBytes<T> : nullptr;
+                multiply_block<T>(wimg, t0, t1);
                 _tile_stored(0, c[0], kTokens * 4);
-                if constexpr (T::kPlanes > 1) _tile_stored(1, c[1], kTokens * 4);
-                if constexpr (T::kPlanes > 2) _tile_stored(2, c[2], kTokens * 4);
-                const auto * wd = reinterpret_cast<const float *>(wimg + static_cast<size_t>(T::kBlock) * kRows * T::kPlanes);
-                const auto * ad = reinterpret_cast<const float *>(timg + static_cast<size_t>(T::kBlock) * kTokens);
-                T::fold(c, wd, wd + kRows, ad, acc);
+                if constexpr (T::kPlanes == 2) _tile_stored(1, c[0] + kRows * kTokens, kTokens * 4);
+                if (two) {
+                    _tile_stored(2, c[1], kTokens * 4);
+                    if constexpr (T::kPlanes == 2) _tile_stored(3, c[1] + kRows * kTokens, kTokens * 4);
+                }
+                T::fold(c[0], wimg, t0, acc[0]);
+                if (two) T::fold(c[1], wimg, t1, acc[1]);
             }
-            for (int m = 0; m < kRows; ++m) _mm512_store_ps(out[m], acc[m]);
-            const int toks = static_cast<int>(std::min<int64_t>(kTokens, n_tok - g * kTokens));
-            for (int t = 0; t < toks; ++t) {
-                float * dst = y + (g * kTokens + t) * static_cast<int64_t>(y_stride) + r0;
-                for (int m = 0; m < rows; ++m) dst[m] = out[m][t];
+            for (int j = 0; j < (two ? 2 : 1); ++j) {
+                const int64_t first = (g + j) * kTokens;
+                const int toks = static_cast<int>(std::min<int64_t>(kTokens, n_tok - first));
+                for (int t = 0; t < toks; ++t) {
+                    float * dst = y + (first + t) * static_cast<int64_t>(y_stride) + r0;
+                    for (int m = 0; m < rows; ++m) dst[m] = acc[j][m * kTokens + t];
+                }
             }
         }
     }
