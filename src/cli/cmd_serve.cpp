@@ -11,6 +11,7 @@
 #include "offgrid/context.h"
 #include "offgrid/distributed.h"
 #include "offgrid/speculative.h"
+#include "offgrid/system.h"
 #include "offgrid/tokenizer.h"
 #include "args/cli_args.h"
 #include "models/default_model.h"
@@ -183,9 +184,12 @@ int serve_main(const std::vector<std::string> & args) {
             sched.shutdown(std::chrono::seconds(grace));
             http.stop();
         });
-        std::fprintf(stderr, "serve: model %s (%s), %lld slots of %u tokens, prefix cache %lld MiB, chat template %s\n",
+        std::fprintf(stderr,
+                     "serve: model %s (%s), %lld slots of %u tokens, prefix cache %lld MiB, chat template %s, kernels "
+                     "%s, activations %s\n",
                      alias.c_str(), model->describe().c_str(), static_cast<long long>(slots), sched.seq_capacity(),
-                     static_cast<long long>(cache_mib), tmpl == server::ChatTemplate::ChatML ? "chatml" : "none");
+                     static_cast<long long>(cache_mib), tmpl == server::ChatTemplate::ChatML ? "chatml" : "none",
+                     active_isa_name(), activation_mode_name());
         std::fprintf(stderr, "serve: listening on http://%s:%d\n", host.c_str(), bound);
         std::fflush(stderr);
         http.listen();
