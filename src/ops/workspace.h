@@ -33,7 +33,7 @@ namespace offgrid::ops {
 
 // The kernels' per-call buffers (invariant 4).
 enum class KernelBlock : int {
-    packed_tokens,     // a float product's token rows in its register-tile layout (and what names them: key)
+    packed_tokens,     // a product's token rows in its kernel's tile layout (and what names them: key)
     parked_weights,    // partial sums of a float product cut into column chunks
     dequantised_rows,  // weight rows dequantised for the exact path's f32 dot (a tile's rows, or one row)
     tile_weights,      // 16 weight rows decoded into the tile unit's byte images (kernels_quant_int8_amx.cpp)

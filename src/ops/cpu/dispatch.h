@@ -50,10 +50,11 @@ struct TypeKernels {
     // sequential weight stream per thread). Entries with Q16_K activations run every product of at most
     // tile_tokens tokens that way (their one-row tiles take tile_tokens).
     int row_tile_min_tokens = 0;
-    // Optional prompt product (F32 weights and activations only; ops/cpu/gemm_float.h): y[t * y_stride + r] =
+    // Optional prompt product (F32 weights and activations, ops/cpu/gemm_float.h; at the Amx level also the 8-bit
+    // entries of q4_K, q6_K, q5_0 and Q8_0, ops/cpu/kernels_quant_int8_amx.cpp): y[t * y_stride + r] =
     // vec_dot(w + r * w_stride, act + t * act_stride, n) for every r < n_rows and t < n_tok, bit-identical to
     // vec_dot, with the entry's own register and cache blocking. The driver calls it for products of at least
-    // kGemmMinTokens tokens (fewer go through dot_tile). act_key: 0, or a number that names these activation rows
+    // gemm_min_tokens tokens (fewer go through dot_tile). act_key: 0, or a number that names these activation rows
     // (pointer, stride, n, n_tok and their contents) for all calls that pass it, so the entry may keep what it
     // derived from them (its packed copy) on a thread between the row ranges of one product. Null: dot_tile.
     void (*gemm)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,

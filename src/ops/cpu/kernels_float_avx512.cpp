@@ -663,8 +663,9 @@ inline __m128 four_scales(const uint8_t * w, size_t w_stride, size_t off) {
 // rounding-mode intrinsics, which the compiler never contracts into a fused multiply-add).
 inline __m512 fold4(__m512 acc, __m128 dw, float dx, __m128i isum) {
     constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const __m512 d = _mm512_mul_round_ps(_mm512_castps128_ps512(dw), _mm512_set1_ps(dx), kRound);
-    const __m512 p = _mm512_mul_round_ps(d, _mm512_cvtepi32_ps(_mm512_castsi128_si512(isum)), kRound);
+    // Zero-extended, so the unused lanes hold zeros (never stray denormals or NaNs that cost assists).
+    const __m512 d = _mm512_mul_round_ps(_mm512_zextps128_ps512(dw), _mm512_set1_ps(dx), kRound);
+    const __m512 p = _mm512_mul_round_ps(d, _mm512_cvtepi32_ps(_mm512_zextsi128_si512(isum)), kRound);
     return _mm512_add_round_ps(acc, p, kRound);
 }
 

@@ -62,8 +62,9 @@ inline int32_t k4_min_sum(const uint8_t mins[8], const int16_t * bsums) {
     return s;
 }
 
-// Activation quantisers of this side (per row, scalar at every level so a token's bytes never depend on the
-// ISA): q8_1 for q4_1 / q5_1, q8_K for the K-quants and iq4_xs. n is a whole number of blocks.
+// Activation quantisers of this side, the twins (per row; a level's own quantiser gives the same bytes, so a
+// token's bytes never depend on the ISA): q8_1 for q4_1 / q5_1, q8_K for the K-quants and iq4_xs. n is a whole
+// number of blocks.
 void quantize_row_q8_1(const float * x, void * dst, int64_t n);
 void quantize_row_q8_K(const float * x, void * dst, int64_t n);
 // q8_0 activations: the kernels side's quantiser from the table when it has one, else this reference.
