@@ -56,6 +56,13 @@ OFFGRID_API const char * offgrid_last_error(void);
 OFFGRID_API void offgrid_clear_error(void);
 OFFGRID_API const char * offgrid_status_name(offgrid_status status); /* "ok", "invalid argument", ... */
 OFFGRID_API const char * offgrid_version(void);                      /* e.g. "0.1.0" */
+/* The kernel level in use ("scalar", "avx2", "avx512", "amx", "neon", "neondot"). */
+OFFGRID_API const char * offgrid_isa(void);
+/* How the quantised weights multiply, for the whole process: "int16" (the default), "int8" (the speed path:
+ * ggml's 8-bit arithmetic, prompts on the tile unit where the CPU has AMX) or "f32" (exact); docs/kernels.md.
+ * Before the first model: INVALID_ARGUMENT for an unknown name, FAILED when another mode is already in effect. */
+OFFGRID_API offgrid_status offgrid_set_activation_mode(const char * mode);
+OFFGRID_API const char * offgrid_activation_mode(void);
 
 /* ------------------------------------------------------------------ model */
 

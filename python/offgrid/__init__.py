@@ -16,7 +16,8 @@ import ctypes
 from ._native import (BUFFER_TOO_SMALL, BatchToken, ChatMessage, ContextParams, OffgridError, SamplerParams,
                       check, int32_array, lib)
 
-__all__ = ["Model", "Tokenizer", "Context", "Sampler", "OffgridError", "version"]
+__all__ = ["Model", "Tokenizer", "Context", "Sampler", "OffgridError", "version", "isa", "set_activation_mode",
+           "activation_mode"]
 
 _WEIGHT_LOAD = {"auto": 0, "map": 1, "read": 2}
 _POOLING = {"none": 0, "mean": 1, "last": 2, "cls": 3}
@@ -24,6 +25,21 @@ _POOLING = {"none": 0, "mean": 1, "last": 2, "cls": 3}
 
 def version():
     return lib.offgrid_version().decode()
+
+
+def isa():
+    """The kernel level in use: "scalar", "avx2", "avx512", "amx", "neon" or "neondot"."""
+    return lib.offgrid_isa().decode()
+
+
+def set_activation_mode(mode):
+    """How quantised weights multiply, for the whole process, before the first model: "int16" (the default),
+    "int8" (the speed path: prompts on the tile unit where the CPU has AMX) or "f32" (exact)."""
+    check(lib.offgrid_set_activation_mode(_as_bytes(mode)))
+
+
+def activation_mode():
+    return lib.offgrid_activation_mode().decode()
 
 
 def _as_bytes(text):

@@ -149,6 +149,18 @@ class OffgridPython(unittest.TestCase):
         again = run("run", "-m", self.path, "-p", "", "-n", "8", "--temp", "0", "-t", "1", "--state-load", py_state)
         self.assertEqual(again, second)
 
+    def test_kernel_choices(self):
+        self.assertIn(offgrid.isa(), ("scalar", "avx2", "avx512", "amx", "neon", "neondot"))
+        mode = offgrid.activation_mode()  # fixed by now (the test model was loaded)
+        self.assertIn(mode, ("int16", "int8", "f32"))
+        offgrid.set_activation_mode(mode)  # the mode in effect: accepted
+        with self.assertRaises(offgrid.OffgridError) as e:
+            offgrid.set_activation_mode("int8" if mode != "int8" else "int16")
+        self.assertEqual(e.exception.status_name, "failed")
+        with self.assertRaises(offgrid.OffgridError) as e:
+            offgrid.set_activation_mode("int4")
+        self.assertEqual(e.exception.status_name, "invalid argument")
+
     def test_errors_are_exceptions_with_the_library_message(self):
         missing = os.path.join(self.dir, "missing.gguf")
         with self.assertRaises(offgrid.OffgridError) as e:

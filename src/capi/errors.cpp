@@ -1,7 +1,8 @@
-// The per-thread last error, status names and the version.
+// The per-thread last error, status names, the version, and the process-wide kernel choices.
 #include <string>
 
 #include "capi/handles.h"
+#include "offgrid/system.h"
 #include "offgrid/version.h"
 
 namespace offgrid::capi {
@@ -45,5 +46,19 @@ const char * offgrid_status_name(offgrid_status status) {
 }
 
 const char * offgrid_version(void) { return offgrid::version_string(); }
+
+const char * offgrid_isa(void) { return offgrid::active_isa_name(); }
+
+offgrid_status offgrid_set_activation_mode(const char * mode) {
+    return offgrid::capi::guard(OFFGRID_ERROR_FAILED, [&] {
+        const std::string m = offgrid::capi::require(mode, "mode");
+        if (m != "int16" && m != "int8" && m != "f32") {
+            throw offgrid::capi::StatusError(OFFGRID_ERROR_INVALID_ARGUMENT, "mode must be int16, int8 or f32, not '" + m + "'");
+        }
+        offgrid::set_activation_mode(mode);
+    });
+}
+
+const char * offgrid_activation_mode(void) { return offgrid::activation_mode_name(); }
 
 }  // extern "C"
