@@ -16,18 +16,9 @@ const char * active_isa_name() { return ops::cpu::isa_name(ops::cpu::active_isa(
 const char * detected_isa_name() { return ops::cpu::isa_name(ops::cpu::detected_isa()); }
 
 void set_activation_mode(const char * mode) {
-    using ops::cpu::QuantActMode;
     const std::string m = mode != nullptr ? mode : "";
-    QuantActMode want;
-    if (m == "int16") {
-        want = QuantActMode::Int16;
-    } else if (m == "int8") {
-        want = QuantActMode::Int8;
-    } else if (m == "f32") {
-        want = QuantActMode::F32;
-    } else {
-        throw Error("activation mode '" + m + "' is not int16, int8 or f32");
-    }
+    ops::cpu::QuantActMode want;
+    if (!ops::cpu::quant_act_mode_from_name(mode, &want)) throw Error("activation mode '" + m + "' is not int16, int8 or f32");
     if (!ops::cpu::request_quant_act_mode(want)) {
         throw Error(std::string("activation mode ") + m + " asked for, but " + activation_mode_name() +
                     " is already in effect (set it before loading a model)");

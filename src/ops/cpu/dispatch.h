@@ -31,6 +31,8 @@ Isa active_isa();                    // detected, or the level OFFGRID_ISA names
 std::vector<Isa> available_isas();   // every level this CPU can run, Scalar first, each after its base
 const char * isa_name(Isa);
 
+constexpr int kGemmMinTokens = 9;  // the default TypeKernels::gemm_min_tokens
+
 struct TypeKernels {
     tensor::ElemType act_type = tensor::ElemType::F32;  // format of the activation row: F32, Q8_0, Q8_1 or Q8_K
     // Quantises one activation row of n floats into act_type blocks (null when act_type is F32).
@@ -60,13 +62,12 @@ struct TypeKernels {
     void (*gemm)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
                  int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) = nullptr;
     // Products of this many tokens or more go through gemm (for F32 rows narrower than 512, at least 32).
-    int gemm_min_tokens = 9;  // kGemmMinTokens
+    int gemm_min_tokens = kGemmMinTokens;
 };
 
 constexpr size_t kTypeTableSize = 64;  // indexed by the ggml type id
 constexpr int kTileMax = 4;            // dot_tile handles at most this many rows (and tokens, by default)
 constexpr int kTileTokensMax = 8;      // the largest tile_tokens of any entry
-constexpr int kGemmMinTokens = 9;      // the default TypeKernels::gemm_min_tokens
 
 // Kernels of a weight type at a level; null when the type has no entry there (the caller falls back to the
 // generic path: dequantise the row, then the F32 dot).

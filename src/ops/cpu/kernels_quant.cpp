@@ -24,9 +24,8 @@ std::atomic<bool> g_settled{false};
 
 QuantActMode mode_from_env() {
     const char * env = std::getenv("OFFGRID_QUANT_ACT");
-    if (env == nullptr || *env == '\0' || std::strcmp(env, "int16") == 0) return QuantActMode::Int16;
-    if (std::strcmp(env, "f32") == 0) return QuantActMode::F32;
-    if (std::strcmp(env, "int8") == 0) return QuantActMode::Int8;
+    QuantActMode mode = QuantActMode::Int16;
+    if (env == nullptr || *env == '\0' || quant_act_mode_from_name(env, &mode)) return mode;
     std::fprintf(stderr, "offgrid: OFFGRID_QUANT_ACT=%s is not int16, f32 or int8; using int16\n", env);
     return QuantActMode::Int16;
 }
@@ -46,6 +45,16 @@ bool request_quant_act_mode(QuantActMode mode) {
     if (g_settled.load()) return quant_act_mode() == mode;
     g_requested = static_cast<int>(mode);
     return quant_act_mode() == mode;  // settles it now, so a later request cannot change it under running kernels
+}
+
+bool quant_act_mode_from_name(const char * name, QuantActMode * out) {
+    for (const QuantActMode m : {QuantActMode::Int16, QuantActMode::F32, QuantActMode::Int8}) {
+        if (name != nullptr && std::strcmp(name, quant_act_mode_name(m)) == 0) {
+            *out = m;
+            return true;
+        }
+    }
+    return false;
 }
 
 const char * quant_act_mode_name(QuantActMode mode) {

@@ -22,6 +22,8 @@ QuantActMode quant_act_mode();  // OFFGRID_QUANT_ACT=int16|f32|int8, default int
 // effect is `mode`.
 bool request_quant_act_mode(QuantActMode mode);
 const char * quant_act_mode_name(QuantActMode mode);
+// The mode a name ("int16", "f32", "int8") stands for; false for any other name.
+bool quant_act_mode_from_name(const char * name, QuantActMode * out);
 
 // Fills the quantised types' entries of `mode` (default: the process's OFFGRID_QUANT_ACT) at isa.
 void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode = quant_act_mode());

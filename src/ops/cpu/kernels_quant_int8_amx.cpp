@@ -157,14 +157,17 @@ struct Q4K {
             _mm512_store_ps(acc + m * kTokens, _mm512_add_ps(_mm512_load_ps(acc + m * kTokens), t));
         }
     }
-    static float act_scale(const Act & a) { return a.d; }
-    static const int8_t * act_quants(const Act & a) { return a.qs; }
 };
 
-struct Q6K {
+// A type with nothing besides its planes and scales.
+struct NoExtras {
+    static constexpr size_t kWeightExtra = 0, kTokenExtra = 0;
+    static void pack_extra(const void *, int, uint8_t *) {}
+};
+
+struct Q6K : NoExtras {
     static constexpr int kBlock = kQK_K, kChunk = 64, kPlanes = 2;
     static constexpr int kLayout = 2;  // names the packed tokens' layout (pack_tokens)
-    static constexpr size_t kWeightExtra = 0, kTokenExtra = 0;
     using Weight = BlockQ6_K;
     using Act = BlockQ8_K;
     // Plane 0 high (w >> 6, signed), 1 low (w & 63); scale: d.
@@ -191,7 +194,6 @@ struct Q6K {
                                 _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(63))));
         }
     }
-    static void pack_extra(const Act *, int, uint8_t *) {}
     // dot_q6_k's fold_q8_k: acc + a_d * w_d * isum.
     static void fold(const int32_t * hi_lo, const uint8_t * wimg, const uint8_t * timg, float * acc) {
         const auto * wd = reinterpret_cast<const float *>(wimg + kWeightScales<Q6K>);
@@ -205,28 +207,26 @@ struct Q6K {
                             _mm512_add_ps(_mm512_load_ps(acc + m * kTokens), _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum))));
         }
     }
-    static float act_scale(const Act & a) { return a.d; }
-    static const int8_t * act_quants(const Act & a) { return a.qs; }
 };
 
-// Blocks of 32 against q8_0: one plane of signed bytes; fold_q8_0: acc + w_d * a_d * isum.
-template <class T>
-inline void fold_32(const int32_t * sums, const uint8_t * wimg, const uint8_t * timg, float * acc) {
-    const auto * wd = reinterpret_cast<const float *>(wimg + kWeightScales<T>);
-    const __m512 a = _mm512_load_ps(reinterpret_cast<const float *>(timg + kTokenScales<T>));
-    for (int m = 0; m < kRows; ++m) {
-        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(wd[m]), a);
-        const __m512 t = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(sums + m * kTokens)));
-        _mm512_store_ps(acc + m * kTokens, _mm512_add_ps(_mm512_load_ps(acc + m * kTokens), t));
-    }
-}
-
-struct Q50 {
+// Blocks of 32 against q8_0: one plane of signed bytes, folded as fold_q8_0: acc + w_d * a_d * isum.
+struct Blocks32 : NoExtras {
     static constexpr int kBlock = kQK, kChunk = 32, kPlanes = 1;
-    static constexpr int kLayout = 3;  // names the packed tokens' layout (pack_tokens)
-    static constexpr size_t kWeightExtra = 0, kTokenExtra = 0;
-    using Weight = BlockQ5_0;
     using Act = BlockQ8_0;
+    static void fold(const int32_t * sums, const uint8_t * wimg, const uint8_t * timg, float * acc) {
+        const auto * wd = reinterpret_cast<const float *>(wimg + kWeightScales<Blocks32>);
+        const __m512 a = _mm512_load_ps(reinterpret_cast<const float *>(timg + kTokenScales<Blocks32>));
+        for (int m = 0; m < kRows; ++m) {
+            const __m512 d = _mm512_mul_ps(_mm512_set1_ps(wd[m]), a);
+            const __m512 t = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_load_si512(sums + m * kTokens)));
+            _mm512_store_ps(acc + m * kTokens, _mm512_add_ps(_mm512_load_ps(acc + m * kTokens), t));
+        }
+    }
+};
+
+struct Q50 : Blocks32 {
+    static constexpr int kLayout = 3;  // names the packed tokens' layout (pack_tokens)
+    using Weight = BlockQ5_0;
     static void decode(const Weight & B, int r, uint8_t * img) {
         reinterpret_cast<float *>(img + kWeightScales<Q50>)[r] = h2f(B.d);
         const __m128i m4 = _mm_set1_epi8(0x0f);
@@ -239,33 +239,22 @@ struct Q50 {
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + static_cast<size_t>(r) * kChunk),
                             _mm256_sub_epi8(q, _mm256_set1_epi8(16)));
     }
-    static void pack_extra(const Act *, int, uint8_t *) {}
-    static void fold(const int32_t * sums, const uint8_t * wimg, const uint8_t * timg, float * acc) {
-        fold_32<Q50>(sums, wimg, timg, acc);
-    }
-    static float act_scale(const Act & a) { return h2f(a.d); }
-    static const int8_t * act_quants(const Act & a) { return a.qs; }
 };
 
-struct Q80 {
-    static constexpr int kBlock = kQK, kChunk = 32, kPlanes = 1;
+struct Q80 : Blocks32 {
     static constexpr int kLayout = 4;  // names the packed tokens' layout (pack_tokens)
-    static constexpr size_t kWeightExtra = 0, kTokenExtra = 0;
     using Weight = BlockQ8_0;
-    using Act = BlockQ8_0;
     static void decode(const Weight & B, int r, uint8_t * img) {
         reinterpret_cast<float *>(img + kWeightScales<Q80>)[r] = h2f(B.d);
         std::memcpy(img + static_cast<size_t>(r) * kChunk, B.qs, kQK);
     }
-    static void pack_extra(const Act *, int, uint8_t *) {}
-    static void fold(const int32_t * sums, const uint8_t * wimg, const uint8_t * timg, float * acc) {
-        fold_32<Q80>(sums, wimg, timg, acc);
-    }
-    static float act_scale(const Act & a) { return h2f(a.d); }
-    static const int8_t * act_quants(const Act & a) { return a.qs; }
 };
 
 static_assert(sizeof(BlockQ8_0) == 34 && sizeof(BlockQ5_0) == 22, "ggml block sizes");
+
+// An activation block's scale, as f32 (q8_K keeps an f32, q8_0 an f16).
+inline float act_scale(const BlockQ8_K & a) { return a.d; }
+inline float act_scale(const BlockQ8_0 & a) { return h2f(a.d); }
 
 // ---- the product -----------------------------------------------------------------------------------------
 
@@ -298,9 +287,9 @@ const uint8_t * pack_tokens(const void * act, size_t act_stride, int64_t nb, int
                     continue;
                 }
                 const auto & A = reinterpret_cast<const typename T::Act *>(static_cast<const uint8_t *>(act) + t * act_stride)[b];
-                scales[n] = T::act_scale(A);
+                scales[n] = act_scale(A);
                 T::pack_extra(&A, n, extra);
-                const int8_t * q = T::act_quants(A);
+                const int8_t * q = A.qs;
                 for (size_t c = 0; c < kChunks<T>; ++c) {
                     for (int k4 = 0; k4 < T::kChunk / 4; ++k4) {
                         std::memcpy(img + (c * (T::kChunk / 4) + k4) * 64 + 4 * n, q + c * T::kChunk + 4 * k4, 4);
