@@ -34,7 +34,7 @@ using tensor::kQK;
 using tensor::kQK_K;
 
 constexpr int kMaxTokens = 4;
-constexpr int kPrefetchBytes = 1024;  // how far ahead in the row's stream
+constexpr int kPrefetchBytes = 2048;  // how far ahead in the row's stream (scale Q4_K_M decode: 4 % faster than 1 KiB)
 
 // Every cache line of a block, kPrefetchBytes ahead of it.
 template <size_t Bytes>
