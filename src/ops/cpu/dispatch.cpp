@@ -70,6 +70,7 @@ bool cpu_has_amx() {
     unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
     if (__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) == 0) return false;
     if ((edx & (1u << 24)) == 0 || (edx & (1u << 25)) == 0) return false;
+    if ((ecx & (1u << 1)) == 0) return false;  // AVX512-VBMI (byte permutations of the token images; every AMX CPU has it)
     constexpr long kArchGetXcompPerm = 0x1022, kArchReqXcompPerm = 0x1023, kXtileData = 18;
     if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXtileData) != 0) return false;
     unsigned long granted = 0;

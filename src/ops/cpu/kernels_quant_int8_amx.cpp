@@ -15,7 +15,7 @@
 // images and multiplied with the token images two groups at a time (each weight image loaded once for both).
 #include "ops/cpu/kernels_quant_int8.h"
 
-#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__) && \
     defined(__AVX512VL__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
@@ -101,26 +101,51 @@ struct Q4K {
     using Weight = BlockQ4_K;
     using Act = BlockQ8_K;
     // Plane 0 high (w >> 6), 1 low (w & 63); scales: d, dmin; extra: the mins in pairs.
+    //
+    // The quants are split in the word domain, which needs no widening shuffle: word i of 64 packed bytes holds
+    // bytes 2i and 2i + 1, so (v & 15), (v >> 8 & 15), (v >> 4 & 15) and (v >> 12) are the even and odd bytes' low
+    // and high nibbles as int16, multiplied by their sub-block's scale and packed back to bytes in pairs of
+    // vectors (one packus per 64 bytes of a plane, against a two-uop narrowing per 32). The element order that
+    // leaves is a permutation of each chunk's K (kOrder); the token images take the same order, and a chunk's sum
+    // does not depend on it. Chunk 2k holds sub-blocks 4k and 4k + 2 (low nibbles of bytes 64k..64k+63), chunk
+    // 2k + 1 sub-blocks 4k + 1 and 4k + 3 (their high nibbles).
     static void decode(const Weight & B, int r, uint8_t * img) {
-        uint8_t sc[8], mn[8];
+        alignas(16) uint8_t sc[8];
+        uint8_t mn[8];
         quant::k4_scales_mins(B.scales, sc, mn);
         auto * d = reinterpret_cast<float *>(img + kWeightScales<Q4K>);
         d[r] = h2f(B.d);
         d[kRows + r] = h2f(B.dmin);
         auto * mins = reinterpret_cast<uint32_t *>(d + 2 * kRows) + 4 * r;
         for (int i = 0; i < 4; ++i) mins[i] = static_cast<uint32_t>(mn[2 * i]) | static_cast<uint32_t>(mn[2 * i + 1]) << 16;
-        const __m256i m4 = _mm256_set1_epi8(0x0f);
-        for (int j = 0; j < 8; ++j) {
-            const __m256i bytes = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs + 32 * (j / 2)));
-            const __m256i q = (j & 1) == 0 ? _mm256_and_si256(bytes, m4) : _mm256_and_si256(_mm256_srli_epi16(bytes, 4), m4);
-            const __m512i w = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(q), _mm512_set1_epi16(sc[j]));
-            const size_t at = static_cast<size_t>(j / 2) * kRows * kChunk + static_cast<size_t>(r) * kChunk + 32 * (j & 1);
-            constexpr size_t plane = 4 * kRows * kChunk;
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + at), _mm512_cvtepi16_epi8(_mm512_srli_epi16(w, 6)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + plane + at),
-                                _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(63))));
+        // The 8 scales as int16; a chunk's vector takes [scale of its first sub-block x16 | second x16].
+        const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(sc))));
+        const __m512i halves = _mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i low4 = _mm512_set1_epi16(0x0f), low6 = _mm512_set1_epi16(63);
+        constexpr size_t plane = 4 * kRows * kChunk;
+        for (int k = 0; k < 2; ++k) {
+            const __m512i v = _mm512_loadu_si512(B.qs + 64 * k);
+            const __m512i q[2][2] = {{_mm512_and_si512(v, low4), _mm512_and_si512(_mm512_srli_epi16(v, 8), low4)},
+                                     {_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), _mm512_srli_epi16(v, 12)}};
+            for (int part = 0; part < 2; ++part) {
+                const __m512i s = _mm512_permutexvar_epi16(_mm512_add_epi16(halves, _mm512_set1_epi16(static_cast<short>(4 * k + part))), s16);
+                const __m512i we = _mm512_mullo_epi16(q[part][0], s), wo = _mm512_mullo_epi16(q[part][1], s);
+                const size_t at = static_cast<size_t>(2 * k + part) * kRows * kChunk + static_cast<size_t>(r) * kChunk;
+                _mm512_storeu_si512(img + at, _mm512_packus_epi16(_mm512_srli_epi16(we, 6), _mm512_srli_epi16(wo, 6)));
+                _mm512_storeu_si512(img + plane + at, _mm512_packus_epi16(_mm512_and_si512(we, low6), _mm512_and_si512(wo, low6)));
+            }
         }
     }
+    // Element (within the super-block) at K position p of chunk c, as decode() leaves them: packus puts 8 words of
+    // its first operand (even bytes) then 8 of its second (odd bytes) in each 16-byte lane.
+    static constexpr int element(int c, int p) {
+        const int k = c / 2, part = c % 2, lane = p / 16, q = p % 16;
+        const int word = 8 * lane + q % 8, byte = 2 * word + (q >= 8 ? 1 : 0);
+        return 128 * k + 64 * (byte / 32) + byte % 32 + 32 * part;
+    }
+    static constexpr bool kOrdered = true;
+    static constexpr int window(int c) { return 128 * (c / 2); }  // a chunk's elements lie in [window, window + 128)
     // Token n's block sums in pairs (zeros for a missing token).
     static void pack_extra(const Act * a, int n, uint8_t * extra) {
         auto * pairs = reinterpret_cast<uint32_t *>(extra);
@@ -162,6 +187,7 @@ struct Q4K {
 // A type with nothing besides its planes and scales.
 struct NoExtras {
     static constexpr size_t kWeightExtra = 0, kTokenExtra = 0;
+    static constexpr bool kOrdered = false;  // chunks hold their elements in order
     static void pack_extra(const void *, int, uint8_t *) {}
 };
 
@@ -258,6 +284,20 @@ inline float act_scale(const BlockQ8_0 & a) { return h2f(a.d); }
 
 // ---- the product -----------------------------------------------------------------------------------------
 
+// For a type whose chunks are permuted (kOrdered), the byte indices that gather chunk c's K order from the
+// 128 activation bytes at T::window(c) (one vpermi2b per chunk and token).
+template <class T>
+struct TokenOrder {
+    alignas(64) uint8_t idx[kChunks<T>][64] = {};
+    constexpr TokenOrder() {
+        for (size_t c = 0; c < kChunks<T>; ++c) {
+            for (int p = 0; p < 64; ++p) {
+                idx[c][p] = static_cast<uint8_t>(T::element(static_cast<int>(c), p) - T::window(static_cast<int>(c)));
+            }
+        }
+    }
+};
+
 // Token images: group g of 16 tokens, block b at (g * nb + b) * kTokenBlockBytes. Tokens past n_tok are zeros.
 template <class T>
 const uint8_t * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t n_tok, uint64_t key) {
@@ -291,8 +331,17 @@ const uint8_t * pack_tokens(const void * act, size_t act_stride, int64_t nb, int
                 T::pack_extra(&A, n, extra);
                 const int8_t * q = A.qs;
                 for (size_t c = 0; c < kChunks<T>; ++c) {
+                    const int8_t * src = q + c * T::kChunk;
+                    alignas(64) int8_t gathered[64];
+                    if constexpr (T::kOrdered) {
+                        static constexpr TokenOrder<T> order;
+                        const int8_t * win = q + T::window(static_cast<int>(c));
+                        const __m512i idx = _mm512_load_si512(order.idx[c]);
+                        _mm512_store_si512(gathered, _mm512_permutex2var_epi8(_mm512_loadu_si512(win), idx, _mm512_loadu_si512(win + 64)));
+                        src = gathered;
+                    }
                     for (int k4 = 0; k4 < T::kChunk / 4; ++k4) {
-                        std::memcpy(img + (c * (T::kChunk / 4) + k4) * 64 + 4 * n, q + c * T::kChunk + 4 * k4, 4);
+                        std::memcpy(img + (c * (T::kChunk / 4) + k4) * 64 + 4 * n, src + 4 * k4, 4);
                     }
                 }
             }
