@@ -197,29 +197,52 @@ struct Q6K : NoExtras {
     using Weight = BlockQ6_K;
     using Act = BlockQ8_K;
     // Plane 0 high (w >> 6, signed), 1 low (w & 63); scale: d.
+    //
+    // As Q4K, in the word domain: word i of the 64 low-bit bytes of half h holds bytes 2i and 2i + 1; bytes 0-31
+    // give elements 128h + l (low nibble) and 128h + 64 + l (high), bytes 32-63 elements 128h + 32 + l and
+    // 128h + 96 + l (l = byte mod 32); the two high bits of element l's run come from qh[32h + l], at bit 0, 2, 4
+    // or 6 by run, so the 32 qh bytes stand in both halves and per-half variable shifts bring each run's bits to
+    // bit 4. Chunk 2h holds elements 128h..128h+63 (the low nibbles), chunk 2h + 1 the next 64 (the high ones).
     static void decode(const Weight & B, int r, uint8_t * img) {
         reinterpret_cast<float *>(img + kWeightScales<Q6K>)[r] = h2f(B.d);
-        const __m256i m4 = _mm256_set1_epi8(0x0f), m2 = _mm256_set1_epi8(0x03), k32 = _mm256_set1_epi8(32);
-        for (int j = 0; j < 8; ++j) {  // 32 elements 32j..: half j / 4, group j % 4
-            const int half = j / 4, g = j % 4;
-            const __m256i lowbytes = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * half + 32 * (g & 1)));
-            const __m256i low = g < 2 ? _mm256_and_si256(lowbytes, m4) : _mm256_and_si256(_mm256_srli_epi16(lowbytes, 4), m4);
-            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * half));
-            __m256i high = qh;
-            if (g == 1) high = _mm256_srli_epi16(qh, 2);
-            if (g == 2) high = _mm256_srli_epi16(qh, 4);
-            if (g == 3) high = _mm256_srli_epi16(qh, 6);
-            high = _mm256_slli_epi16(_mm256_and_si256(high, m2), 4);
-            const __m256i v = _mm256_sub_epi8(_mm256_or_si256(low, high), k32);  // -32..31
-            const __m512i s = _mm512_inserti64x4(_mm512_set1_epi16(B.scales[2 * j]), _mm256_set1_epi16(B.scales[2 * j + 1]), 1);
-            const __m512i w = _mm512_mullo_epi16(_mm512_cvtepi8_epi16(v), s);
-            const size_t at = static_cast<size_t>(j / 2) * kRows * kChunk + static_cast<size_t>(r) * kChunk + 32 * (j & 1);
-            constexpr size_t plane = 4 * kRows * kChunk;
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + at), _mm512_cvtepi16_epi8(_mm512_srai_epi16(w, 6)));
-            _mm256_storeu_si256(reinterpret_cast<__m256i *>(img + plane + at),
-                                _mm512_cvtepi16_epi8(_mm512_and_si512(w, _mm512_set1_epi16(63))));
+        const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales))));
+        // Lanes 8j..8j+7 of a run take scale j of the run's four (elements 16j..16j+15 of its 64).
+        const __m512i quarter = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,
+                                                 0, 0, 0, 0, 0, 0, 0, 0);
+        auto halves = [](short a, short b) {
+            return _mm512_inserti64x4(_mm512_set1_epi16(a), _mm256_set1_epi16(b), 1);
+        };
+        const __m512i low4 = _mm512_set1_epi16(0x0f), bits = _mm512_set1_epi16(0x30), k32 = _mm512_set1_epi16(32);
+        const __m512i low6 = _mm512_set1_epi16(63);
+        constexpr size_t plane = 4 * kRows * kChunk;
+        for (int h = 0; h < 2; ++h) {
+            const __m512i A = _mm512_loadu_si512(B.ql + 64 * h);
+            const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h)));
+            // [part][even, odd]: the 6-bit quants (low part: runs 0 and 1 of the half, bits 0 / 2 and 8 / 10 of
+            // the qh word; high part: runs 2 and 3, bits 4 / 6 and 12 / 14).
+            const __m512i q[2][2] = {
+                {_mm512_or_si512(_mm512_and_si512(A, low4), _mm512_and_si512(_mm512_sllv_epi16(Q, halves(4, 2)), bits)),
+                 _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 8), low4), _mm512_and_si512(_mm512_srlv_epi16(Q, halves(4, 6)), bits))},
+                {_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 4), low4), _mm512_and_si512(_mm512_srlv_epi16(Q, halves(0, 2)), bits)),
+                 _mm512_or_si512(_mm512_srli_epi16(A, 12), _mm512_and_si512(_mm512_srlv_epi16(Q, halves(8, 10)), bits))}};
+            for (int part = 0; part < 2; ++part) {
+                const __m512i s = _mm512_permutexvar_epi16(_mm512_add_epi16(quarter, _mm512_set1_epi16(static_cast<short>(8 * h + 4 * part))), s16);
+                const __m512i we = _mm512_mullo_epi16(_mm512_sub_epi16(q[part][0], k32), s);
+                const __m512i wo = _mm512_mullo_epi16(_mm512_sub_epi16(q[part][1], k32), s);
+                const size_t at = static_cast<size_t>(2 * h + part) * kRows * kChunk + static_cast<size_t>(r) * kChunk;
+                _mm512_storeu_si512(img + at, _mm512_packs_epi16(_mm512_srai_epi16(we, 6), _mm512_srai_epi16(wo, 6)));
+                _mm512_storeu_si512(img + plane + at, _mm512_packus_epi16(_mm512_and_si512(we, low6), _mm512_and_si512(wo, low6)));
+            }
         }
     }
+    // Element at K position p of chunk c (packus / packs: 8 words of the even bytes, then 8 of the odd ones, per
+    // 16-byte lane).
+    static constexpr int element(int c, int p) {
+        const int q = p % 16, byte = 2 * (8 * (p / 16) + q % 8) + (q >= 8 ? 1 : 0);
+        return 128 * (c / 2) + 64 * (c % 2) + byte;
+    }
+    static constexpr bool kOrdered = true;
+    static constexpr int window(int c) { return 128 * (c / 2); }
     // dot_q6_k's fold_q8_k: acc + a_d * w_d * isum.
     static void fold(const int32_t * hi_lo, const uint8_t * wimg, const uint8_t * timg, float * acc) {
         const auto * wd = reinterpret_cast<const float *>(wimg + kWeightScales<Q6K>);
