@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 
 #include "ops/cpu/dispatch.h"
 #include "tensor/blocks.h"
@@ -53,6 +54,21 @@ inline float fold_q8_k_min(float acc, uint16_t w_d, uint16_t w_dmin, float a_d, 
 // The 8 six-bit scales and mins of a q4_K / q5_K super-block.
 inline void k4_scales_mins(const uint8_t * packed, uint8_t scales[8], uint8_t mins[8]) {
     for (int j = 0; j < 8; ++j) tensor::k4_scale_min(j, packed, scales[j], mins[j]);
+}
+
+// The same 8 scales and 8 mins as k4_scales_mins, one byte each (scale / min j in byte j), by word arithmetic:
+// scales and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7; 4-7 take their low 4 bits from bytes 8-11 (the
+// scales the low nibbles, the mins the high ones) and their top 2 bits from the top bits of bytes 0-3 and 4-7.
+inline void k4_scales_mins_u64(const uint8_t * packed, uint64_t & scales, uint64_t & mins) {
+    uint32_t a0, a1, a2;
+    std::memcpy(&a0, packed, 4);
+    std::memcpy(&a1, packed + 4, 4);
+    std::memcpy(&a2, packed + 8, 4);
+    const uint32_t sc_lo = a0 & 0x3f3f3f3fu, m_lo = a1 & 0x3f3f3f3fu;
+    const uint32_t sc_hi = (a2 & 0x0f0f0f0fu) | ((a0 >> 2) & 0x30303030u);
+    const uint32_t m_hi = ((a2 >> 4) & 0x0f0f0f0fu) | ((a1 >> 2) & 0x30303030u);
+    scales = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
+    mins = m_lo | (static_cast<uint64_t>(m_hi) << 32);
 }
 
 // sum_j mins[j] * (bsums[2j] + bsums[2j + 1]) for q4_K / q5_K against q8_K.

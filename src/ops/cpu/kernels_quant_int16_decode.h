@@ -42,18 +42,6 @@ OFFGRID_I16_INLINE __m256i bit_as(__m256i v, int bit, int value_shift) {
     return _mm256_and_si256(_mm256_srli_epi16(v, bit - value_shift), mask);
 }
 
-// The 8 six-bit scales and mins of a q4_K / q5_K block, one byte each (as tensor::k4_scale_min).
-OFFGRID_I16_INLINE void k4_scales_mins_u64(const uint8_t * s, uint64_t & sc, uint64_t & mn) {
-    uint32_t a0, a1, a2;
-    std::memcpy(&a0, s, 4);
-    std::memcpy(&a1, s + 4, 4);
-    std::memcpy(&a2, s + 8, 4);
-    const uint32_t sc_lo = a0 & 0x3f3f3f3fu, m_lo = a1 & 0x3f3f3f3fu;
-    const uint32_t sc_hi = (a2 & 0x0f0f0f0fu) | ((a0 >> 2) & 0x30303030u);
-    const uint32_t m_hi = ((a2 >> 4) & 0x0f0f0f0fu) | ((a1 >> 2) & 0x30303030u);
-    sc = sc_lo | (static_cast<uint64_t>(sc_hi) << 32);
-    mn = m_lo | (static_cast<uint64_t>(m_hi) << 32);
-}
 // 8 byte scales of 32-groups as 16 int16 scales of 16-halves.
 OFFGRID_I16_INLINE __m256i per32_scales(uint64_t sc) {
     const __m128i b = _mm_cvtsi64_si128(static_cast<long long>(sc));

@@ -110,16 +110,15 @@ struct Q4K {
     // does not depend on it. Chunk 2k holds sub-blocks 4k and 4k + 2 (low nibbles of bytes 64k..64k+63), chunk
     // 2k + 1 sub-blocks 4k + 1 and 4k + 3 (their high nibbles).
     static void decode(const Weight & B, int r, uint8_t * img) {
-        alignas(16) uint8_t sc[8];
-        uint8_t mn[8];
-        quant::k4_scales_mins(B.scales, sc, mn);
+        uint64_t sc, mn;
+        quant::k4_scales_mins_u64(B.scales, sc, mn);
         auto * d = reinterpret_cast<float *>(img + kWeightScales<Q4K>);
         d[r] = h2f(B.d);
         d[kRows + r] = h2f(B.dmin);
-        auto * mins = reinterpret_cast<uint32_t *>(d + 2 * kRows) + 4 * r;
-        for (int i = 0; i < 4; ++i) mins[i] = static_cast<uint32_t>(mn[2 * i]) | static_cast<uint32_t>(mn[2 * i + 1]) << 16;
+        // The mins in pairs: as int16, mins 2i and 2i + 1 are dword i.
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(d + 2 * kRows) + r, _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn))));
         // The 8 scales as int16; a chunk's vector takes [scale of its first sub-block x16 | second x16].
-        const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(sc))));
+        const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
         const __m512i halves = _mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0,
                                                 0, 0, 0, 0, 0, 0, 0, 0);
         const __m512i low4 = _mm512_set1_epi16(0x0f), low6 = _mm512_set1_epi16(63);

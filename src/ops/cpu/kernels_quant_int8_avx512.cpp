@@ -63,20 +63,6 @@ inline float fold_0(float acc, float w_d, float a_d, int32_t isum) {
     return acc + d * static_cast<float>(isum);
 }
 
-// The 8 six-bit scales (bytes 0-7) and mins (bytes 8-15) of a q4_K / q5_K super-block's 12 packed bytes: scales
-// and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7; 4-7 take their low 4 bits from bytes 8-11 (scales the
-// low nibbles, mins the high ones) and their top 2 bits from the top bits of bytes 0-3 and 4-7.
-inline void unpack_k4(const uint8_t * packed, uint8_t out[16]) {
-    uint32_t u[3];
-    std::memcpy(u, packed, 12);
-    const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, top2 = 0x03030303;
-    const uint32_t sc_lo = u[0] & low6, mn_lo = u[1] & low6;
-    const uint32_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & top2) << 4);
-    const uint32_t mn_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & top2) << 4);
-    const uint32_t v[4] = {sc_lo, sc_hi, mn_lo, mn_hi};
-    std::memcpy(out, v, 16);
-}
-
 inline int32_t sum8(__m256i v) {
     const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
@@ -112,9 +98,9 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
     for (int64_t b = 0; b < n / kQK_K; ++b) {
         const BlockQ4_K & B = w[b];
         prefetch<sizeof(BlockQ4_K)>(&B);
-        alignas(16) uint8_t sm[16];
-        unpack_k4(B.scales, sm);
-        const __m128i smv = _mm_load_si128(reinterpret_cast<const __m128i *>(sm));
+        uint64_t sc, mn;
+        quant::k4_scales_mins_u64(B.scales, sc, mn);  // scales in bytes 0-7 of smv, mins in 8-15
+        const __m128i smv = _mm_set_epi64x(static_cast<long long>(mn), static_cast<long long>(sc));
         // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(smv, smv));
         const __m512i s8 = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(smv));
