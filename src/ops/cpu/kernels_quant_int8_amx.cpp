@@ -15,8 +15,8 @@
 // images and multiplied with the token images two groups at a time (each weight image loaded once for both).
 #include "ops/cpu/kernels_quant_int8.h"
 
-#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VBMI__) && \
-    defined(__AVX512VL__)
+#if defined(__AMX_TILE__) && defined(__AMX_INT8__) && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512VL__) && defined(__AVX512VBMI__)
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
@@ -106,7 +106,7 @@ struct Q4K {
     // bytes 2i and 2i + 1, so (v & 15), (v >> 8 & 15), (v >> 4 & 15) and (v >> 12) are the even and odd bytes' low
     // and high nibbles as int16, multiplied by their sub-block's scale and packed back to bytes in pairs of
     // vectors (one packus per 64 bytes of a plane, against a two-uop narrowing per 32). The element order that
-    // leaves is a permutation of each chunk's K (kOrder); the token images take the same order, and a chunk's sum
+    // leaves is a permutation of each chunk's K (element()); the token images take the same order, and a chunk's sum
     // does not depend on it. Chunk 2k holds sub-blocks 4k and 4k + 2 (low nibbles of bytes 64k..64k+63), chunk
     // 2k + 1 sub-blocks 4k + 1 and 4k + 3 (their high nibbles).
     static void decode(const Weight & B, int r, uint8_t * img) {
@@ -116,7 +116,8 @@ struct Q4K {
         d[r] = h2f(B.d);
         d[kRows + r] = h2f(B.dmin);
         // The mins in pairs: as int16, mins 2i and 2i + 1 are dword i.
-        _mm_storeu_si128(reinterpret_cast<__m128i *>(d + 2 * kRows) + r, _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn))));
+        _mm_storeu_si128(reinterpret_cast<__m128i *>(d + 2 * kRows) + r,
+                         _mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(mn))));
         // The 8 scales as int16; a chunk's vector takes [scale of its first sub-block x16 | second x16].
         const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
         const __m512i halves = _mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0,
@@ -128,11 +129,14 @@ struct Q4K {
             const __m512i q[2][2] = {{_mm512_and_si512(v, low4), _mm512_and_si512(_mm512_srli_epi16(v, 8), low4)},
                                      {_mm512_and_si512(_mm512_srli_epi16(v, 4), low4), _mm512_srli_epi16(v, 12)}};
             for (int part = 0; part < 2; ++part) {
-                const __m512i s = _mm512_permutexvar_epi16(_mm512_add_epi16(halves, _mm512_set1_epi16(static_cast<short>(4 * k + part))), s16);
+                const auto first = static_cast<short>(4 * k + part);  // the chunk's first sub-block
+                const __m512i s = _mm512_permutexvar_epi16(_mm512_add_epi16(halves, _mm512_set1_epi16(first)), s16);
                 const __m512i we = _mm512_mullo_epi16(q[part][0], s), wo = _mm512_mullo_epi16(q[part][1], s);
                 const size_t at = static_cast<size_t>(2 * k + part) * kRows * kChunk + static_cast<size_t>(r) * kChunk;
-                _mm512_storeu_si512(img + at, _mm512_packus_epi16(_mm512_srli_epi16(we, 6), _mm512_srli_epi16(wo, 6)));
-                _mm512_storeu_si512(img + plane + at, _mm512_packus_epi16(_mm512_and_si512(we, low6), _mm512_and_si512(wo, low6)));
+                const __m512i high = _mm512_packus_epi16(_mm512_srli_epi16(we, 6), _mm512_srli_epi16(wo, 6));
+                const __m512i low = _mm512_packus_epi16(_mm512_and_si512(we, low6), _mm512_and_si512(wo, low6));
+                _mm512_storeu_si512(img + at, high);
+                _mm512_storeu_si512(img + plane + at, low);
             }
         }
     }
@@ -204,7 +208,8 @@ struct Q6K : NoExtras {
     // bit 4. Chunk 2h holds elements 128h..128h+63 (the low nibbles), chunk 2h + 1 the next 64 (the high ones).
     static void decode(const Weight & B, int r, uint8_t * img) {
         reinterpret_cast<float *>(img + kWeightScales<Q6K>)[r] = h2f(B.d);
-        const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales))));
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales));
+        const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepi8_epi16(sc8));
         // Lanes 8j..8j+7 of a run take scale j of the run's four (elements 16j..16j+15 of its 64).
         const __m512i quarter = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,
                                                  0, 0, 0, 0, 0, 0, 0, 0);
@@ -217,20 +222,26 @@ struct Q6K : NoExtras {
         for (int h = 0; h < 2; ++h) {
             const __m512i A = _mm512_loadu_si512(B.ql + 64 * h);
             const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h)));
-            // [part][even, odd]: the 6-bit quants (low part: runs 0 and 1 of the half, bits 0 / 2 and 8 / 10 of
-            // the qh word; high part: runs 2 and 3, bits 4 / 6 and 12 / 14).
-            const __m512i q[2][2] = {
-                {_mm512_or_si512(_mm512_and_si512(A, low4), _mm512_and_si512(_mm512_sllv_epi16(Q, halves(4, 2)), bits)),
-                 _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 8), low4), _mm512_and_si512(_mm512_srlv_epi16(Q, halves(4, 6)), bits))},
-                {_mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(A, 4), low4), _mm512_and_si512(_mm512_srlv_epi16(Q, halves(0, 2)), bits)),
-                 _mm512_or_si512(_mm512_srli_epi16(A, 12), _mm512_and_si512(_mm512_srlv_epi16(Q, halves(8, 10)), bits))}};
+            // A 6-bit quant: four low bits (already at bits 0-3 of `nibble`) and the two qh bits at bits 4-5.
+            auto six = [&](__m512i nibble, __m512i high) {
+                return _mm512_or_si512(_mm512_and_si512(nibble, low4), _mm512_and_si512(high, bits));
+            };
+            // [part][even, odd]: the low part holds runs 0 and 1 of the half (qh bits 0 / 2 of the even byte,
+            // 8 / 10 of the odd one), the high part runs 2 and 3 (bits 4 / 6 and 12 / 14).
+            const __m512i q[2][2] = {{six(A, _mm512_sllv_epi16(Q, halves(4, 2))),
+                                      six(_mm512_srli_epi16(A, 8), _mm512_srlv_epi16(Q, halves(4, 6)))},
+                                     {six(_mm512_srli_epi16(A, 4), _mm512_srlv_epi16(Q, halves(0, 2))),
+                                      six(_mm512_srli_epi16(A, 12), _mm512_srlv_epi16(Q, halves(8, 10)))}};
             for (int part = 0; part < 2; ++part) {
-                const __m512i s = _mm512_permutexvar_epi16(_mm512_add_epi16(quarter, _mm512_set1_epi16(static_cast<short>(8 * h + 4 * part))), s16);
+                const auto first = static_cast<short>(8 * h + 4 * part);  // the run's first scale
+                const __m512i s = _mm512_permutexvar_epi16(_mm512_add_epi16(quarter, _mm512_set1_epi16(first)), s16);
                 const __m512i we = _mm512_mullo_epi16(_mm512_sub_epi16(q[part][0], k32), s);
                 const __m512i wo = _mm512_mullo_epi16(_mm512_sub_epi16(q[part][1], k32), s);
                 const size_t at = static_cast<size_t>(2 * h + part) * kRows * kChunk + static_cast<size_t>(r) * kChunk;
-                _mm512_storeu_si512(img + at, _mm512_packs_epi16(_mm512_srai_epi16(we, 6), _mm512_srai_epi16(wo, 6)));
-                _mm512_storeu_si512(img + plane + at, _mm512_packus_epi16(_mm512_and_si512(we, low6), _mm512_and_si512(wo, low6)));
+                const __m512i high = _mm512_packs_epi16(_mm512_srai_epi16(we, 6), _mm512_srai_epi16(wo, 6));
+                const __m512i low = _mm512_packus_epi16(_mm512_and_si512(we, low6), _mm512_and_si512(wo, low6));
+                _mm512_storeu_si512(img + at, high);
+                _mm512_storeu_si512(img + plane + at, low);
             }
         }
     }
@@ -359,7 +370,8 @@ const uint8_t * pack_tokens(const void * act, size_t act_stride, int64_t nb, int
                         static constexpr TokenOrder<T> order;
                         const int8_t * win = q + T::window(static_cast<int>(c));
                         const __m512i idx = _mm512_load_si512(order.idx[c]);
-                        _mm512_store_si512(gathered, _mm512_permutex2var_epi8(_mm512_loadu_si512(win), idx, _mm512_loadu_si512(win + 64)));
+                        const __m512i lo = _mm512_loadu_si512(win), hi = _mm512_loadu_si512(win + 64);
+                        _mm512_store_si512(gathered, _mm512_permutex2var_epi8(lo, idx, hi));
                         src = gathered;
                     }
                     for (int k4 = 0; k4 < T::kChunk / 4; ++k4) {
