@@ -102,6 +102,10 @@ struct Scheduler::Slot {
     // The snapshot of this request's prompt end: the turn's end does not supersede it, since the next turn's prompt
     // may part from the reply (a reply re-tokenised otherwise, an end-of-turn token the text does not carry).
     std::shared_ptr<const Snapshot> prompt_snap;
+    // The last chunk-boundary snapshot of this request's prefill: the prompt's end does not supersede it, so a
+    // later prompt that shares all but the end of this one (a raw completion with another question, an edited
+    // last message) restores it instead of prefilling from the last place two prompts parted.
+    std::shared_ptr<const Snapshot> chunk_snap;
 
     // The nearest snapshot below the sequence's end that is still cached (the base, or the nearest link of its
     // chain that is), and the tokens it covers; null and 0 when none.
@@ -344,6 +348,7 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
     s.base.reset();
     s.base_len = 0;
     s.prompt_snap.reset();
+    s.chunk_snap.reset();
     s.pins.clear();
     s.sampler = std::make_unique<Sampler>(j.req.sampling);
     for (const int32_t t : prompt) s.sampler->accept(t);
@@ -414,8 +419,9 @@ void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits, bool p
         return;
     }
     // The snapshots below this one on its path that it supersedes: walking down from the sequence's end, each
-    // that is not pinned, not this request's prompt end, has no tails but the one just passed, and has no other
-    // path parting below it. The new snapshot is then the tail since the first one kept.
+    // that is not pinned, not this request's prompt end (nor, for the prompt end, its prefill's last chunk
+    // boundary), has no tails but the one just passed, and has no other path parting below it. The new snapshot
+    // is then the tail since the first one kept.
     size_t below_len = 0;
     std::shared_ptr<const Snapshot> below = s.cached_base(below_len);
     while (below && below_len >= n_tokens) {  // (the same path without logits: replaced)
@@ -423,7 +429,9 @@ void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits, bool p
         below = below->parent;
     }
     std::vector<size_t> superseded;  // their lengths, deepest first
+    const bool prompt_end = logits != nullptr;
     while (cfg_.supersede && below && !below->pinned && below != s.prompt_snap &&
+           !(prompt_end && below == s.chunk_snap) &&
            below->dependents == (superseded.empty() ? 0u : 1u) && cache_.lone_path(prefix(below_len), path)) {
         superseded.push_back(below_len);
         below_len = below->from;
@@ -590,7 +598,10 @@ bool Scheduler::step() {
     // end) free their sequences.
     for (Slot * s : chunk_ends) {
         // A chunk boundary: later prompts sharing this prefix restore it.
-        if (s->cuts.count(s->n_past) || chunk_snapshot_due(*s)) snapshot(*s, s->n_past, nullptr, s->pins.count(s->n_past) > 0);
+        if (s->cuts.count(s->n_past) || chunk_snapshot_due(*s)) {
+            snapshot(*s, s->n_past, nullptr, s->pins.count(s->n_past) > 0);
+            if (s->base_len == s->n_past) s->chunk_snap = s->base;
+        }
     }
     for (auto & d : drawn) {
         if (!d.prompt_end) continue;
@@ -725,6 +736,7 @@ void Scheduler::finish(Slot & s, const std::string & reason, const std::string &
     s.job.reset();
     s.base.reset();  // (a snapshot dropped from the cache is freed with the last slot that holds it)
     s.prompt_snap.reset();
+    s.chunk_snap.reset();
     s.sampler.reset();
     s.stop.reset();
     s.prefilling = false;

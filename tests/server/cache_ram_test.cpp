@@ -142,8 +142,9 @@ TEST(CacheRam, ATailCachedConversationTakesAtMostATenthOfWholeSnapshots) {
     for (int t = 1; t < c.turns; ++t) EXPECT_EQ(tails.cached[t], 300u * (t + 1) + 16u * t - 1) << "turn " << t;
     expect_turns_restored(tails);
     report("tiny", whole, tails);
-    // The system prompt's end, the last prompt's end and the last turn's end.
-    EXPECT_EQ(tails.entries, 3u);
+    // The system prompt's end, the last prompt's last chunk boundary and its end, and the last turn's end (each
+    // turn's chunk boundary is superseded by the next turn's).
+    EXPECT_EQ(tails.entries, 4u);
     EXPECT_LT(tails.entries * 5, whole.entries);
     EXPECT_LE(per_thousand(tails), 0.10 * per_thousand(whole));
     // Rows held once: a tenth of the rows whole states copy along the path (here about one in twenty).
@@ -206,7 +207,8 @@ TEST(CacheRam, AnAgentConversationOnTheBenchShapeTakesAtMostATenthOfWholeSnapsho
 // Chunk boundaries get a snapshot only once the rows since the last one weigh what a snapshot adds besides rows
 // (on the tiny model about 50 tokens): a 400-token prompt in 16-token chunks takes a handful, not one per chunk
 // (counted with superseded snapshots kept), and the cache holds at most about twice the rows of the prompt. With
-// superseded snapshots dropped, the prompt's end is all that stays; the same prompt again restores it whole.
+// superseded snapshots dropped, the prompt's end and the prefill's last chunk boundary stay; the same prompt
+// again restores it whole, and a prompt that shares all but its last tokens restores that chunk boundary.
 TEST(CacheRam, ChunkSnapshotsAreSpacedByWhatASnapshotWeighs) {
     auto model = offgrid::Model::load((work_dir() / "tiny.gguf").string());
     for (const bool supersede : {false, true}) {
@@ -229,13 +231,20 @@ TEST(CacheRam, ChunkSnapshotsAreSpacedByWhatASnapshotWeighs) {
             EXPECT_GE(st.cache_entries.load(), 4u);
             EXPECT_LE(st.cache_entries.load(), 10u);
         } else {
-            EXPECT_EQ(st.cache_entries.load(), 1u);
+            EXPECT_EQ(st.cache_entries.load(), 2u);
         }
         EXPECT_LE(st.cache_bytes.load() - st.cache_logits_bytes.load(),
                   2 * st.cache_row_bytes.load() + 2 * (st.cache_bytes.load() / st.cache_entries.load()));
         // The same prompt again restores it whole (its end's snapshot, with logits).
         run_turn(sched, prompt, {}, 1, pn, cn, reply);
         EXPECT_EQ(cn, 400) << "supersede " << supersede;
+        // Another prompt that parts from it 10 tokens before its end (a raw completion with another question):
+        // the last chunk boundary below 390 is restored, not nothing.
+        std::vector<int32_t> other(prompt.begin(), prompt.begin() + 390);
+        for (int i = 0; i < 12; ++i) other.push_back(201 + i);
+        run_turn(sched, other, {}, 1, pn, cn, reply);
+        EXPECT_GE(cn, 300) << "supersede " << supersede;
+        EXPECT_LT(cn, 390) << "supersede " << supersede;
         sched.shutdown(std::chrono::milliseconds(0));
     }
 }
