@@ -11,7 +11,9 @@
 #include <vector>
 
 #include "ops/attention.h"
+#include "ops/cpu/attn_rows.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/levels.h"
 #include "ops/cpu/vec.h"
 #include "ops/half.h"
 #include "random_data.h"
@@ -94,6 +96,26 @@ TEST(Dispatch, LevelsAndNames) {
         for (Isa isa : levels) EXPECT_NE(kernels_for(t, isa), nullptr) << isa_name(isa);
     }
     EXPECT_EQ(kernels_for(ElemType::I32, Isa::Scalar), nullptr);
+}
+
+// A level this CPU cannot run has no tables: its fill functions are compiled for its instructions (the compiler
+// may use them even to store the entries), so building them on a CPU without those instructions ends the process
+// with SIGILL. Its lookups answer null, and the primitive sets fall back to the scalar level's.
+TEST(Dispatch, LevelsThisCpuCannotRunAreNeverBuilt) {
+    const auto levels = available_isas();
+    int absent = 0;
+    for (int i = 0; i < kIsaCount; ++i) {
+        const auto isa = static_cast<Isa>(i);
+        if (std::find(levels.begin(), levels.end(), isa) != levels.end()) continue;
+        ++absent;
+        EXPECT_EQ(kernels_for(ElemType::F32, isa), nullptr) << isa_name(isa);
+        EXPECT_EQ(exact_kernels_for(ElemType::Q4_K, isa), nullptr) << isa_name(isa);
+        EXPECT_EQ(int8_kernels_for(ElemType::Q4_K, isa), nullptr) << isa_name(isa);
+        EXPECT_EQ(q8_0_int8_kernels(isa), nullptr) << isa_name(isa);
+        EXPECT_EQ(&vec_kernels(isa), &vec_kernels(Isa::Scalar)) << isa_name(isa);
+        EXPECT_EQ(&attn_row_kernels(isa), &attn_row_kernels(Isa::Scalar)) << isa_name(isa);
+    }
+    EXPECT_GT(absent, 0) << "every build names levels of another architecture";
 }
 
 TEST(Dispatch, ScalarEntriesMatchDequantisedDoubleDot) {

@@ -204,9 +204,14 @@ struct Tables {
     std::array<Table, kIsaCount> int8_chain{};  // int8 before its Q8_0 entry is set: what the next level starts from
     std::array<VecKernels, kIsaCount> vec{};
     std::array<AttnRowKernels, kIsaCount> attn{};
+    // Only the levels this CPU runs are filled: a level's fill functions are compiled for its instructions, and
+    // even storing their function pointers may use them (the compiler vectorises the stores).
     Tables() {
+        std::array<bool, kIsaCount> runs{};
+        for (Isa isa : runnable()) runs[index_of(isa)] = true;
         for (const LevelFills & lv : kLevels) {
             const int i = index_of(lv.isa), b = index_of(lv.base);
+            if (!runs[i]) continue;
             Table t = by_isa[b], e = exact[b], i8 = int8_chain[b];
             TypeKernels q8 = q8_0_int8[b];
             VecKernels v = vec[b];
