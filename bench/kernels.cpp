@@ -1,5 +1,5 @@
-// Per-kernel speed of the dispatch table: for each weight type (F32, F16, BF16, Q8_0 and its int8 variant, the
-// quantised types in their default int16 kernels and their exact f32-activation kernels) and each ISA level
+// Per-kernel speed of the dispatch table: for each weight type (F32, F16, BF16, the quantised types in their
+// default kernels, their exact f32-activation kernels and their 8-bit-activation kernels) and each ISA level
 // this CPU has, a streaming matvec (vec_dot over a matrix larger than the last-level cache: GB/s of weights),
 // a decode-shaped matvec from cache (4-row tiles of one token: the kernel's own rate, GB/s), and a
 // prompt-sized tile product (dot_tile over 64 tokens from cache: GFLOP/s), all on one thread; then ops::matmul
@@ -192,12 +192,16 @@ const int registered = [] {
         for (ops::cpu::Isa isa : ops::cpu::available_isas()) {
             const std::string in = ops::cpu::isa_name(isa);
             // The table's entry (int16 activations for the quantised types unless OFFGRID_QUANT_ACT says
-            // otherwise), the exact entry, and Q8_0's int8 variant (docs/kernels.md).
+            // otherwise), the exact entry, and the 8-bit-activation entry (docs/kernels.md).
             const ops::cpu::TypeKernels * k = ops::cpu::kernels_for(type, isa);
             std::vector<std::pair<std::string, const ops::cpu::TypeKernels *>> variants{
                 {tn + (k->act_type == ElemType::Q16_K ? "-int16" : ""), k}};
             if (quantised && k->act_type != ElemType::F32) variants.push_back({tn + "-exact", ops::cpu::exact_kernels_for(type, isa)});
-            if (type == ElemType::Q8_0) variants.push_back({tn + "-int8", ops::cpu::q8_0_int8_kernels(isa)});
+            if (type == ElemType::Q8_0) {
+                variants.push_back({tn + "-int8", ops::cpu::q8_0_int8_kernels(isa)});
+            } else if (quantised) {
+                variants.push_back({tn + "-int8", ops::cpu::int8_kernels_for(type, isa)});
+            }
             for (const auto & [name, kv] : variants) {
                 benchmark::RegisterBenchmark(("vec_dot_stream/" + name + "/" + in).c_str(), BM_VecDotStream, type, kv)
                     ->Unit(benchmark::kMillisecond);

@@ -6,8 +6,10 @@
 
 namespace offgrid::ops::cpu::quant {
 
-// q4_K and q6_K (q8_K activations) and q5_0 (q8_0 activations) with AVX-512 VNNI; sets vec_dot and dot_tile
-// of entries whose act_type and quantize_act the scalar twins set. No-op when the compiler cannot target it.
+// q4_K and q6_K (q8_K activations) and q5_0 (q8_0 activations) with AVX2 (`vpmaddubsw`) or AVX-512 VNNI; each
+// sets vec_dot and dot_tile of entries whose act_type and quantize_act the scalar twins set, and its own q8_K
+// quantiser (the twin's bytes). No-op when the compiler cannot target the level.
+void add_int8_entries_avx2(TypeKernels * table);
 void add_int8_entries_avx512(TypeKernels * table);
 
 // Prompt products on the tile unit (kernels_quant_int8_amx.cpp): sets gemm of the q4_K, q6_K and q5_0 entries,

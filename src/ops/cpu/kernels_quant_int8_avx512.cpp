@@ -290,7 +290,7 @@ void add_int8_entries_avx512(TypeKernels * table) {
     set(table, tensor::ElemType::Q5_0, Q50::vec_dot, Q50::dot_tile);
     // Every q8_K entry takes the vectorised quantiser (the same bytes).
     for (size_t id = 0; id < kTypeTableSize; ++id) {
-        if (table[id].quantize_act == quantize_row_q8_K) table[id].quantize_act = quantize_row_q8_k;
+        if (table[id].act_type == tensor::ElemType::Q8_K) table[id].quantize_act = quantize_row_q8_k;
     }
 }
 

@@ -1,0 +1,357 @@
+// AVX2 kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q4_K and q6_K
+// against q8_K activations, q5_0 against q8_0, and the q8_K quantiser. Each is bit-identical to its scalar twin
+// (kernels_quant_scalar.cpp): the integer sums of a block are exact whatever the grouping, and the float part is
+// the twin's own fold, block after block.
+//  - `vpmaddubsw` multiplies unsigned weight bytes by signed activation bytes and adds neighbours into int16
+//    (exact: |2 * 63 * 128| < 2^15); `vpmaddwd` by the sub-block's scale widens to int32. Two multiplies per
+//    32 weights, half of what the int16 path needs (it widens the weights, scales them, then multiplies).
+//  - q6_K stores q - 32 (q in 0..63): sum(scale * (q - 32) * a) = sum(scale * q * a) - 32 * sum(scale * bsum16).
+//  - q5_0's signed values v = q - 16 go in as |v| against a * sign(v) (exact: q8_0 activations lie in
+//    -127..127).
+// One call computes one weight row against up to 4 token rows (the row's blocks are decoded once for all of
+// them); dot_tile runs its rows one after another, so each row is one sequential stream, fetched ahead.
+#include "ops/cpu/kernels_quant_int8.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "ops/cpu/kernels_quant_common.h"
+
+namespace offgrid::ops::cpu::quant {
+
+namespace {
+
+using tensor::BlockQ4_K;
+using tensor::BlockQ5_0;
+using tensor::BlockQ6_K;
+using tensor::BlockQ8_0;
+using tensor::BlockQ8_K;
+using tensor::kQK;
+using tensor::kQK_K;
+
+constexpr int kMaxTokens = 4;
+constexpr int kPrefetchBytes = 1024;  // how far ahead in the row's stream
+
+template <size_t Bytes>
+inline void prefetch(const void * p) {
+    for (size_t off = 0; off < Bytes; off += 64) {
+        _mm_prefetch(static_cast<const char *>(p) + kPrefetchBytes + off, _MM_HINT_T0);
+    }
+}
+
+inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
+
+// The twins' folds (kernels_quant_common.h) on converted scales: the same operations in the same order, without
+// contraction (that header's pragma covers this file).
+inline float fold_k(float acc, float w_d, float a_d, int32_t isum) {
+    const float d = a_d * w_d;
+    return acc + d * static_cast<float>(isum);
+}
+inline float fold_k_min(float acc, float w_d, float w_dmin, float a_d, int32_t isum, int32_t imin) {
+    const float d = a_d * w_d;
+    const float dmin = a_d * w_dmin;
+    return acc + (d * static_cast<float>(isum) - dmin * static_cast<float>(imin));
+}
+
+inline __m256i load256(const void * p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
+
+inline int32_t sum8(__m256i v) {
+    const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
+}
+
+// The sums of two vectors' lanes at once: {sum(x), sum(y)}.
+inline void sum8x2(__m256i x, __m256i y, int32_t & sx, int32_t & sy) {
+    const __m256i h = _mm256_hadd_epi32(x, y);  // [x01 x23 y01 y23 | x45 x67 y45 y67]
+    const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    const __m128i u = _mm_hadd_epi32(t, t);  // [x y x y]
+    sx = _mm_cvtsi128_si32(u);
+    sy = _mm_extract_epi32(u, 1);
+}
+
+// int16 lane pair k of an 8 x int16 register (in both 128-bit halves) repeated: the shuffle that gives every int16
+// lane of the low half scale `lo` and of the high half scale `hi`.
+inline __m256i scale_pick(int lo, int hi) {
+    return _mm256_setr_epi8(2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo,
+                            2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * hi, 2 * hi + 1,
+                            2 * hi, 2 * hi + 1, 2 * hi, 2 * hi + 1, 2 * hi, 2 * hi + 1, 2 * hi, 2 * hi + 1, 2 * hi,
+                            2 * hi + 1, 2 * hi, 2 * hi + 1, 2 * hi, 2 * hi + 1);
+}
+
+// ---- q4_K x q8_K ----------------------------------------------------------------------------------------
+
+// The twin's contract (kernels_quant_scalar.cpp, dot_q4_k): the super-block's exact integer sums of scale * quant
+// * a and of min * block sums, folded once per super-block.
+template <int NT>
+void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ4_K *>(wv);
+    float acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const BlockQ4_K & B = w[b];
+        prefetch<sizeof(BlockQ4_K)>(&B);
+        uint64_t sc, mn;
+        quant::k4_scales_mins_u64(B.scales, sc, mn);
+        // The 8 scales as int16 in both halves; sub-block j's scale everywhere is a byte shuffle of it.
+        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+        // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
+        const __m128i mv = _mm_cvtsi64_si128(static_cast<long long>(mn));
+        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
+        const float wd = h2f(B.d), wdmin = h2f(B.dmin);
+        // Bytes 32c..32c+31: low nibbles are sub-block 2c, high nibbles 2c + 1.
+        __m256i v[8], S[8];
+        for (int c = 0; c < 4; ++c) {
+            const __m256i x = load256(B.qs + 32 * c);
+            v[2 * c] = _mm256_and_si256(x, m4);
+            v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+        }
+        for (int j = 0; j < 8; ++j) S[j] = _mm256_shuffle_epi8(s16, scale_pick(j, j));
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
+            __m256i s = _mm256_setzero_si256();
+            for (int j = 0; j < 8; ++j) {
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j], load256(A.qs + 32 * j)), S[j]));
+            }
+            const __m256i mm = _mm256_madd_epi16(load256(A.bsums), mins);
+            int32_t isum, imin;
+            sum8x2(s, mm, isum, imin);
+            acc[t] = fold_k_min(acc[t], wd, wdmin, A.d, isum, imin);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+// ---- q6_K x q8_K ----------------------------------------------------------------------------------------
+
+template <int NT>
+void row_q6_k(const void * wv, const void * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ6_K *>(wv);
+    float acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x30);
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const BlockQ6_K & B = w[b];
+        prefetch<sizeof(BlockQ6_K)>(&B);
+        const float wd = h2f(B.d);
+        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales));
+        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);  // for the correction against the 16 block sums
+        // Group g of half h (elements 128h + 32g .. +31) has scales 8h + 2g (first 16) and 8h + 2g + 1.
+        __m256i u[8], S[8];
+        for (int h = 0; h < 2; ++h) {
+            const __m256i x0 = load256(B.ql + 64 * h), x1 = load256(B.ql + 64 * h + 32), q = load256(B.qh + 32 * h);
+            u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(x0, m4), _mm256_and_si256(_mm256_slli_epi16(q, 4), m3));
+            u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(x1, m4), _mm256_and_si256(_mm256_slli_epi16(q, 2), m3));
+            u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x0, 4), m4), _mm256_and_si256(q, m3));
+            u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
+                                           _mm256_and_si256(_mm256_srli_epi16(q, 2), m3));
+            const __m256i half = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
+            for (int g = 0; g < 4; ++g) S[4 * h + g] = _mm256_shuffle_epi8(half, scale_pick(2 * g, 2 * g + 1));
+        }
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
+            __m256i s = _mm256_setzero_si256();
+            for (int k = 0; k < 8; ++k) {
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u[k], load256(A.qs + 32 * k)), S[k]));
+            }
+            const __m256i corr = _mm256_madd_epi16(load256(A.bsums), sc16);
+            int32_t isum, icorr;
+            sum8x2(s, corr, isum, icorr);
+            acc[t] = fold_k(acc[t], wd, A.d, isum - 32 * icorr);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+// ---- q5_0 x q8_0 ----------------------------------------------------------------------------------------
+
+// The 32 signed values of a q5_0 block: v = nibble + 16 * fifth bit - 16 (byte j gets byte j / 8 of qh, then its
+// bit j % 8).
+inline __m256i q5_0_values(const BlockQ5_0 & B) {
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.qs)), m4 = _mm_set1_epi8(0x0f);
+    const __m256i nib = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
+                                                _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
+    uint32_t qh;
+    std::memcpy(&qh, B.qh, 4);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
+                                            3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    const __m256i sixteen = _mm256_set1_epi8(16);
+    const __m256i set = _mm256_cmpeq_epi8(
+        _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), spread), bit), bit);
+    return _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_and_si256(set, sixteen)), sixteen);
+}
+
+// Eight vectors' lane sums as one vector: lane i holds sum(x[i]).
+inline __m256i lane_sums8(const __m256i * x) {
+    const __m256i h01 = _mm256_hadd_epi32(x[0], x[1]), h23 = _mm256_hadd_epi32(x[2], x[3]);
+    const __m256i h45 = _mm256_hadd_epi32(x[4], x[5]), h67 = _mm256_hadd_epi32(x[6], x[7]);
+    const __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
+    // q0 = [x0 x1 x2 x3 (low lanes' sums) | x0 x1 x2 x3 (high lanes' sums)], q1 the same for x4..x7.
+    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+}
+
+// m <= 8 f16 scales at a byte stride, as f32 (0 after the m-th).
+inline __m256 scales8(const uint8_t * first, size_t stride, int m) {
+    alignas(16) uint16_t h[8] = {};
+    for (int i = 0; i < m; ++i) std::memcpy(&h[i], first + i * stride, 2);
+    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(h)));
+}
+
+// A run of m <= 8 blocks from block b on: its integer sums go to one vector by a transposing reduction, and the
+// twin's fold (kernels_quant_common.h, fold_q8_0) takes them in block order; the products d * isum are formed in
+// a vector (the same roundings), the additions one after another. Full runs (Full, m = 8) keep every sum in
+// registers.
+template <int NT, bool Full>
+inline void run_q5_0(const BlockQ5_0 * w, const void * const * act, int64_t b, int m, float * acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i isum[NT][8];
+    for (int i = 0; i < 8; ++i) {
+        if (!Full && i >= m) {
+            for (int t = 0; t < NT; ++t) isum[t][i] = _mm256_setzero_si256();
+            continue;
+        }
+        const BlockQ5_0 & B = w[b + i];
+        if ((i & 1) == 0) prefetch<64>(&B);  // 44 bytes a pair: a line every other block covers the stream
+        const __m256i v = q5_0_values(B);
+        const __m256i mag = _mm256_sign_epi8(v, v);
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_0 & A = static_cast<const BlockQ8_0 *>(act[t])[b + i];
+            isum[t][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(load256(A.qs), v)), ones);
+        }
+    }
+    const __m256 wd = scales8(reinterpret_cast<const uint8_t *>(&w[b].d), sizeof(BlockQ5_0), m);
+    for (int t = 0; t < NT; ++t) {
+        const auto * a = static_cast<const BlockQ8_0 *>(act[t]) + b;
+        const __m256 d = _mm256_mul_ps(wd, scales8(reinterpret_cast<const uint8_t *>(&a->d), sizeof(BlockQ8_0), m));
+        alignas(32) float prod[8];
+        _mm256_store_ps(prod, _mm256_mul_ps(d, _mm256_cvtepi32_ps(lane_sums8(isum[t]))));
+        float s = acc[t];
+        for (int i = 0; i < m; ++i) s = s + prod[i];
+        acc[t] = s;
+    }
+}
+
+template <int NT>
+void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ5_0 *>(wv);
+    float acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    const int64_t nb = n / kQK;
+    int64_t b = 0;
+    for (; b + 8 <= nb; b += 8) run_q5_0<NT, true>(w, act, b, 8, acc);
+    if (b < nb) run_q5_0<NT, false>(w, act, b, static_cast<int>(nb - b), acc);
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+// ---- the q8_K activation quantiser ----------------------------------------------------------------------
+
+// The twin's bytes (kernels_quant_scalar.cpp, quantize_row_q8_K): the first element of largest magnitude gives the
+// scale (its sign kept), quants round to nearest even (the conversion's default mode, as nearbyint) and are capped
+// at 127, block sums are exact.
+void quantize_row_q8_k(const float * x, void * dst, int64_t n) {
+    auto * y = static_cast<BlockQ8_K *>(dst);
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t b = 0; b < n / kQK_K; ++b, x += kQK_K) {
+        __m256 mx = _mm256_setzero_ps();
+        for (int j = 0; j < kQK_K; j += 8) mx = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), mx);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (!(amax > 0.0f)) {
+            std::memset(&y[b], 0, sizeof y[b]);
+            continue;
+        }
+        float max = 0;
+        for (int j = 0; j < kQK_K; j += 8) {
+            const int at = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + j)), _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (at != 0) {
+                max = x[j + __builtin_ctz(static_cast<unsigned>(at))];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        const __m256i cap = _mm256_set1_epi32(127);
+        for (int g = 0; g < kQK_K / 16; ++g) {
+            const __m256i q0 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 16 * g))), cap);
+            const __m256i q1 = _mm256_min_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + 16 * g + 8))), cap);
+            // packs works per 128-bit lane: [q0 lo, q1 lo | q0 hi, q1 hi], then the quarters back in order.
+            const __m256i w16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xd8);
+            const __m128i b8 = _mm_packs_epi16(_mm256_castsi256_si128(w16), _mm256_extracti128_si256(w16, 1));
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(y[b].qs + 16 * g), b8);
+            y[b].bsums[g] = static_cast<int16_t>(sum8(_mm256_add_epi32(q0, q1)));
+        }
+        y[b].d = 1.0f / iscale;
+    }
+}
+
+// ---- entries ---------------------------------------------------------------------------------------------
+
+template <void (*R1)(const void *, const void * const *, int64_t, float *),
+          void (*R2)(const void *, const void * const *, int64_t, float *),
+          void (*R3)(const void *, const void * const *, int64_t, float *),
+          void (*R4)(const void *, const void * const *, int64_t, float *)>
+struct Entry {
+    static float vec_dot(const void * w, const void * a, int64_t n) {
+        float y;
+        R1(w, &a, n, &y);
+        return y;
+    }
+    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                         int n_tok, float * y, size_t y_stride) {
+        const void * rows[kMaxTokens];
+        for (int t = 0; t < n_tok; ++t) rows[t] = static_cast<const uint8_t *>(act) + t * act_stride;
+        for (int r = 0; r < n_rows; ++r) {
+            const void * wr = static_cast<const uint8_t *>(w) + r * w_stride;
+            float out[kMaxTokens];
+            switch (n_tok) {
+                case 1: R1(wr, rows, n, out); break;
+                case 2: R2(wr, rows, n, out); break;
+                case 3: R3(wr, rows, n, out); break;
+                default: R4(wr, rows, n, out); break;
+            }
+            for (int t = 0; t < n_tok; ++t) y[t * y_stride + r] = out[t];
+        }
+    }
+};
+
+void set(TypeKernels * table, tensor::ElemType type, float (*vec_dot)(const void *, const void *, int64_t),
+         void (*tile)(const void *, size_t, const void *, size_t, int64_t, int, int, float *, size_t)) {
+    // The activation format stays the twin's (the same bytes at every level).
+    TypeKernels & k = table[static_cast<uint32_t>(type)];
+    k.vec_dot = vec_dot;
+    k.dot_tile = tile;
+    k.tile_tokens = kMaxTokens;
+    k.row_tile_min_tokens = 0;
+}
+
+}  // namespace
+
+void add_int8_entries_avx2(TypeKernels * table) {
+    using Q4K = Entry<row_q4_k<1>, row_q4_k<2>, row_q4_k<3>, row_q4_k<4>>;
+    using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
+    using Q50 = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
+    set(table, tensor::ElemType::Q4_K, Q4K::vec_dot, Q4K::dot_tile);
+    set(table, tensor::ElemType::Q6_K, Q6K::vec_dot, Q6K::dot_tile);
+    set(table, tensor::ElemType::Q5_0, Q50::vec_dot, Q50::dot_tile);
+    // Every q8_K entry takes the vectorised quantiser (the same bytes).
+    for (size_t id = 0; id < kTypeTableSize; ++id) {
+        if (table[id].act_type == tensor::ElemType::Q8_K) table[id].quantize_act = quantize_row_q8_k;
+    }
+}
+
+}  // namespace offgrid::ops::cpu::quant
+
+#else
+
+namespace offgrid::ops::cpu::quant {
+void add_int8_entries_avx2(TypeKernels *) {}
+}  // namespace offgrid::ops::cpu::quant
+
+#endif
