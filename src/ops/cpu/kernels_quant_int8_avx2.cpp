@@ -72,16 +72,35 @@ inline void sum8x2(__m256i x, __m256i y, int32_t & sx, int32_t & sy) {
     sy = _mm_extract_epi32(u, 1);
 }
 
-// int16 lane pair k of an 8 x int16 register (in both 128-bit halves) repeated: the shuffle that gives every int16
-// lane of the low half scale `lo` and of the high half scale `hi`.
-inline __m256i scale_pick(int lo, int hi) {
-    return _mm256_setr_epi8(2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo,
-                            2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * lo, 2 * lo + 1, 2 * hi, 2 * hi + 1,
-                            2 * hi, 2 * hi + 1, 2 * hi, 2 * hi + 1, 2 * hi, 2 * hi + 1, 2 * hi, 2 * hi + 1, 2 * hi,
-                            2 * hi + 1, 2 * hi, 2 * hi + 1, 2 * hi, 2 * hi + 1);
+// The byte shuffle that gives, from 8 int16 values in each 128-bit lane, int16 lanes 0-3 value a and 4-7 value b
+// of the low 128 bits, c and d of the high 128 bits.
+inline __m256i pick4(int a, int b, int c, int d) {
+    auto w = [](int k) { return static_cast<char>(k); };
+    return _mm256_setr_epi8(w(2 * a), w(2 * a + 1), w(2 * a), w(2 * a + 1), w(2 * a), w(2 * a + 1), w(2 * a), w(2 * a + 1),
+                            w(2 * b), w(2 * b + 1), w(2 * b), w(2 * b + 1), w(2 * b), w(2 * b + 1), w(2 * b), w(2 * b + 1),
+                            w(2 * c), w(2 * c + 1), w(2 * c), w(2 * c + 1), w(2 * c), w(2 * c + 1), w(2 * c), w(2 * c + 1),
+                            w(2 * d), w(2 * d + 1), w(2 * d), w(2 * d + 1), w(2 * d), w(2 * d + 1), w(2 * d), w(2 * d + 1));
+}
+
+// Of two vectors of 16 int16 lanes, the 64-bit halves added: [x.0 + x.1 | y.0 + y.1] per 128-bit lane, so each
+// int16 lane sums two lanes of one input.
+inline __m256i pair_sums(__m256i x, __m256i y) {
+    return _mm256_add_epi16(_mm256_unpacklo_epi64(x, y), _mm256_unpackhi_epi64(x, y));
 }
 
 // ---- q4_K x q8_K ----------------------------------------------------------------------------------------
+
+// Sums of sub-blocks in int16 lanes, 4 sub-blocks to a vector: from the vpmaddubsw pairs p0..p3 of 4 sub-blocks
+// (16 int16 lanes each, |lane| <= 2 * 15 * 127), the vector whose 32-bit lanes k and k + 4 hold two lanes of
+// sub-block k each (|lane| <= 4 * 2 * 15 * 127 < 2^15, so exact): one vpmaddwd then scales 4 sub-blocks at once.
+inline __m256i sub_block_sums4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
+    // [p0 | p1] per 128-bit lane, each sub-block in 4 int16 lanes.
+    const __m256i x01 = pair_sums(p0, p1), x23 = pair_sums(p2, p3);
+    // 32-bit lanes [x01.0 x01.2 x23.0 x23.2] + [x01.1 x01.3 x23.1 x23.3]: sub-blocks 0, 1, 2, 3 in 2 int16 lanes.
+    const __m256 a = _mm256_castsi256_ps(x01), b = _mm256_castsi256_ps(x23);
+    return _mm256_add_epi16(_mm256_castps_si256(_mm256_shuffle_ps(a, b, 0x88)),
+                            _mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xdd)));
+}
 
 // The twin's contract (kernels_quant_scalar.cpp, dot_q4_k): the super-block's exact integer sums of scale * quant
 // * a and of min * block sums, folded once per super-block.
@@ -96,26 +115,29 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
         prefetch<sizeof(BlockQ4_K)>(&B);
         uint64_t sc, mn;
         quant::k4_scales_mins_u64(B.scales, sc, mn);
-        // The 8 scales as int16 in both halves; sub-block j's scale everywhere is a byte shuffle of it.
-        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+        // Scales of sub-blocks 0-3 and 4-7 in the lanes sub_block_sums4 leaves them: [s0 s0 s1 s1 s2 s2 s3 s3] per
+        // 128-bit lane.
+        const __m128i sv = _mm_cvtsi64_si128(static_cast<long long>(sc));
+        const __m128i s2 = _mm_unpacklo_epi8(sv, sv);
+        const __m256i S0 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(s2));
+        const __m256i S1 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(s2, 8)));
         // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
         const __m128i mv = _mm_cvtsi64_si128(static_cast<long long>(mn));
         const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
         const float wd = h2f(B.d), wdmin = h2f(B.dmin);
         // Bytes 32c..32c+31: low nibbles are sub-block 2c, high nibbles 2c + 1.
-        __m256i v[8], S[8];
+        __m256i v[8];
         for (int c = 0; c < 4; ++c) {
             const __m256i x = load256(B.qs + 32 * c);
             v[2 * c] = _mm256_and_si256(x, m4);
             v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
         }
-        for (int j = 0; j < 8; ++j) S[j] = _mm256_shuffle_epi8(s16, scale_pick(j, j));
         for (int t = 0; t < NT; ++t) {
             const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
-            __m256i s = _mm256_setzero_si256();
-            for (int j = 0; j < 8; ++j) {
-                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(v[j], load256(A.qs + 32 * j)), S[j]));
-            }
+            __m256i p[8];
+            for (int j = 0; j < 8; ++j) p[j] = _mm256_maddubs_epi16(v[j], load256(A.qs + 32 * j));
+            const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(sub_block_sums4(p[0], p[1], p[2], p[3]), S0),
+                                               _mm256_madd_epi16(sub_block_sums4(p[4], p[5], p[6], p[7]), S1));
             const __m256i mm = _mm256_madd_epi16(load256(A.bsums), mins);
             int32_t isum, imin;
             sum8x2(s, mm, isum, imin);
@@ -127,6 +149,8 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
 
 // ---- q6_K x q8_K ----------------------------------------------------------------------------------------
 
+// Groups of 32 in pairs: the vpmaddubsw pairs of two groups (|lane| <= 2 * 63 * 127) are added two lanes to one
+// (pair_sums; |lane| <= 32004 < 2^15, exact), so one vpmaddwd scales both groups' 16-element halves.
 template <int NT>
 void row_q6_k(const void * wv, const void * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const BlockQ6_K *>(wv);
@@ -139,8 +163,9 @@ void row_q6_k(const void * wv, const void * const * act, int64_t n, float * out)
         const float wd = h2f(B.d);
         const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales));
         const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);  // for the correction against the 16 block sums
-        // Group g of half h (elements 128h + 32g .. +31) has scales 8h + 2g (first 16) and 8h + 2g + 1.
-        __m256i u[8], S[8];
+        // Group g of half h (elements 128h + 32g .. +31) has scales 8h + 2g (first 16) and 8h + 2g + 1; the pair of
+        // groups g, g + 1 (g = 0, 2) takes [2g x4, 2g+2 x4] in the low 128 bits and [2g+1 x4, 2g+3 x4] in the high.
+        __m256i u[8], S[4];
         for (int h = 0; h < 2; ++h) {
             const __m256i x0 = load256(B.ql + 64 * h), x1 = load256(B.ql + 64 * h + 32), q = load256(B.qh + 32 * h);
             u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(x0, m4), _mm256_and_si256(_mm256_slli_epi16(q, 4), m3));
@@ -149,13 +174,16 @@ void row_q6_k(const void * wv, const void * const * act, int64_t n, float * out)
             u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
                                            _mm256_and_si256(_mm256_srli_epi16(q, 2), m3));
             const __m256i half = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
-            for (int g = 0; g < 4; ++g) S[4 * h + g] = _mm256_shuffle_epi8(half, scale_pick(2 * g, 2 * g + 1));
+            S[2 * h] = _mm256_shuffle_epi8(half, pick4(0, 2, 1, 3));
+            S[2 * h + 1] = _mm256_shuffle_epi8(half, pick4(4, 6, 5, 7));
         }
         for (int t = 0; t < NT; ++t) {
             const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
             __m256i s = _mm256_setzero_si256();
-            for (int k = 0; k < 8; ++k) {
-                s = _mm256_add_epi32(s, _mm256_madd_epi16(_mm256_maddubs_epi16(u[k], load256(A.qs + 32 * k)), S[k]));
+            for (int k = 0; k < 4; ++k) {
+                const __m256i p0 = _mm256_maddubs_epi16(u[2 * k], load256(A.qs + 64 * k));
+                const __m256i p1 = _mm256_maddubs_epi16(u[2 * k + 1], load256(A.qs + 64 * k + 32));
+                s = _mm256_add_epi32(s, _mm256_madd_epi16(pair_sums(p0, p1), S[k]));
             }
             const __m256i corr = _mm256_madd_epi16(load256(A.bsums), sc16);
             int32_t isum, icorr;
@@ -185,13 +213,20 @@ inline __m256i q5_0_values(const BlockQ5_0 & B) {
     return _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_and_si256(set, sixteen)), sixteen);
 }
 
-// Eight vectors' lane sums as one vector: lane i holds sum(x[i]).
-inline __m256i lane_sums8(const __m256i * x) {
-    const __m256i h01 = _mm256_hadd_epi32(x[0], x[1]), h23 = _mm256_hadd_epi32(x[2], x[3]);
-    const __m256i h45 = _mm256_hadd_epi32(x[4], x[5]), h67 = _mm256_hadd_epi32(x[6], x[7]);
-    const __m256i q0 = _mm256_hadd_epi32(h01, h23), q1 = _mm256_hadd_epi32(h45, h67);
-    // q0 = [x0 x1 x2 x3 (low lanes' sums) | x0 x1 x2 x3 (high lanes' sums)], q1 the same for x4..x7.
-    return _mm256_add_epi32(_mm256_permute2x128_si256(q0, q1, 0x20), _mm256_permute2x128_si256(q0, q1, 0x31));
+// The sums of 8 blocks' vpmaddubsw pairs (16 int16 lanes each, |lane| <= 2 * 16 * 127) as one vector of int32,
+// lane i the sum of p[i]: pairs of lanes added in int16 three times (|lane| <= 32512 < 2^15, exact), then the two
+// 128-bit halves in int32.
+inline __m256i block_sums8(const __m256i * p) {
+    const __m256i x01 = pair_sums(p[0], p[1]), x23 = pair_sums(p[2], p[3]);
+    const __m256i x45 = pair_sums(p[4], p[5]), x67 = pair_sums(p[6], p[7]);
+    auto quads = [](__m256i a, __m256i b) {  // [a.0 a.2 b.0 b.2] + [a.1 a.3 b.1 b.3] in 32-bit lanes
+        const __m256 fa = _mm256_castsi256_ps(a), fb = _mm256_castsi256_ps(b);
+        return _mm256_add_epi16(_mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0x88)),
+                                _mm256_castps_si256(_mm256_shuffle_ps(fa, fb, 0xdd)));
+    };
+    const __m256i h = _mm256_hadd_epi16(quads(x01, x23), quads(x45, x67));  // [0 1 2 3 4 5 6 7] per 128-bit lane
+    return _mm256_add_epi32(_mm256_cvtepi16_epi32(_mm256_castsi256_si128(h)),
+                            _mm256_cvtepi16_epi32(_mm256_extracti128_si256(h, 1)));
 }
 
 // m <= 8 f16 scales at a byte stride, as f32 (0 after the m-th).
@@ -201,13 +236,12 @@ inline __m256 scales8(const uint8_t * first, size_t stride, int m) {
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(h)));
 }
 
-// A run of m <= 8 blocks from block b on: its integer sums go to one vector by a transposing reduction, and the
+// A run of m <= 8 blocks from block b on: its integer sums go to one vector (block_sums8), and the
 // twin's fold (kernels_quant_common.h, fold_q8_0) takes them in block order; the products d * isum are formed in
 // a vector (the same roundings), the additions one after another. Full runs (Full, m = 8) keep every sum in
 // registers.
 template <int NT, bool Full>
 inline void run_q5_0(const BlockQ5_0 * w, const void * const * act, int64_t b, int m, float * acc) {
-    const __m256i ones = _mm256_set1_epi16(1);
     __m256i isum[NT][8];
     for (int i = 0; i < 8; ++i) {
         if (!Full && i >= m) {
@@ -220,7 +254,7 @@ inline void run_q5_0(const BlockQ5_0 * w, const void * const * act, int64_t b, i
         const __m256i mag = _mm256_sign_epi8(v, v);
         for (int t = 0; t < NT; ++t) {
             const BlockQ8_0 & A = static_cast<const BlockQ8_0 *>(act[t])[b + i];
-            isum[t][i] = _mm256_madd_epi16(_mm256_maddubs_epi16(mag, _mm256_sign_epi8(load256(A.qs), v)), ones);
+            isum[t][i] = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(load256(A.qs), v));
         }
     }
     const __m256 wd = scales8(reinterpret_cast<const uint8_t *>(&w[b].d), sizeof(BlockQ5_0), m);
@@ -228,7 +262,7 @@ inline void run_q5_0(const BlockQ5_0 * w, const void * const * act, int64_t b, i
         const auto * a = static_cast<const BlockQ8_0 *>(act[t]) + b;
         const __m256 d = _mm256_mul_ps(wd, scales8(reinterpret_cast<const uint8_t *>(&a->d), sizeof(BlockQ8_0), m));
         alignas(32) float prod[8];
-        _mm256_store_ps(prod, _mm256_mul_ps(d, _mm256_cvtepi32_ps(lane_sums8(isum[t]))));
+        _mm256_store_ps(prod, _mm256_mul_ps(d, _mm256_cvtepi32_ps(block_sums8(isum[t]))));
         float s = acc[t];
         for (int i = 0; i < m; ++i) s = s + prod[i];
         acc[t] = s;
