@@ -75,8 +75,13 @@ TEST(Int8Kernels, EveryLevelIsBitIdenticalToTheScalarTwin) {
     for (ElemType t : kTypes) {
         const cpu::TypeKernels & ref = *cpu::int8_kernels_for(t, cpu::Isa::Scalar);
         ASSERT_NE(ref.quantize_act, nullptr) << tensor::traits(t).name;
+        // Blocks of 32: widths whose last run of 8 blocks is partial at every length (kernels that reduce runs
+        // of blocks together), and a whole number of runs.
+        const std::vector<int64_t> widths = t == ElemType::Q5_0
+                                                ? std::vector<int64_t>{32, 96, 128, 160, 192, 224, 256, 320, 480}
+                                                : std::vector<int64_t>{2560};
+        for (const int64_t n : widths)
         for (const bool worst : {false, true}) {
-            const int64_t n = t == ElemType::Q5_0 || t == ElemType::Q8_0 ? 320 : 2560;
             const int rows = 4, n_tok = 4;
             const auto w = random_rows(t, n, rows, rng, worst);
             const auto x = random_acts(n, n_tok, rng, worst);

@@ -236,15 +236,14 @@ inline __m256 scales8(const uint8_t * first, size_t stride, int m) {
     return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(h)));
 }
 
-// A run of m <= 8 blocks from block b on: its integer sums go to one vector (block_sums8), and the
-// twin's fold (kernels_quant_common.h, fold_q8_0) takes them in block order; the products d * isum are formed in
-// a vector (the same roundings), the additions one after another. Full runs (Full, m = 8) keep every sum in
-// registers.
-template <int NT, bool Full>
-inline void run_q5_0(const BlockQ5_0 * w, const void * const * act, int64_t b, int m, float * acc) {
+// A run of M <= 8 blocks from block b on: its integer sums go to one vector (block_sums8), and the twin's fold
+// (kernels_quant_common.h, fold_q8_0) takes them in block order; the products d * isum are formed in a vector (the
+// same roundings), the additions one after another. M is a template argument so that every sum stays in a register.
+template <int NT, int M>
+inline void run_q5_0(const BlockQ5_0 * w, const void * const * act, int64_t b, float * acc) {
     __m256i isum[NT][8];
     for (int i = 0; i < 8; ++i) {
-        if (!Full && i >= m) {
+        if (i >= M) {
             for (int t = 0; t < NT; ++t) isum[t][i] = _mm256_setzero_si256();
             continue;
         }
@@ -257,14 +256,14 @@ inline void run_q5_0(const BlockQ5_0 * w, const void * const * act, int64_t b, i
             isum[t][i] = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(load256(A.qs), v));
         }
     }
-    const __m256 wd = scales8(reinterpret_cast<const uint8_t *>(&w[b].d), sizeof(BlockQ5_0), m);
+    const __m256 wd = scales8(reinterpret_cast<const uint8_t *>(&w[b].d), sizeof(BlockQ5_0), M);
     for (int t = 0; t < NT; ++t) {
         const auto * a = static_cast<const BlockQ8_0 *>(act[t]) + b;
-        const __m256 d = _mm256_mul_ps(wd, scales8(reinterpret_cast<const uint8_t *>(&a->d), sizeof(BlockQ8_0), m));
+        const __m256 d = _mm256_mul_ps(wd, scales8(reinterpret_cast<const uint8_t *>(&a->d), sizeof(BlockQ8_0), M));
         alignas(32) float prod[8];
         _mm256_store_ps(prod, _mm256_mul_ps(d, _mm256_cvtepi32_ps(block_sums8(isum[t]))));
         float s = acc[t];
-        for (int i = 0; i < m; ++i) s = s + prod[i];
+        for (int i = 0; i < M; ++i) s = s + prod[i];
         acc[t] = s;
     }
 }
@@ -276,8 +275,17 @@ void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out)
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
     const int64_t nb = n / kQK;
     int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) run_q5_0<NT, true>(w, act, b, 8, acc);
-    if (b < nb) run_q5_0<NT, false>(w, act, b, static_cast<int>(nb - b), acc);
+    for (; b + 8 <= nb; b += 8) run_q5_0<NT, 8>(w, act, b, acc);
+    switch (nb - b) {
+        case 1: run_q5_0<NT, 1>(w, act, b, acc); break;
+        case 2: run_q5_0<NT, 2>(w, act, b, acc); break;
+        case 3: run_q5_0<NT, 3>(w, act, b, acc); break;
+        case 4: run_q5_0<NT, 4>(w, act, b, acc); break;
+        case 5: run_q5_0<NT, 5>(w, act, b, acc); break;
+        case 6: run_q5_0<NT, 6>(w, act, b, acc); break;
+        case 7: run_q5_0<NT, 7>(w, act, b, acc); break;
+        default: break;
+    }
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
