@@ -3,8 +3,10 @@
 // (kernels_quant_scalar.cpp): the integer sums of a block are exact whatever the grouping, and the float part is
 // the twin's own fold, block after block.
 //  - `vpmaddubsw` multiplies unsigned weight bytes by signed activation bytes and adds neighbours into int16
-//    (exact: |2 * 63 * 128| < 2^15); `vpmaddwd` by the sub-block's scale widens to int32. Two multiplies per
-//    32 weights, half of what the int16 path needs (it widens the weights, scales them, then multiplies).
+//    (exact: |2 * 63 * 128| < 2^15); the int16 lanes of several sub-blocks are added pairwise while the bound
+//    allows, then `vpmaddwd` applies the scales and widens to int32. 256-bit integer multiplies take one port at
+//    half rate on CPUs that split 256-bit operations (Zen 1), so the kernels save multiplies: q4_K needs 11 a
+//    super-block (the int16 path 32: it widens the weights, scales them, then multiplies).
 //  - q6_K stores q - 32 (q in 0..63): sum(scale * (q - 32) * a) = sum(scale * q * a) - 32 * sum(scale * bsum16).
 //  - q5_0's signed values v = q - 16 go in as |v| against a * sign(v) (exact: q8_0 activations lie in
 //    -127..127).
