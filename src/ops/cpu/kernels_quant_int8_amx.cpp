@@ -45,6 +45,15 @@ constexpr int kTokens = 16;  // tokens per tile (its N: 16 int32 columns)
 
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
+// Words w = 64 * high + low (-4096..4096) of the even (we) and odd (wo) bytes of a chunk, stored as its two planes:
+// high = w >> 6 as signed bytes at dst, low = w & 63 at dst + plane. Both packs keep the element order the
+// decoders' element() describe.
+inline void store_planes(__m512i we, __m512i wo, uint8_t * dst, size_t plane) {
+    const __m512i low6 = _mm512_set1_epi16(63);
+    _mm512_storeu_si512(dst, _mm512_packs_epi16(_mm512_srai_epi16(we, 6), _mm512_srai_epi16(wo, 6)));
+    _mm512_storeu_si512(dst + plane, _mm512_packus_epi16(_mm512_and_si512(we, low6), _mm512_and_si512(wo, low6)));
+}
+
 // The palette-1 configuration: tiles 0-3 accumulators (16 x 16 int32: two token groups by two planes), 4-5 token
 // images (chunk / 4 rows of 64 bytes), 6-7 weight images (16 rows of `chunk` bytes).
 struct alignas(64) TileConfig {
@@ -122,7 +131,7 @@ struct Q4K {
         const __m512i s16 = _mm512_castsi128_si512(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
         const __m512i halves = _mm512_set_epi16(2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0,
                                                 0, 0, 0, 0, 0, 0, 0, 0);
-        const __m512i low4 = _mm512_set1_epi16(0x0f), low6 = _mm512_set1_epi16(63);
+        const __m512i low4 = _mm512_set1_epi16(0x0f);
         constexpr size_t plane = 4 * kRows * kChunk;
         for (int k = 0; k < 2; ++k) {
             const __m512i v = _mm512_loadu_si512(B.qs + 64 * k);
@@ -131,12 +140,8 @@ struct Q4K {
             for (int part = 0; part < 2; ++part) {
                 const auto first = static_cast<short>(4 * k + part);  // the chunk's first sub-block
                 const __m512i s = _mm512_permutexvar_epi16(_mm512_add_epi16(halves, _mm512_set1_epi16(first)), s16);
-                const __m512i we = _mm512_mullo_epi16(q[part][0], s), wo = _mm512_mullo_epi16(q[part][1], s);
                 const size_t at = static_cast<size_t>(2 * k + part) * kRows * kChunk + static_cast<size_t>(r) * kChunk;
-                const __m512i high = _mm512_packus_epi16(_mm512_srli_epi16(we, 6), _mm512_srli_epi16(wo, 6));
-                const __m512i low = _mm512_packus_epi16(_mm512_and_si512(we, low6), _mm512_and_si512(wo, low6));
-                _mm512_storeu_si512(img + at, high);
-                _mm512_storeu_si512(img + plane + at, low);
+                store_planes(_mm512_mullo_epi16(q[part][0], s), _mm512_mullo_epi16(q[part][1], s), img + at, plane);
             }
         }
     }
@@ -217,7 +222,6 @@ struct Q6K : NoExtras {
             return _mm512_inserti64x4(_mm512_set1_epi16(a), _mm256_set1_epi16(b), 1);
         };
         const __m512i low4 = _mm512_set1_epi16(0x0f), bits = _mm512_set1_epi16(0x30), k32 = _mm512_set1_epi16(32);
-        const __m512i low6 = _mm512_set1_epi16(63);
         constexpr size_t plane = 4 * kRows * kChunk;
         for (int h = 0; h < 2; ++h) {
             const __m512i A = _mm512_loadu_si512(B.ql + 64 * h);
@@ -238,10 +242,7 @@ struct Q6K : NoExtras {
                 const __m512i we = _mm512_mullo_epi16(_mm512_sub_epi16(q[part][0], k32), s);
                 const __m512i wo = _mm512_mullo_epi16(_mm512_sub_epi16(q[part][1], k32), s);
                 const size_t at = static_cast<size_t>(2 * h + part) * kRows * kChunk + static_cast<size_t>(r) * kChunk;
-                const __m512i high = _mm512_packs_epi16(_mm512_srai_epi16(we, 6), _mm512_srai_epi16(wo, 6));
-                const __m512i low = _mm512_packus_epi16(_mm512_and_si512(we, low6), _mm512_and_si512(wo, low6));
-                _mm512_storeu_si512(img + at, high);
-                _mm512_storeu_si512(img + plane + at, low);
+                store_planes(we, wo, img + at, plane);
             }
         }
     }

@@ -19,21 +19,12 @@
 
 #include <cstring>
 
-#include "ops/cpu/kernels_quant_common.h"
+#include "ops/cpu/kernels_quant_int8_entries.h"
 
 namespace offgrid::ops::cpu::quant {
 
 namespace {
 
-using tensor::BlockQ4_K;
-using tensor::BlockQ5_0;
-using tensor::BlockQ6_K;
-using tensor::BlockQ8_0;
-using tensor::BlockQ8_K;
-using tensor::kQK;
-using tensor::kQK_K;
-
-constexpr int kMaxTokens = 4;
 constexpr int kPrefetchBytes = 2048;  // how far ahead in the row's stream (scale Q4_K_M decode: 4 % faster than 1 KiB)
 
 // Every cache line of a block, kPrefetchBytes ahead of it.
@@ -46,22 +37,6 @@ inline void prefetch(const void * p) {
 
 // f16 to f32 with F16C (exact, as tensor::f16_to_f32).
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
-// The twins' folds (kernels_quant_common.h) on converted scales: the same operations in the same order, without
-// contraction (that header's pragma covers this file).
-inline float fold_k(float acc, float w_d, float a_d, int32_t isum) {
-    const float d = a_d * w_d;
-    return acc + d * static_cast<float>(isum);
-}
-inline float fold_k_min(float acc, float w_d, float w_dmin, float a_d, int32_t isum, int32_t imin) {
-    const float d = a_d * w_d;
-    const float dmin = a_d * w_dmin;
-    return acc + (d * static_cast<float>(isum) - dmin * static_cast<float>(imin));
-}
-inline float fold_0(float acc, float w_d, float a_d, int32_t isum) {
-    const float d = w_d * a_d;
-    return acc + d * static_cast<float>(isum);
-}
 
 inline int32_t sum8(__m256i v) {
     const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
@@ -239,59 +214,16 @@ void quantize_row_q8_k(const float * x, void * dst, int64_t n) {
     }
 }
 
-// ---- entries ---------------------------------------------------------------------------------------------
-
-template <void (*R1)(const void *, const void * const *, int64_t, float *),
-          void (*R2)(const void *, const void * const *, int64_t, float *),
-          void (*R3)(const void *, const void * const *, int64_t, float *),
-          void (*R4)(const void *, const void * const *, int64_t, float *)>
-struct Entry {
-    static float vec_dot(const void * w, const void * a, int64_t n) {
-        float y;
-        R1(w, &a, n, &y);
-        return y;
-    }
-    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
-                         int n_tok, float * y, size_t y_stride) {
-        const void * rows[kMaxTokens];
-        for (int t = 0; t < n_tok; ++t) rows[t] = static_cast<const uint8_t *>(act) + t * act_stride;
-        for (int r = 0; r < n_rows; ++r) {
-            const void * wr = static_cast<const uint8_t *>(w) + r * w_stride;
-            float out[kMaxTokens];
-            switch (n_tok) {
-                case 1: R1(wr, rows, n, out); break;
-                case 2: R2(wr, rows, n, out); break;
-                case 3: R3(wr, rows, n, out); break;
-                default: R4(wr, rows, n, out); break;
-            }
-            for (int t = 0; t < n_tok; ++t) y[t * y_stride + r] = out[t];
-        }
-    }
-};
-
-void set(TypeKernels * table, tensor::ElemType type, float (*vec_dot)(const void *, const void *, int64_t),
-         void (*tile)(const void *, size_t, const void *, size_t, int64_t, int, int, float *, size_t)) {
-    // The activation format stays the twin's (the same bytes at every level).
-    TypeKernels & k = table[static_cast<uint32_t>(type)];
-    k.vec_dot = vec_dot;
-    k.dot_tile = tile;
-    k.tile_tokens = kMaxTokens;
-    k.row_tile_min_tokens = 0;
-}
-
 }  // namespace
 
 void add_int8_entries_avx512(TypeKernels * table) {
     using Q4K = Entry<row_q4_k<1>, row_q4_k<2>, row_q4_k<3>, row_q4_k<4>>;
     using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
     using Q50 = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
-    set(table, tensor::ElemType::Q4_K, Q4K::vec_dot, Q4K::dot_tile);
-    set(table, tensor::ElemType::Q6_K, Q6K::vec_dot, Q6K::dot_tile);
-    set(table, tensor::ElemType::Q5_0, Q50::vec_dot, Q50::dot_tile);
-    // Every q8_K entry takes the vectorised quantiser (the same bytes).
-    for (size_t id = 0; id < kTypeTableSize; ++id) {
-        if (table[id].act_type == tensor::ElemType::Q8_K) table[id].quantize_act = quantize_row_q8_k;
-    }
+    set_entry<Q4K>(table, tensor::ElemType::Q4_K);
+    set_entry<Q6K>(table, tensor::ElemType::Q6_K);
+    set_entry<Q50>(table, tensor::ElemType::Q5_0);
+    set_q8_k_quantizer(table, quantize_row_q8_k);
 }
 
 }  // namespace offgrid::ops::cpu::quant
