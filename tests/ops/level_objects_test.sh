@@ -1,0 +1,33 @@
+#!/bin/sh
+# The objects compiled for one ISA level (src/ops/cpu/*_avx2, *_avx512, *_amx, *_neondot) define no symbol that the
+# linker merges across objects (weak, COMDAT or unique: inline functions and template instances with external
+# linkage). Such a symbol has one copy per object, each compiled for its object's level, and the linker keeps one
+# of them for every caller: an AVX-512 copy of an inline helper could then run on a CPU without AVX-512.
+# Helpers shared by level files have internal linkage (kernels_quant_int8_entries.h says how).
+# usage: level_objects_test.sh NM 'obj1;obj2;...'
+nm_tool=$1
+objects=$2
+found=0
+checked=0
+old_ifs=$IFS
+IFS=';'
+for obj in $objects; do
+    case $obj in
+        *_avx2.cpp.o | *_avx512.cpp.o | *_amx.cpp.o | *_neondot.cpp.o) ;;
+        *) continue ;;
+    esac
+    checked=$((checked + 1))
+    IFS=$old_ifs
+    # nm kinds: W / w weak, V / v weak object, u unique global. The personality routine's reference is data.
+    merged=$("$nm_tool" -C --defined-only "$obj" | awk '$2 ~ /^[WwVvu]$/' | grep -v 'DW.ref.__gxx_personality_v0')
+    IFS=';'
+    if [ -n "$merged" ]; then
+        echo "$obj defines symbols the linker merges across objects:"
+        echo "$merged"
+        found=1
+    fi
+done
+IFS=$old_ifs
+echo "level objects checked: $checked"
+[ "$checked" -gt 0 ] || { echo "no level objects in the list"; exit 1; }
+exit $found
