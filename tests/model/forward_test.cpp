@@ -201,6 +201,7 @@ TEST(Forward, WeightTypesMatchReference) {
         f32_act.f32_activations = true;
         const double d_act = max_abs_diff(ref, test::reference_forward(b.model, tokens, f32_act));
         EXPECT_GT(d_act, 1e-3);  // the activation quantisation really changes the result
+        std::printf("[weight types] %d: engine %.3g from the quantising reference, %.3g from the f32 one\n", int(type), d, d_act);
         EXPECT_LT(d, 0.1 * d_act) << "engine " << d << " from the quantising reference, which is " << d_act
                                   << " from the f32-activation one";
     }

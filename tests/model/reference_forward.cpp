@@ -17,14 +17,17 @@ namespace {
 
 using Vec = std::vector<float>;
 
-// A weight type whose kernel multiplies 8-bit activations (Q8_0 and the quantised types) sees x quantised
-// per row: the reference does the same round trip with the plain quantiser, then the plain dot.
+// A weight type whose kernel at the active level quantises activations (int16 or 8-bit, by type, level and
+// OFFGRID_QUANT_ACT) sees x quantised per row: the reference does the same round trip (a level's quantiser writes
+// its scalar twin's bytes, tests/ops and tests/quant check it), then the plain dot.
 bool g_f32_activations = false;  // ReferenceOptions::f32_activations of the running call
 
-Vec mul(const ops::Matrix & w, const float * x) {
-    const ops::cpu::TypeKernels * k = ops::cpu::kernels_for(w.type, ops::cpu::Isa::Scalar);
+// exact: a product the engine computes with f32 activations whatever the type's kernel (the PLE key and value
+// when they are folded into the table at load: model/qwen4exp/ple_projection.h).
+Vec mul(const ops::Matrix & w, const float * x, bool exact = false) {
+    const ops::cpu::TypeKernels * k = ops::cpu::kernels_for(w.type, ops::cpu::active_isa());
     Vec seen;
-    if (!g_f32_activations && k != nullptr && k->act_type != tensor::ElemType::F32) {
+    if (!g_f32_activations && !exact && k != nullptr && k->act_type != tensor::ElemType::F32) {
         std::vector<uint8_t> q(ops::cpu::act_row_bytes(k->act_type, w.cols));
         seen.resize(w.cols);
         k->quantize_act(x, q.data(), w.cols);
@@ -113,7 +116,8 @@ struct Ref {
         std::vector<Vec> gv(n, Vec(dim)), nc(n, Vec(dim));
         for (size_t t = 0; t < n; ++t) {
             const Vec u = ple_u(tok, t);
-            const Vec K = mul(w.key, u.data()), v = mul(w.value, u.data());
+            const bool folded = !m.weights().ple_proj.empty();
+            const Vec K = mul(w.key, u.data(), folded), v = mul(w.value, u.data(), folded);
             for (size_t h = 0; h < hc; ++h) {
                 const Vec kn = norm(&K[h * E], E, hp.rms_eps, &w.norm_key[h * E]);
                 const Vec qn = norm(&R[t][h * E], E, hp.rms_eps, &w.norm_query[h * E]);

@@ -107,7 +107,7 @@ constexpr LevelFills kLevels[] = {
      .float_kernels = add_float_kernels_avx2, .gemm = nullptr, .q8_0_int8 = add_q8_0_int8_kernels_avx2,
      .quant_fused = quant::add_fused_avx2, .dequantizer = quant::dequantizer_avx2,
      .int16 = quant::add_int16_entries_avx2, .int8 = quant::add_int8_entries_avx2, .q8_0_row_tiles = nullptr,
-     .vec = add_vec_kernels_avx2, .attn_rows = add_attn_row_kernels_avx2},
+     .vec = add_vec_kernels_avx2, .attn_rows = add_attn_row_kernels_avx2, .q8_0_int16 = true},
     {.isa = Isa::Avx512, .name = "avx512", .base = Isa::Avx2, .cpu_has = cpu_has_avx512,
      .float_kernels = add_float_kernels_avx512, .gemm = add_gemm_kernels_avx512,
      .q8_0_int8 = add_q8_0_int8_kernels_avx512, .quant_fused = quant::add_fused_avx512,

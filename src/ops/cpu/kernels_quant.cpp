@@ -87,12 +87,12 @@ void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
             for (size_t id = 0; id < kTypeTableSize; ++id) {
                 if (base[id].act_type == tensor::ElemType::Q16_K && own[id].vec_dot == nullptr) table[id] = base[id];
             }
-            // Q8_0 keeps the float side's exact entry: measured in the model (kbench-q8_0.gguf, 2 threads, binaries
-            // alternated in one run) the int16 Q8_0 entry was no faster at decode or prompts (docs/kernels.md),
-            // so the exact one stays. Its int16 kernels stay built and tested (add_int16_entries_*).
+            // Q8_0 keeps the float side's exact entry unless the level's int16 one was measured faster in the model
+            // (LevelFills::q8_0_int16; docs/kernels.md): at avx512 it was no faster (Zen 4, kbench-q8_0.gguf), at
+            // avx2 it decodes 1.4x faster (Zen 1, scale Q8_0). The int16 kernels are built and tested at every level.
             const TypeKernels q8_0 = table[static_cast<uint32_t>(tensor::ElemType::Q8_0)];
             if (lv->int16 != nullptr) lv->int16(table);
-            table[static_cast<uint32_t>(tensor::ElemType::Q8_0)] = q8_0;
+            if (!lv->q8_0_int16) table[static_cast<uint32_t>(tensor::ElemType::Q8_0)] = q8_0;
             // Its one-row tiles for decode steps of a few sequences (bit-identical to its vec_dot).
             if (lv->q8_0_row_tiles != nullptr) lv->q8_0_row_tiles(table[static_cast<uint32_t>(tensor::ElemType::Q8_0)]);
             return;

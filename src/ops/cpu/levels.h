@@ -45,6 +45,9 @@ struct LevelFills {
     // Vector primitives and attention rows.
     void (*vec)(VecKernels & k);
     void (*attn_rows)(AttnRowKernels & k);
+    // The default (int16) path's Q8_0 entry: the int16 one where it was measured faster in the model, else the
+    // exact one (f32 activations). Not inherited: each level's own measurement decides.
+    bool q8_0_int16 = false;
 };
 
 // The row of a level, or null when this build has no such level (e.g. Neon on x86).
