@@ -23,7 +23,8 @@ using Vec = std::vector<float>;
 bool g_f32_activations = false;  // ReferenceOptions::f32_activations of the running call
 
 // exact: a product the engine computes with f32 activations whatever the type's kernel (the PLE key and value
-// when they are folded into the table at load: model/qwen4exp/ple_projection.h).
+// when they are folded into the table at load: model/qwen4exp/ple_projection.h; a hyper-connection up product of
+// low rank, on weights widened to f32 at load: model/common/hyper_connections.h).
 Vec mul(const ops::Matrix & w, const float * x, bool exact = false) {
     const ops::cpu::TypeKernels * k = ops::cpu::kernels_for(w.type, ops::cpu::active_isa());
     Vec seen;
@@ -67,7 +68,7 @@ struct Ref {
         }
         Vec lo = mul(w.down, xn.data());
         for (auto & v : lo) v = silu(v / float(hc));
-        Vec g = mul(w.up, lo.data());
+        Vec g = mul(w.up, lo.data(), !w.up_grouped.empty());  // the engine's grouped up product is f32
         Vec mixed(E);
         for (size_t i = 0; i < E; ++i) {
             float s = 0;
