@@ -8,12 +8,14 @@
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/levels.h"
 #include "ops/matmul.h"
 #include "ops/thread_pool.h"
 #include "tensor/half.h"
@@ -198,6 +200,17 @@ const int registered = [] {
                 {tn + (k->act_type == ElemType::Q16_K ? "-int16" : ""), k}};
             if (quantised && k->act_type != ElemType::F32) variants.push_back({tn + "-exact", ops::cpu::exact_kernels_for(type, isa)});
             if (type == ElemType::Q8_0) {
+                // The level's int16 Q8_0 entry when the table holds the exact one (LevelFills::q8_0_int16 chooses
+                // by this measurement), so each CPU kind can be measured for both.
+                const ops::cpu::LevelFills * lv = ops::cpu::level_fills(isa);
+                if (k->act_type == ElemType::F32 && lv != nullptr && lv->int16 != nullptr) {
+                    static std::vector<std::array<ops::cpu::TypeKernels, ops::cpu::kTypeTableSize>> int16_tables;
+                    int16_tables.reserve(ops::cpu::kIsaCount);
+                    auto & table = int16_tables.emplace_back();
+                    lv->int16(table.data());
+                    const ops::cpu::TypeKernels & q = table[static_cast<uint32_t>(type)];
+                    if (q.vec_dot != nullptr) variants.push_back({tn + "-int16", &q});
+                }
                 variants.push_back({tn + "-int8", ops::cpu::q8_0_int8_kernels(isa)});
             } else if (quantised) {
                 variants.push_back({tn + "-int8", ops::cpu::int8_kernels_for(type, isa)});
