@@ -1,9 +1,10 @@
 #!/bin/sh
-# The objects compiled for one ISA level (src/ops/cpu/*_avx2, *_avx512, *_amx, *_neondot) define no symbol that the
-# linker merges across objects (weak, COMDAT or unique: inline functions and template instances with external
-# linkage). Such a symbol has one copy per object, each compiled for its object's level, and the linker keeps one
-# of them for every caller: an AVX-512 copy of an inline helper could then run on a CPU without AVX-512.
-# Helpers shared by level files have internal linkage (kernels_quant_int8_entries.h says how).
+# The objects compiled for one ISA level (src/ops/cpu/*_avx2, *_avx512, *_amx, *_neondot) define no function that
+# the linker merges across objects (a weak definition: an inline function or template instance with external
+# linkage emitted out of line). Such a function has one copy per object, each compiled for its object's level, and
+# the linker keeps one of them for every caller: an AVX-512 copy of an inline helper could then run on a CPU
+# without AVX-512. Helpers shared by level files have internal linkage (kernels_quant_int8_entries.h says how).
+# Merged data (weak or unique objects: inline constants) is the same bytes whichever copy is kept, so it may stay.
 # usage: level_objects_test.sh NM 'obj1;obj2;...'
 nm_tool=$1
 objects=$2
@@ -18,11 +19,11 @@ for obj in $objects; do
     esac
     checked=$((checked + 1))
     IFS=$old_ifs
-    # nm kinds: W / w weak, V / v weak object, u unique global. The personality routine's reference is data.
-    merged=$("$nm_tool" -C --defined-only "$obj" | awk '$2 ~ /^[WwVvu]$/' | grep -v 'DW.ref.__gxx_personality_v0')
+    # nm kinds: W / w a weak function (V / v and u are weak and unique data).
+    merged=$("$nm_tool" -C --defined-only "$obj" | awk '$2 ~ /^[Ww]$/')
     IFS=';'
     if [ -n "$merged" ]; then
-        echo "$obj defines symbols the linker merges across objects:"
+        echo "$obj defines functions the linker merges across objects:"
         echo "$merged"
         found=1
     fi
