@@ -25,20 +25,12 @@
 #include <cstring>
 #include <type_traits>
 
-#include "ops/cpu/kernels_quant_common.h"
+#include "ops/cpu/kernels_quant_int8_entries.h"
 #include "ops/workspace.h"
 
 namespace offgrid::ops::cpu {
 
 namespace {
-
-using tensor::BlockQ4_K;
-using tensor::BlockQ5_0;
-using tensor::BlockQ6_K;
-using tensor::BlockQ8_0;
-using tensor::BlockQ8_K;
-using tensor::kQK;
-using tensor::kQK_K;
 
 constexpr int kRows = 16;    // weight rows per tile (the tile's M)
 constexpr int kTokens = 16;  // tokens per tile (its N: 16 int32 columns)

@@ -1,5 +1,6 @@
 // What the SIMD files of the 8-bit-activation path (kernels_quant_int8_avx2.cpp, kernels_quant_int8_avx512.cpp)
-// share: the twins' float folds on converted scales, and the table entries built from a level's row kernels.
+// share: the block names, the twins' float folds on converted scales, and the table entries built from a level's
+// row kernels.
 // Plain C++, no intrinsics: each level's row kernels are the template arguments.
 //
 // Everything here has internal linkage on purpose. Each includer is compiled for its own ISA, so an inline
@@ -13,9 +14,10 @@
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/kernels_quant_common.h"  // its pragma: the folds below are compiled without contraction
 
-namespace offgrid::ops::cpu::quant {
+namespace offgrid::ops::cpu {
 namespace {
 
+// The blocks the 8-bit kernels read (also the tile unit's, kernels_quant_int8_amx.cpp).
 using tensor::BlockQ4_K;
 using tensor::BlockQ5_0;
 using tensor::BlockQ6_K;
@@ -23,6 +25,12 @@ using tensor::BlockQ8_0;
 using tensor::BlockQ8_K;
 using tensor::kQK;
 using tensor::kQK_K;
+
+}  // namespace
+}  // namespace offgrid::ops::cpu
+
+namespace offgrid::ops::cpu::quant {
+namespace {
 
 constexpr int kMaxTokens = 4;  // token rows one row-kernel call takes
 
