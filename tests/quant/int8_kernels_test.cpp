@@ -75,11 +75,11 @@ TEST(Int8Kernels, EveryLevelIsBitIdenticalToTheScalarTwin) {
     for (ElemType t : kTypes) {
         const cpu::TypeKernels & ref = *cpu::int8_kernels_for(t, cpu::Isa::Scalar);
         ASSERT_NE(ref.quantize_act, nullptr) << tensor::traits(t).name;
-        // Blocks of 32: widths whose last run of 8 blocks is partial at every length (kernels that reduce runs
-        // of blocks together), and a whole number of runs.
+        // Widths whose last run of blocks is partial at every length (kernels that reduce runs of blocks
+        // together: 8 blocks of 32, 4 super-blocks of 256), and whole numbers of runs.
         const std::vector<int64_t> widths = t == ElemType::Q5_0
                                                 ? std::vector<int64_t>{32, 96, 128, 160, 192, 224, 256, 320, 480}
-                                                : std::vector<int64_t>{2560};
+                                                : std::vector<int64_t>{256, 512, 768, 1024, 2560};
         for (const int64_t n : widths)
         for (const bool worst : {false, true}) {
             const int rows = 4, n_tok = 4;

@@ -34,23 +34,12 @@ inline void prefetch(const void * p) {
     }
 }
 
-inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
-
 inline __m256i load256(const void * p) { return _mm256_loadu_si256(static_cast<const __m256i *>(p)); }
 
 inline int32_t sum8(__m256i v) {
     const __m128i s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
     const __m128i s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
     return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
-}
-
-// The sums of two vectors' lanes at once: {sum(x), sum(y)}.
-inline void sum8x2(__m256i x, __m256i y, int32_t & sx, int32_t & sy) {
-    const __m256i h = _mm256_hadd_epi32(x, y);  // [x01 x23 y01 y23 | x45 x67 y45 y67]
-    const __m128i t = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-    const __m128i u = _mm_hadd_epi32(t, t);  // [x y x y]
-    sx = _mm_cvtsi128_si32(u);
-    sy = _mm_extract_epi32(u, 1);
 }
 
 // The byte shuffle that gives, from 8 int16 values in each 128-bit lane, int16 lanes 0-3 value a and 4-7 value b
@@ -83,47 +72,96 @@ inline __m256i sub_block_sums4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
                             _mm256_castps_si256(_mm256_shuffle_ps(a, b, 0xdd)));
 }
 
+// Per token, one super-block's integer sums folded halfway: hadd(s, mm) = [s01 s23 m01 m23 | s45 s67 m45 m67]
+// (s: scale * quant * a by lanes, mm: min * block sums by lanes).
+template <int NT>
+inline void q4_k_sums(const BlockQ4_K & B, const void * const * act, int64_t b, __m256i * h) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    prefetch<sizeof(BlockQ4_K)>(&B);
+    uint64_t sc, mn;
+    quant::k4_scales_mins_u64(B.scales, sc, mn);
+    // Scales of sub-blocks 0-3 and 4-7 in the lanes sub_block_sums4 leaves them: [s0 s0 s1 s1 s2 s2 s3 s3] per
+    // 128-bit lane.
+    const __m128i sv = _mm_cvtsi64_si128(static_cast<long long>(sc));
+    const __m128i s2 = _mm_unpacklo_epi8(sv, sv);
+    const __m256i S0 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(s2));
+    const __m256i S1 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(s2, 8)));
+    // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
+    const __m128i mv = _mm_cvtsi64_si128(static_cast<long long>(mn));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
+    // Bytes 32c..32c+31: low nibbles are sub-block 2c, high nibbles 2c + 1.
+    __m256i v[8];
+    for (int c = 0; c < 4; ++c) {
+        const __m256i x = load256(B.qs + 32 * c);
+        v[2 * c] = _mm256_and_si256(x, m4);
+        v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+    }
+    for (int t = 0; t < NT; ++t) {
+        const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
+        __m256i p[8];
+        for (int j = 0; j < 8; ++j) p[j] = _mm256_maddubs_epi16(v[j], load256(A.qs + 32 * j));
+        const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(sub_block_sums4(p[0], p[1], p[2], p[3]), S0),
+                                           _mm256_madd_epi16(sub_block_sums4(p[4], p[5], p[6], p[7]), S1));
+        h[t] = _mm256_hadd_epi32(s, _mm256_madd_epi16(load256(A.bsums), mins));
+    }
+}
+
+// Four halfway sums of q4_k_sums as one vector of whole sums: [isum0 imin0 isum1 imin1 | isum2 imin2 isum3 imin3].
+inline __m256i sums_of4(__m256i h0, __m256i h1, __m256i h2, __m256i h3) {
+    const __m256i u01 = _mm256_hadd_epi32(h0, h1), u23 = _mm256_hadd_epi32(h2, h3);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(u01, u23, 0x20), _mm256_permute2x128_si256(u01, u23, 0x31));
+}
+
 // The twin's contract (kernels_quant_scalar.cpp, dot_q4_k): the super-block's exact integer sums of scale * quant
-// * a and of min * block sums, folded once per super-block.
+// * a and of min * block sums, folded once per super-block. A run of M <= 4 super-blocks from block b on reduces
+// its sums together (the horizontal sums of one super-block are a long chain; four at once let the next blocks'
+// products overlap it) and forms the twin's products in a vector, lane for lane the same roundings: d = a_d * w_d
+// and dmin = a_d * w_dmin, then d * isum and dmin * imin, their difference; the additions to the accumulator stay
+// one after another, in block order.
+template <int NT, int M>
+inline void run_q4_k(const BlockQ4_K * w, const void * const * act, int64_t b, float * acc) {
+    __m256i h[4][NT];
+    for (int i = 0; i < 4; ++i) {
+        if (i < M) {
+            q4_k_sums<NT>(w[b + i], act, b + i, h[i]);
+        } else {
+            for (int t = 0; t < NT; ++t) h[i][t] = _mm256_setzero_si256();
+        }
+    }
+    // [d0 dmin0 d1 dmin1 d2 dmin2 d3 dmin3]: each block starts with its two f16 scales.
+    alignas(16) uint32_t dd[4] = {};
+    for (int i = 0; i < M; ++i) std::memcpy(&dd[i], &w[b + i].d, 4);
+    const __m256 wd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(dd)));
+    for (int t = 0; t < NT; ++t) {
+        const auto * A = static_cast<const BlockQ8_K *>(act[t]) + b;
+        alignas(32) float ad[8] = {};
+        for (int i = 0; i < M; ++i) ad[2 * i] = ad[2 * i + 1] = A[i].d;
+        const __m256 d = _mm256_mul_ps(_mm256_load_ps(ad), wd);
+        const __m256 prod = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums_of4(h[0][t], h[1][t], h[2][t], h[3][t])));
+        alignas(32) float r[8];
+        _mm256_store_ps(r, _mm256_hsub_ps(prod, prod));  // [r0 r1 r0 r1 | r2 r3 r2 r3]
+        float s = acc[t];
+        s = s + r[0];
+        if (M > 1) s = s + r[1];
+        if (M > 2) s = s + r[4];
+        if (M > 3) s = s + r[5];
+        acc[t] = s;
+    }
+}
+
 template <int NT>
 void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const BlockQ4_K *>(wv);
     float acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const BlockQ4_K & B = w[b];
-        prefetch<sizeof(BlockQ4_K)>(&B);
-        uint64_t sc, mn;
-        quant::k4_scales_mins_u64(B.scales, sc, mn);
-        // Scales of sub-blocks 0-3 and 4-7 in the lanes sub_block_sums4 leaves them: [s0 s0 s1 s1 s2 s2 s3 s3] per
-        // 128-bit lane.
-        const __m128i sv = _mm_cvtsi64_si128(static_cast<long long>(sc));
-        const __m128i s2 = _mm_unpacklo_epi8(sv, sv);
-        const __m256i S0 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(s2));
-        const __m256i S1 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(_mm_srli_si128(s2, 8)));
-        // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
-        const __m128i mv = _mm_cvtsi64_si128(static_cast<long long>(mn));
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
-        const float wd = h2f(B.d), wdmin = h2f(B.dmin);
-        // Bytes 32c..32c+31: low nibbles are sub-block 2c, high nibbles 2c + 1.
-        __m256i v[8];
-        for (int c = 0; c < 4; ++c) {
-            const __m256i x = load256(B.qs + 32 * c);
-            v[2 * c] = _mm256_and_si256(x, m4);
-            v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
-        }
-        for (int t = 0; t < NT; ++t) {
-            const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
-            __m256i p[8];
-            for (int j = 0; j < 8; ++j) p[j] = _mm256_maddubs_epi16(v[j], load256(A.qs + 32 * j));
-            const __m256i s = _mm256_add_epi32(_mm256_madd_epi16(sub_block_sums4(p[0], p[1], p[2], p[3]), S0),
-                                               _mm256_madd_epi16(sub_block_sums4(p[4], p[5], p[6], p[7]), S1));
-            const __m256i mm = _mm256_madd_epi16(load256(A.bsums), mins);
-            int32_t isum, imin;
-            sum8x2(s, mm, isum, imin);
-            acc[t] = fold_k_min(acc[t], wd, wdmin, A.d, isum, imin);
-        }
+    const int64_t nb = n / kQK_K;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) run_q4_k<NT, 4>(w, act, b, acc);
+    switch (nb - b) {
+        case 1: run_q4_k<NT, 1>(w, act, b, acc); break;
+        case 2: run_q4_k<NT, 2>(w, act, b, acc); break;
+        case 3: run_q4_k<NT, 3>(w, act, b, acc); break;
+        default: break;
     }
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
@@ -132,45 +170,83 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
 
 // Groups of 32 in pairs: the vpmaddubsw pairs of two groups (|lane| <= 2 * 63 * 127) are added two lanes to one
 // (pair_sums; |lane| <= 32004 < 2^15, exact), so one vpmaddwd scales both groups' 16-element halves.
+// Per token, one super-block's integer sum by lanes: scale * quant * a, less 32 * scale * block sums.
+template <int NT>
+inline void q6_k_sums(const BlockQ6_K & B, const void * const * act, int64_t b, __m256i * x) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x30);
+    prefetch<sizeof(BlockQ6_K)>(&B);
+    const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);  // for the correction against the 16 block sums
+    // Group g of half h (elements 128h + 32g .. +31) has scales 8h + 2g (first 16) and 8h + 2g + 1; the pair of
+    // groups g, g + 1 (g = 0, 2) takes [2g x4, 2g+2 x4] in the low 128 bits and [2g+1 x4, 2g+3 x4] in the high.
+    __m256i u[8], S[4];
+    for (int h = 0; h < 2; ++h) {
+        const __m256i x0 = load256(B.ql + 64 * h), x1 = load256(B.ql + 64 * h + 32), q = load256(B.qh + 32 * h);
+        u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(x0, m4), _mm256_and_si256(_mm256_slli_epi16(q, 4), m3));
+        u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(x1, m4), _mm256_and_si256(_mm256_slli_epi16(q, 2), m3));
+        u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x0, 4), m4), _mm256_and_si256(q, m3));
+        u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
+                                       _mm256_and_si256(_mm256_srli_epi16(q, 2), m3));
+        const __m256i half = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
+        S[2 * h] = _mm256_shuffle_epi8(half, pick4(0, 2, 1, 3));
+        S[2 * h + 1] = _mm256_shuffle_epi8(half, pick4(4, 6, 5, 7));
+    }
+    for (int t = 0; t < NT; ++t) {
+        const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
+        __m256i s = _mm256_setzero_si256();
+        for (int k = 0; k < 4; ++k) {
+            const __m256i p0 = _mm256_maddubs_epi16(u[2 * k], load256(A.qs + 64 * k));
+            const __m256i p1 = _mm256_maddubs_epi16(u[2 * k + 1], load256(A.qs + 64 * k + 32));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(pair_sums(p0, p1), S[k]));
+        }
+        // |32 * lane| <= 32 * 2 * 2032 * 128 < 2^31: exact.
+        x[t] = _mm256_sub_epi32(s, _mm256_slli_epi32(_mm256_madd_epi16(load256(A.bsums), sc16), 5));
+    }
+}
+
+// The twin's contract (dot_q6_k): one integer sum a super-block, folded with d = a_d * w_d. As for q4_K, a run of
+// M <= 4 super-blocks reduces its sums together and forms the products in a vector; the additions stay in order.
+template <int NT, int M>
+inline void run_q6_k(const BlockQ6_K * w, const void * const * act, int64_t b, float * acc) {
+    __m256i x[4][NT];
+    for (int i = 0; i < 4; ++i) {
+        if (i < M) {
+            q6_k_sums<NT>(w[b + i], act, b + i, x[i]);
+        } else {
+            for (int t = 0; t < NT; ++t) x[i][t] = _mm256_setzero_si256();
+        }
+    }
+    alignas(16) uint16_t dh[8] = {};
+    for (int i = 0; i < M; ++i) dh[i] = w[b + i].d;
+    const __m128 wd = _mm256_castps256_ps128(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(dh))));
+    for (int t = 0; t < NT; ++t) {
+        const auto * A = static_cast<const BlockQ8_K *>(act[t]) + b;
+        alignas(16) float ad[4] = {};
+        for (int i = 0; i < M; ++i) ad[i] = A[i].d;
+        // [x0 x1 x2 x3] from the four vectors' lanes: two rounds of pairwise sums, then the 128-bit halves.
+        const __m256i v = _mm256_hadd_epi32(_mm256_hadd_epi32(x[0][t], x[1][t]), _mm256_hadd_epi32(x[2][t], x[3][t]));
+        const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        alignas(16) float r[4];
+        _mm_store_ps(r, _mm_mul_ps(_mm_mul_ps(_mm_load_ps(ad), wd), _mm_cvtepi32_ps(isum)));
+        float s = acc[t];
+        for (int i = 0; i < M; ++i) s = s + r[i];
+        acc[t] = s;
+    }
+}
+
 template <int NT>
 void row_q6_k(const void * wv, const void * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const BlockQ6_K *>(wv);
     float acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    const __m256i m4 = _mm256_set1_epi8(0x0f), m3 = _mm256_set1_epi8(0x30);
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const BlockQ6_K & B = w[b];
-        prefetch<sizeof(BlockQ6_K)>(&B);
-        const float wd = h2f(B.d);
-        const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales));
-        const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);  // for the correction against the 16 block sums
-        // Group g of half h (elements 128h + 32g .. +31) has scales 8h + 2g (first 16) and 8h + 2g + 1; the pair of
-        // groups g, g + 1 (g = 0, 2) takes [2g x4, 2g+2 x4] in the low 128 bits and [2g+1 x4, 2g+3 x4] in the high.
-        __m256i u[8], S[4];
-        for (int h = 0; h < 2; ++h) {
-            const __m256i x0 = load256(B.ql + 64 * h), x1 = load256(B.ql + 64 * h + 32), q = load256(B.qh + 32 * h);
-            u[4 * h + 0] = _mm256_or_si256(_mm256_and_si256(x0, m4), _mm256_and_si256(_mm256_slli_epi16(q, 4), m3));
-            u[4 * h + 1] = _mm256_or_si256(_mm256_and_si256(x1, m4), _mm256_and_si256(_mm256_slli_epi16(q, 2), m3));
-            u[4 * h + 2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x0, 4), m4), _mm256_and_si256(q, m3));
-            u[4 * h + 3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(x1, 4), m4),
-                                           _mm256_and_si256(_mm256_srli_epi16(q, 2), m3));
-            const __m256i half = _mm256_broadcastsi128_si256(_mm_cvtepi8_epi16(h == 0 ? sc8 : _mm_srli_si128(sc8, 8)));
-            S[2 * h] = _mm256_shuffle_epi8(half, pick4(0, 2, 1, 3));
-            S[2 * h + 1] = _mm256_shuffle_epi8(half, pick4(4, 6, 5, 7));
-        }
-        for (int t = 0; t < NT; ++t) {
-            const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
-            __m256i s = _mm256_setzero_si256();
-            for (int k = 0; k < 4; ++k) {
-                const __m256i p0 = _mm256_maddubs_epi16(u[2 * k], load256(A.qs + 64 * k));
-                const __m256i p1 = _mm256_maddubs_epi16(u[2 * k + 1], load256(A.qs + 64 * k + 32));
-                s = _mm256_add_epi32(s, _mm256_madd_epi16(pair_sums(p0, p1), S[k]));
-            }
-            const __m256i corr = _mm256_madd_epi16(load256(A.bsums), sc16);
-            int32_t isum, icorr;
-            sum8x2(s, corr, isum, icorr);
-            acc[t] = fold_k(acc[t], wd, A.d, isum - 32 * icorr);
-        }
+    const int64_t nb = n / kQK_K;
+    int64_t b = 0;
+    for (; b + 4 <= nb; b += 4) run_q6_k<NT, 4>(w, act, b, acc);
+    switch (nb - b) {
+        case 1: run_q6_k<NT, 1>(w, act, b, acc); break;
+        case 2: run_q6_k<NT, 2>(w, act, b, acc); break;
+        case 3: run_q6_k<NT, 3>(w, act, b, acc); break;
+        default: break;
     }
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
