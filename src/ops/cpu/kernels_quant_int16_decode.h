@@ -189,14 +189,14 @@ struct DQ50 {
         const __m256i nib = nibbles32(b.qs);
         return _mm256_mask_sub_epi8(nib, static_cast<__mmask32>(~qh), nib, _mm256_set1_epi8(16));
 #else
-        // Byte j of the 32 gets byte j / 8 of qh, then its bit j % 8 as 16.
+        // Byte j of the 32 gets byte j / 8 of qh, then its bit j % 8: nibble - 16 where that bit is clear.
         const __m256i spread = _mm256_shuffle_epi8(
             _mm256_set1_epi32(static_cast<int>(qh)),
             _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
                              3, 3));
         const __m256i bits = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-        const __m256i high = _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits), _mm256_set1_epi8(16));
-        return _mm256_sub_epi8(_mm256_or_si256(nibbles32(b.qs), high), _mm256_set1_epi8(16));
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+        return _mm256_sub_epi8(nibbles32(b.qs), _mm256_andnot_si256(set, _mm256_set1_epi8(16)));
 #endif
     }
 };

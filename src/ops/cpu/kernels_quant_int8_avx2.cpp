@@ -129,14 +129,16 @@ inline void run_q4_k(const BlockQ4_K * w, const void * const * act, int64_t b, f
         }
     }
     // [d0 dmin0 d1 dmin1 d2 dmin2 d3 dmin3]: each block starts with its two f16 scales.
-    alignas(16) uint32_t dd[4] = {};
-    for (int i = 0; i < M; ++i) std::memcpy(&dd[i], &w[b + i].d, 4);
-    const __m256 wd = _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(dd)));
+    auto pair = [&](int i) {
+        uint32_t v = 0;
+        if (i < M) std::memcpy(&v, &w[b + i].d, 4);
+        return static_cast<int>(v);
+    };
+    const __m256 wd = _mm256_cvtph_ps(_mm_setr_epi32(pair(0), pair(1), pair(2), pair(3)));
     for (int t = 0; t < NT; ++t) {
         const auto * A = static_cast<const BlockQ8_K *>(act[t]) + b;
-        alignas(32) float ad[8] = {};
-        for (int i = 0; i < M; ++i) ad[2 * i] = ad[2 * i + 1] = A[i].d;
-        const __m256 d = _mm256_mul_ps(_mm256_load_ps(ad), wd);
+        auto ad = [&](int i) { return i < M ? A[i].d : 0.0f; };
+        const __m256 d = _mm256_mul_ps(_mm256_setr_ps(ad(0), ad(0), ad(1), ad(1), ad(2), ad(2), ad(3), ad(3)), wd);
         const __m256 prod = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums_of4(h[0][t], h[1][t], h[2][t], h[3][t])));
         alignas(32) float r[8];
         _mm256_store_ps(r, _mm256_hsub_ps(prod, prod));  // [r0 r1 r0 r1 | r2 r3 r2 r3]
@@ -267,7 +269,7 @@ inline __m256i q5_0_values(const BlockQ5_0 & B) {
     const __m256i sixteen = _mm256_set1_epi8(16);
     const __m256i set = _mm256_cmpeq_epi8(
         _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), spread), bit), bit);
-    return _mm256_sub_epi8(_mm256_or_si256(nib, _mm256_and_si256(set, sixteen)), sixteen);
+    return _mm256_sub_epi8(nib, _mm256_andnot_si256(set, sixteen));  // nibble - 16 where the fifth bit is clear
 }
 
 // The sums of 8 blocks' vpmaddubsw pairs (16 int16 lanes each, |lane| <= 2 * 16 * 127) as one vector of int32,
@@ -287,10 +289,18 @@ inline __m256i block_sums8(const __m256i * p) {
 }
 
 // m <= 8 f16 scales at a byte stride, as f32 (0 after the m-th).
+// Gathered in general registers (four to a 64-bit word): a byte array written and read back as one vector
+// stalls on store forwarding.
 inline __m256 scales8(const uint8_t * first, size_t stride, int m) {
-    alignas(16) uint16_t h[8] = {};
-    for (int i = 0; i < m; ++i) std::memcpy(&h[i], first + i * stride, 2);
-    return _mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(h)));
+    auto h = [&](int i) -> uint64_t {
+        if (i >= m) return 0;
+        uint16_t v;
+        std::memcpy(&v, first + i * stride, 2);
+        return v;
+    };
+    const uint64_t lo = h(0) | h(1) << 16 | h(2) << 32 | h(3) << 48;
+    const uint64_t hi = h(4) | h(5) << 16 | h(6) << 32 | h(7) << 48;
+    return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)));
 }
 
 // A run of M <= 8 blocks from block b on: its integer sums go to one vector (block_sums8), and the twin's fold
