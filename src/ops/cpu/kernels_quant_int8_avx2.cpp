@@ -42,6 +42,38 @@ inline int32_t sum8(__m256i v) {
     return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
 }
 
+// Runs of Max blocks over a row of nb blocks, then its shorter last run: run.template operator()<M>(b) for each,
+// M a template argument so that a run's sums stay in registers.
+template <int M, class Run>
+inline void last_run(int64_t m, int64_t b, Run & run) {
+    if constexpr (M > 0) {
+        if (m == M) {
+            run.template operator()<M>(b);
+        } else {
+            last_run<M - 1>(m, b, run);
+        }
+    }
+}
+
+template <int Max, class Run>
+inline void in_runs(int64_t nb, Run && run) {
+    int64_t b = 0;
+    for (; b + Max <= nb; b += Max) run.template operator()<Max>(b);
+    last_run<Max - 1>(nb - b, b, run);
+}
+
+// The per-token sums of a run's first M of 4 super-blocks (sums(i, out): block i of the run), zero after them.
+template <int NT, int M, class Sums>
+inline void run_sums(__m256i (&x)[4][NT], Sums && sums) {
+    for (int i = 0; i < 4; ++i) {
+        if (i < M) {
+            sums(i, x[i]);
+        } else {
+            for (int t = 0; t < NT; ++t) x[i][t] = _mm256_setzero_si256();
+        }
+    }
+}
+
 // The byte shuffle that gives, from 8 int16 values in each 128-bit lane, int16 lanes 0-3 value a and 4-7 value b
 // of the low 128 bits, c and d of the high 128 bits.
 inline __m256i pick4(int a, int b, int c, int d) {
@@ -121,13 +153,7 @@ inline __m256i sums_of4(__m256i h0, __m256i h1, __m256i h2, __m256i h3) {
 template <int NT, int M>
 inline void run_q4_k(const BlockQ4_K * w, const void * const * act, int64_t b, float * acc) {
     __m256i h[4][NT];
-    for (int i = 0; i < 4; ++i) {
-        if (i < M) {
-            q4_k_sums<NT>(w[b + i], act, b + i, h[i]);
-        } else {
-            for (int t = 0; t < NT; ++t) h[i][t] = _mm256_setzero_si256();
-        }
-    }
+    run_sums<NT, M>(h, [&](int i, __m256i * out) { q4_k_sums<NT>(w[b + i], act, b + i, out); });
     // [d0 dmin0 d1 dmin1 d2 dmin2 d3 dmin3]: each block starts with its two f16 scales.
     auto pair = [&](int i) {
         uint32_t v = 0;
@@ -156,15 +182,7 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
     const auto * w = static_cast<const BlockQ4_K *>(wv);
     float acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    const int64_t nb = n / kQK_K;
-    int64_t b = 0;
-    for (; b + 4 <= nb; b += 4) run_q4_k<NT, 4>(w, act, b, acc);
-    switch (nb - b) {
-        case 1: run_q4_k<NT, 1>(w, act, b, acc); break;
-        case 2: run_q4_k<NT, 2>(w, act, b, acc); break;
-        case 3: run_q4_k<NT, 3>(w, act, b, acc); break;
-        default: break;
-    }
+    in_runs<4>(n / kQK_K, [&]<int M>(int64_t b) { run_q4_k<NT, M>(w, act, b, acc); });
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
@@ -211,13 +229,7 @@ inline void q6_k_sums(const BlockQ6_K & B, const void * const * act, int64_t b, 
 template <int NT, int M>
 inline void run_q6_k(const BlockQ6_K * w, const void * const * act, int64_t b, float * acc) {
     __m256i x[4][NT];
-    for (int i = 0; i < 4; ++i) {
-        if (i < M) {
-            q6_k_sums<NT>(w[b + i], act, b + i, x[i]);
-        } else {
-            for (int t = 0; t < NT; ++t) x[i][t] = _mm256_setzero_si256();
-        }
-    }
+    run_sums<NT, M>(x, [&](int i, __m256i * out) { q6_k_sums<NT>(w[b + i], act, b + i, out); });
     alignas(16) uint16_t dh[8] = {};
     for (int i = 0; i < M; ++i) dh[i] = w[b + i].d;
     const __m128 wd = _mm256_castps256_ps128(_mm256_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(dh))));
@@ -241,15 +253,7 @@ void row_q6_k(const void * wv, const void * const * act, int64_t n, float * out)
     const auto * w = static_cast<const BlockQ6_K *>(wv);
     float acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    const int64_t nb = n / kQK_K;
-    int64_t b = 0;
-    for (; b + 4 <= nb; b += 4) run_q6_k<NT, 4>(w, act, b, acc);
-    switch (nb - b) {
-        case 1: run_q6_k<NT, 1>(w, act, b, acc); break;
-        case 2: run_q6_k<NT, 2>(w, act, b, acc); break;
-        case 3: run_q6_k<NT, 3>(w, act, b, acc); break;
-        default: break;
-    }
+    in_runs<4>(n / kQK_K, [&]<int M>(int64_t b) { run_q6_k<NT, M>(w, act, b, acc); });
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
@@ -340,19 +344,7 @@ void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out)
     const auto * w = static_cast<const BlockQ5_0 *>(wv);
     float acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    const int64_t nb = n / kQK;
-    int64_t b = 0;
-    for (; b + 8 <= nb; b += 8) run_q5_0<NT, 8>(w, act, b, acc);
-    switch (nb - b) {
-        case 1: run_q5_0<NT, 1>(w, act, b, acc); break;
-        case 2: run_q5_0<NT, 2>(w, act, b, acc); break;
-        case 3: run_q5_0<NT, 3>(w, act, b, acc); break;
-        case 4: run_q5_0<NT, 4>(w, act, b, acc); break;
-        case 5: run_q5_0<NT, 5>(w, act, b, acc); break;
-        case 6: run_q5_0<NT, 6>(w, act, b, acc); break;
-        case 7: run_q5_0<NT, 7>(w, act, b, acc); break;
-        default: break;
-    }
+    in_runs<8>(n / kQK, [&]<int M>(int64_t b) { run_q5_0<NT, M>(w, act, b, acc); });
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
