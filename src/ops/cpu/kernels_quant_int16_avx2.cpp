@@ -9,6 +9,8 @@
 
 #include "ops/cpu/kernels_quant_int16.h"
 
+#include <type_traits>
+
 namespace offgrid::ops::cpu::quant {
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -67,6 +69,109 @@ inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t
     for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
 }
 
+// q4_K without widening shuffles. A chunk of 32 bytes holds groups 2c (low nibbles) and 2c + 1 (high);
+// unpacking it with zero bytes gives int16 elements [0..7 | 16..23] and [8..15 | 24..31] of both groups in
+// their lanes, each group one `and` or one shift away. The activations are loaded in the same order (two
+// 128-bit halves), so vpmaddwd's lane l collects elements {2l, 2l + 1} of the lower or upper half of a group:
+// x holds the pairs from elements 0..7 and 16..23, y those from 8..15 and 24..31, and the contract's lane l < 4
+// is x.lo[l] + x.hi[l], lane 4 + l is y.lo[l] + y.hi[l] (exact integers: the grouping is free). One vpshufb a
+// group broadcasts its scale.
+template <int NT>
+inline void dot_row_q4k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ4_K *>(wrow);
+    const __m256i m15 = _mm256_set1_epi16(15), zero = _mm256_setzero_si256();
+    __m256 acc[NT];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const BlockQ4_K & blk = w[b];
+        uint64_t sc, mn;
+        k4_scales_mins_u64(blk.scales, sc, mn);
+        const __m256i scb = _mm256_set1_epi64x(static_cast<long long>(sc));
+        __m256i x[NT];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) x[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 4
+        for (int c = 0; c < 4; ++c) {
+            const __m256i v = _mm256_permute4x64_epi64(load256(blk.qs + 32 * c), 0xd8);
+            const __m256i ulo = _mm256_unpacklo_epi8(v, zero), uhi = _mm256_unpackhi_epi8(v, zero);
+            const __m256i s0 = _mm256_shuffle_epi8(scb, _mm256_set1_epi16(static_cast<short>(0x8000 | (2 * c))));
+            const __m256i s1 = _mm256_shuffle_epi8(scb, _mm256_set1_epi16(static_cast<short>(0x8000 | (2 * c + 1))));
+            const __m256i la = _mm256_mullo_epi16(_mm256_and_si256(ulo, m15), s0);
+            const __m256i lb = _mm256_mullo_epi16(_mm256_and_si256(uhi, m15), s0);
+            const __m256i ha = _mm256_mullo_epi16(_mm256_srli_epi16(ulo, 4), s1);
+            const __m256i hb = _mm256_mullo_epi16(_mm256_srli_epi16(uhi, 4), s1);
+            #pragma GCC unroll 8
+            for (int t = 0; t < NT; ++t) {
+                const int16_t * q = act[t][b].qs + 64 * c;
+                const __m256i lo = _mm256_add_epi32(_mm256_madd_epi16(la, load_q(q)), _mm256_madd_epi16(lb, load_q(q + 16)));
+                const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(ha, load_q(q + 32)), _mm256_madd_epi16(hb, load_q(q + 48)));
+                x[t] = _mm256_add_epi32(x[t], _mm256_add_epi32(lo, hi));
+            }
+        }
+        const __m256 dm = _mm256_set1_ps(_cvtsh_ss(blk.dmin));
+        const __m256 wm = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn)))));
+        const __m256 kd = _mm256_set1_ps(_cvtsh_ss(blk.d));
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ16_K & a = act[t][b];
+            const __m256i p = x[t];
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(kd, _mm256_broadcast_ss(&a.d)), acc[t]);
+            acc[t] = _mm256_fnmadd_ps(wm, _mm256_loadu_ps(a.dsum32), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
+}
+
+// q6_K in the same way: the quarters of ql and qh are reordered once (0, 2, 1, 3: byte-wise decoding commutes with
+// it), so unpacking a group's unsigned 6-bit bytes with zero gives its elements 0..15 and 16..31 as int16.
+template <int NT>
+inline void dot_row_q6k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ6_K *>(wrow);
+    const __m256i m30 = _mm256_set1_epi8(0x30), zero = _mm256_setzero_si256(), c32 = _mm256_set1_epi16(32);
+    __m256 acc[NT];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const BlockQ6_K & blk = w[b];
+        const __m256i sc = _mm256_cvtepi8_epi16(load128(blk.scales));
+        const __m256i sch[2] = {_mm256_permute2x128_si256(sc, sc, 0x00), _mm256_permute2x128_si256(sc, sc, 0x11)};
+        __m256i x[NT];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) x[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            const __m256i a = _mm256_permute4x64_epi64(load256(blk.ql + 64 * h), 0xd8);
+            const __m256i c = _mm256_permute4x64_epi64(load256(blk.ql + 64 * h + 32), 0xd8);
+            const __m256i hb = _mm256_permute4x64_epi64(load256(blk.qh + 32 * h), 0xd8);
+            const __m256i u[4] = {
+                _mm256_or_si256(nibbles_lo(a), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
+                _mm256_or_si256(nibbles_lo(c), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
+                _mm256_or_si256(nibbles_hi(a), _mm256_and_si256(hb, m30)),
+                _mm256_or_si256(nibbles_hi(c), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
+            #pragma GCC unroll 4
+            for (int j = 0; j < 4; ++j) {
+                const __m256i lo = _mm256_sub_epi16(_mm256_unpacklo_epi8(u[j], zero), c32);
+                const __m256i hi = _mm256_sub_epi16(_mm256_unpackhi_epi8(u[j], zero), c32);
+                const __m256i s_lo = _mm256_shuffle_epi8(sch[h], _mm256_set1_epi16(static_cast<short>((4 * j) | ((4 * j + 1) << 8))));
+                const __m256i s_hi = _mm256_shuffle_epi8(sch[h], _mm256_set1_epi16(static_cast<short>((4 * j + 2) | ((4 * j + 3) << 8))));
+                const __m256i wl = _mm256_mullo_epi16(lo, s_lo), wh = _mm256_mullo_epi16(hi, s_hi);
+                #pragma GCC unroll 8
+                for (int t = 0; t < NT; ++t) {
+                    const int16_t * q = act[t][b].qs + 32 * (4 * h + j);
+                    x[t] = _mm256_add_epi32(x[t], _mm256_add_epi32(_mm256_madd_epi16(wl, load_q(q)), _mm256_madd_epi16(wh, load_q(q + 16))));
+                }
+            }
+        }
+        const __m256 kd = _mm256_set1_ps(_cvtsh_ss(blk.d));
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x[t]), _mm256_mul_ps(kd, _mm256_broadcast_ss(&act[t][b].d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
+}
+
 template <class T, int NT>
 inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const typename T::Block *>(wrow);
@@ -99,7 +204,11 @@ inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_
 
 template <class T, bool K, int NT>
 inline void dot_row_n(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
-    if constexpr (K) {
+    if constexpr (std::is_same_v<T, DQ4K>) {
+        dot_row_q4k<NT>(wrow, act, n, out);
+    } else if constexpr (std::is_same_v<T, DQ6K>) {
+        dot_row_q6k<NT>(wrow, act, n, out);
+    } else if constexpr (K) {
         dot_row_k<T, NT>(wrow, act, n, out);
     } else {
         dot_row_32<T, NT>(wrow, act, n, out);
