@@ -91,8 +91,7 @@ inline void dot_row_q4k(const void * wrow, const BlockQ16_K * const * act, int64
         __m256i x[NT];
         #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) x[t] = _mm256_setzero_si256();
-        #pragma GCC unroll 4
-        for (int c = 0; c < 4; ++c) {
+        auto chunk = [&](int c) __attribute__((always_inline)) {
             const __m256i v = _mm256_permute4x64_epi64(load256(blk.qs + 32 * c), 0xd8);
             const __m256i ulo = _mm256_unpacklo_epi8(v, zero), uhi = _mm256_unpackhi_epi8(v, zero);
             const __m256i s0 = _mm256_shuffle_epi8(scb, _mm256_set1_epi16(static_cast<short>(0x8000 | (2 * c))));
@@ -108,6 +107,15 @@ inline void dot_row_q4k(const void * wrow, const BlockQ16_K * const * act, int64
                 const __m256i hi = _mm256_add_epi32(_mm256_madd_epi16(ha, load_q(q + 32)), _mm256_madd_epi16(hb, load_q(q + 48)));
                 x[t] = _mm256_add_epi32(x[t], _mm256_add_epi32(lo, hi));
             }
+        };
+        // Unrolled, several tokens' products keep more vectors live than there are registers (GCC then spills
+        // them all); one token's fit.
+        if constexpr (NT == 1) {
+            #pragma GCC unroll 4
+            for (int c = 0; c < 4; ++c) chunk(c);
+        } else {
+            #pragma GCC unroll 1
+            for (int c = 0; c < 4; ++c) chunk(c);
         }
         const __m256 dm = _mm256_set1_ps(_cvtsh_ss(blk.dmin));
         const __m256 wm = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn)))));
@@ -149,8 +157,7 @@ inline void dot_row_q6k(const void * wrow, const BlockQ16_K * const * act, int64
                 _mm256_or_si256(nibbles_lo(c), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
                 _mm256_or_si256(nibbles_hi(a), _mm256_and_si256(hb, m30)),
                 _mm256_or_si256(nibbles_hi(c), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
-            #pragma GCC unroll 4
-            for (int j = 0; j < 4; ++j) {
+            auto group = [&](int j) __attribute__((always_inline)) {
                 const __m256i lo = _mm256_sub_epi16(_mm256_unpacklo_epi8(u[j], zero), c32);
                 const __m256i hi = _mm256_sub_epi16(_mm256_unpackhi_epi8(u[j], zero), c32);
                 const __m256i s_lo = _mm256_shuffle_epi8(sch[h], _mm256_set1_epi16(static_cast<short>((4 * j) | ((4 * j + 1) << 8))));
@@ -161,6 +168,13 @@ inline void dot_row_q6k(const void * wrow, const BlockQ16_K * const * act, int64
                     const int16_t * q = act[t][b].qs + 32 * (4 * h + j);
                     x[t] = _mm256_add_epi32(x[t], _mm256_add_epi32(_mm256_madd_epi16(wl, load_q(q)), _mm256_madd_epi16(wh, load_q(q + 16))));
                 }
+            };
+            if constexpr (NT == 1) {  // as in dot_row_q4k
+                #pragma GCC unroll 4
+                for (int j = 0; j < 4; ++j) group(j);
+            } else {
+                #pragma GCC unroll 1
+                for (int j = 0; j < 4; ++j) group(j);
             }
         }
         const __m256 kd = _mm256_set1_ps(_cvtsh_ss(blk.d));
