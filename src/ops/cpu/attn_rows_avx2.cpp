@@ -1,6 +1,6 @@
 // avx2 primitives of the attn_rows kernels (compiled with the avx2 flags; reached only when active_isa() allows
 // it). Dots: two 8-lane accumulators, element i to accumulator (i / 8) % 2 lane i % 8, the last n % 8 elements
-// summed in order after a fixed horizontal sum; updates fuse multiply and add.
+// summed in order after a fixed horizontal sum; updates fuse multiply and add (8 elements of a V row at a time).
 #include "ops/cpu/attn_rows.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -59,16 +59,54 @@ struct Avx2 {
         for (; i < n; ++i) y[i] += a * x[i];
     }
     template <bool F16>
+    static __m256 load_v(const uint8_t * row, size_t d) {
+        if constexpr (F16) {
+            return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(reinterpret_cast<const uint16_t *>(row) + d)));
+        } else {
+            return _mm256_loadu_ps(reinterpret_cast<const float *>(row) + d);
+        }
+    }
+    // Each (query, element) is one fused multiply-add chain over the rows in order, whether its query runs in a
+    // group of four (each V chunk loaded once for the four) or alone, so the bits never depend on m.
+    template <bool F16>
     static void accumulate(const float * w, size_t ws, size_t m, const uint8_t * vb, size_t vs, const uint32_t * cells,
                            size_t nb, float * out, size_t os, size_t dim) {
-        for (size_t i = 0; i < m; ++i) {
-            for (size_t d = 0; d < dim; ++d) {
+        size_t i0 = 0;
+        for (; i0 + 4 <= m && dim % (2 * kW) == 0; i0 += 4) {
+            for (size_t d0 = 0; d0 < dim; d0 += 2 * kW) {
+                __m256 acc[4][2];
+                for (int i = 0; i < 4; ++i)
+                    for (int v = 0; v < 2; ++v) acc[i][v] = _mm256_loadu_ps(out + (i0 + i) * os + d0 + v * kW);
+                for (size_t j = 0; j < nb; ++j) {
+                    const uint8_t * row = vb + static_cast<size_t>(cells[j]) * vs;
+                    const __m256 v0 = load_v<F16>(row, d0), v1 = load_v<F16>(row, d0 + kW);
+                    for (int i = 0; i < 4; ++i) {
+                        const __m256 wi = _mm256_broadcast_ss(w + (i0 + i) * ws + j);
+                        acc[i][0] = _mm256_fmadd_ps(wi, v0, acc[i][0]);
+                        acc[i][1] = _mm256_fmadd_ps(wi, v1, acc[i][1]);
+                    }
+                }
+                for (int i = 0; i < 4; ++i)
+                    for (int v = 0; v < 2; ++v) _mm256_storeu_ps(out + (i0 + i) * os + d0 + v * kW, acc[i][v]);
+            }
+        }
+        for (size_t i = i0; i < m; ++i) {
+            size_t d = 0;
+            for (; d + kW <= dim; d += kW) {
+                __m256 acc = _mm256_loadu_ps(out + i * os + d);
+                for (size_t j = 0; j < nb; ++j) {
+                    const uint8_t * row = vb + static_cast<size_t>(cells[j]) * vs;
+                    acc = _mm256_fmadd_ps(_mm256_broadcast_ss(w + i * ws + j), load_v<F16>(row, d), acc);
+                }
+                _mm256_storeu_ps(out + i * os + d, acc);
+            }
+            for (; d < dim; ++d) {
                 float acc = out[i * os + d];
                 for (size_t j = 0; j < nb; ++j) {
                     const uint8_t * row = vb + static_cast<size_t>(cells[j]) * vs;
                     const float v = F16 ? half_to_float(reinterpret_cast<const uint16_t *>(row)[d])
                                         : reinterpret_cast<const float *>(row)[d];
-                    acc += w[i * ws + j] * v;
+                    acc = std::fma(w[i * ws + j], v, acc);
                 }
                 out[i * os + d] = acc;
             }
