@@ -33,8 +33,7 @@ inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t
         __m256i p[NT];
         #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) p[t] = _mm256_setzero_si256();
-        #pragma GCC unroll 8
-        for (int g = 0; g < 8; ++g) {
+        auto group = [&](int g) __attribute__((always_inline)) {
             const __m256i lo = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_castsi256_si128(k.g[g])),
                                                   _mm256_set1_epi16(sc[2 * g]));
             const __m256i hi = _mm256_mullo_epi16(_mm256_cvtepi8_epi16(_mm256_extracti128_si256(k.g[g], 1)),
@@ -45,6 +44,13 @@ inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t
                 p[t] = _mm256_add_epi32(p[t], _mm256_add_epi32(_mm256_madd_epi16(lo, load_q(q)),
                                                                _mm256_madd_epi16(hi, load_q(q + 16))));
             }
+        };
+        if constexpr (NT == 1) {  // as in dot_row_q4k: several tokens' products, unrolled, spill
+            #pragma GCC unroll 8
+            for (int g = 0; g < 8; ++g) group(g);
+        } else {
+            #pragma GCC unroll 1
+            for (int g = 0; g < 8; ++g) group(g);
         }
         __m256 wm_lo = _mm256_setzero_ps(), wm_hi = _mm256_setzero_ps();
         if constexpr (T::kMins != Mins::None) {
