@@ -170,9 +170,19 @@ struct DIQ4XS {
     using Block = BlockIQ4_XS;
     static constexpr Mins kMins = Mins::None;
     OFFGRID_I16_INLINE static void decode(const Block & b, KDecoded & k) {
-        alignas(16) int8_t s8[16];
-        for (int ib = 0; ib < 8; ++ib) s8[2 * ib] = s8[2 * ib + 1] = static_cast<int8_t>(iq4_xs_scale(b, ib));
-        k.sc16 = _mm256_cvtepi8_epi16(load128(s8));
+        // iq4_xs_scale of the 8 groups, one byte each, by spreading the bit fields in a 64-bit register (bytes
+        // stored one by one and read back as a vector stall on store forwarding), each byte twice (16-halves).
+        uint32_t l32;
+        std::memcpy(&l32, b.scales_l, 4);
+        uint64_t lo = l32, hi = b.scales_h;
+        lo = (lo | (lo << 16)) & 0x0000ffff0000ffffull;
+        lo = (lo | (lo << 8)) & 0x00ff00ff00ff00ffull;
+        lo = (lo | (lo << 4)) & 0x0f0f0f0f0f0f0f0full;  // byte ib: low 4 bits of scale ib
+        hi = (hi | (hi << 24)) & 0x000000ff000000ffull;
+        hi = (hi | (hi << 12)) & 0x000f000f000f000full;
+        hi = (hi | (hi << 6)) & 0x0303030303030303ull;  // byte ib: its high 2 bits
+        const __m128i s8 = _mm_sub_epi8(_mm_cvtsi64_si128(static_cast<long long>(lo | (hi << 4))), _mm_set1_epi8(32));
+        k.sc16 = _mm256_cvtepi8_epi16(_mm_unpacklo_epi8(s8, s8));
         for (int ib = 0; ib < 8; ++ib) k.g[ib] = iq4_lookup(nibbles32(b.qs + 16 * ib));
         k.d = _cvtsh_ss(b.d);
         k.dmin = 0;
