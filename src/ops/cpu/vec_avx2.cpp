@@ -4,6 +4,8 @@
 // uses one accumulator per column sum. Element-wise updates round exactly like the scalar twin except where
 // an FMA fuses a multiply and an add.
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 
 #include "ops/cpu/vec.h"
@@ -160,6 +162,97 @@ void gated_delta_step(const float * state_in, float * state_out, size_t dk, size
     }
 }
 
+// expf of 8 floats as the avx512 level evaluates 16 (vec_avx512.cpp says how: glibc's algorithm in double, the
+// same operations in the same order, libm for the lanes outside [-87, 88]); the 2^(i/32) entry is gathered.
+inline __m256d mul_apart(__m256d a, __m256d b) {
+    __m256d p = _mm256_mul_pd(a, b);
+    __asm__("" : "+x"(p));  // a product of its own: GCC would fuse it into the addition after it
+    return p;
+}
+
+struct Exp2Table {
+    alignas(64) double t[32];  // 2^(i/32) bits minus i << 47
+    Exp2Table() {
+        for (int i = 0; i < 32; ++i) {
+            const double v = std::exp2(i / 32.0);  // correctly rounded for these arguments
+            uint64_t bits;
+            std::memcpy(&bits, &v, 8);
+            bits -= static_cast<uint64_t>(i) << 47;
+            std::memcpy(&t[i], &bits, 8);
+        }
+    }
+};
+
+inline __m256d exp_lanes(__m256d x, const Exp2Table & tab) {
+    const __m256d inv_ln2_n = _mm256_set1_pd(0x1.71547652b82fep0 * 32);
+    const __m256d shift = _mm256_set1_pd(0x1.8p52);
+    const __m256d z = mul_apart(inv_ln2_n, x);
+    __m256d kd = _mm256_add_pd(z, shift);
+    const __m256i ki = _mm256_castpd_si256(kd);
+    kd = _mm256_sub_pd(kd, shift);
+    const __m256d r = _mm256_fmadd_pd(inv_ln2_n, x, _mm256_sub_pd(_mm256_setzero_pd(), kd));
+    const __m256i idx = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
+    const __m256d t = _mm256_i64gather_pd(tab.t, idx, 8);
+    const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(t), _mm256_slli_epi64(ki, 47)));
+    const __m256d c0 = _mm256_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32);
+    const __m256d c1 = _mm256_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32);
+    const __m256d c2 = _mm256_set1_pd(0x1.62e42ff0c52d6p-1 / 32);
+    const __m256d p = _mm256_fmadd_pd(c0, r, c1);
+    const __m256d r2 = _mm256_mul_pd(r, r);
+    __m256d y = _mm256_fmadd_pd(c2, r, _mm256_set1_pd(1.0));
+    y = _mm256_fmadd_pd(p, r2, y);
+    return _mm256_mul_pd(y, s);
+}
+
+// expf of the first c <= 8 lanes of x (the rest ignored).
+inline __m256 exp8(__m256 x, size_t c) {
+    static const Exp2Table tab;
+    const int live = (1 << c) - 1;
+    const int in_range = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ),
+                                                          _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_LE_OQ))) & live;
+    const __m256d a = exp_lanes(_mm256_cvtps_pd(_mm256_castps256_ps128(x)), tab);
+    const __m256d b = exp_lanes(_mm256_cvtps_pd(_mm256_extractf128_ps(x, 1)), tab);
+    __m256 y = _mm256_set_m128(_mm256_cvtpd_ps(b), _mm256_cvtpd_ps(a));
+    if (in_range != live) {  // rare: libm for the lanes outside the checked range
+        alignas(32) float xs[8], ys[8];
+        _mm256_store_ps(xs, x);
+        _mm256_store_ps(ys, y);
+        for (size_t i = 0; i < c; ++i)
+            if (!((in_range >> i) & 1)) ys[i] = std::exp(xs[i]);
+        y = _mm256_load_ps(ys);
+    }
+    return y;
+}
+
+void exp_f32(const float * x, float * y, size_t n) {
+    size_t i = 0;
+    for (; i + kW <= n; i += kW) _mm256_storeu_ps(y + i, exp8(load(x + i), kW));
+    if (i < n) store_tail(y + i, exp8(load_tail(x + i, n - i), n - i), n - i);
+}
+
+inline __m256 sigmoid8(__m256 x, size_t c) {
+    const __m256 one = _mm256_set1_ps(1.0f);
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), x), c);
+    return _mm256_div_ps(one, _mm256_add_ps(one, e));
+}
+
+void sigmoid_f32(const float * x, float * y, size_t n) {
+    size_t i = 0;
+    for (; i + kW <= n; i += kW) _mm256_storeu_ps(y + i, sigmoid8(load(x + i), kW));
+    if (i < n) store_tail(y + i, sigmoid8(load_tail(x + i, n - i), n - i), n - i);
+}
+
+inline __m256 silu8(__m256 v, size_t c) {
+    const __m256 e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), v), c);
+    return _mm256_div_ps(v, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+void silu_f32(const float * x, float * y, size_t n) {
+    size_t i = 0;
+    for (; i + kW <= n; i += kW) _mm256_storeu_ps(y + i, silu8(load(x + i), kW));
+    if (i < n) store_tail(y + i, silu8(load_tail(x + i, n - i), n - i), n - i);
+}
+
 }  // namespace
 
 void add_vec_kernels_avx2(VecKernels & k) {
@@ -170,6 +263,9 @@ void add_vec_kernels_avx2(VecKernels & k) {
     k.scale = scale;
     k.lowrank_interleaved_f32 = lowrank_interleaved_f32;
     k.gated_delta_step = gated_delta_step;
+    k.exp_f32 = exp_f32;
+    k.sigmoid_f32 = sigmoid_f32;
+    k.silu_f32 = silu_f32;
 }
 
 #else
