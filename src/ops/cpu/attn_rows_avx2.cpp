@@ -7,6 +7,7 @@
 #include <immintrin.h>
 
 #include "ops/cpu/attn_rows_impl.h"
+#include "ops/cpu/vec.h"
 #include "ops/half.h"
 
 #include <cmath>
@@ -73,8 +74,14 @@ struct Avx2 {
         dots(q, q_stride, m, k0, dim, o0);
         dots(q, q_stride, m, k1, dim, o1);
     }
+    // exp(s - mx) with libm's bits (the level's vector exp, vec_avx2.cpp), as the scalar twin's std::exp.
     static void exp_shift(float * s, size_t n, float mx) {
-        for (size_t j = 0; j < n; ++j) s[j] = std::exp(s[j] - mx);
+        static const auto exp8 = vec_kernels(Isa::Avx2).exp_f32;
+        const __m256 m = _mm256_set1_ps(mx);
+        size_t j = 0;
+        for (; j + kW <= n; j += kW) _mm256_storeu_ps(s + j, _mm256_sub_ps(_mm256_loadu_ps(s + j), m));
+        for (; j < n; ++j) s[j] -= mx;
+        exp8(s, s, n);
     }
     static void axpy(float a, const float * x, float * y, size_t n) {
         const __m256 av = _mm256_set1_ps(a);
