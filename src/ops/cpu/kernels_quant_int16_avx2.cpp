@@ -75,13 +75,11 @@ inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t
     for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
 }
 
-// q4_K without widening shuffles. A chunk of 32 bytes holds groups 2c (low nibbles) and 2c + 1 (high);
-// unpacking it with zero bytes gives int16 elements [0..7 | 16..23] and [8..15 | 24..31] of both groups in
-// their lanes, each group one `and` or one shift away. The activations are loaded in the same order (two
-// 128-bit halves), so vpmaddwd's lane l collects elements {2l, 2l + 1} of the lower or upper half of a group:
-// x holds the pairs from elements 0..7 and 16..23, y those from 8..15 and 24..31, and the contract's lane l < 4
-// is x.lo[l] + x.hi[l], lane 4 + l is y.lo[l] + y.hi[l] (exact integers: the grouping is free). One vpshufb a
-// group broadcasts its scale.
+// q4_K without cross-lane widening (docs/kernels.md, "AVX2 rows of q4_K and q6_K"). A chunk of 32 bytes holds
+// groups 2c (low nibbles) and 2c + 1 (high). With its quarters reordered (vpermq 0, 2, 1, 3), unpacking it with
+// zero bytes, in-lane, gives elements 0..15 (unpacklo) and 16..31 (unpackhi) of both groups as int16 in element
+// order, each group one `and` or one shift away, so vpmaddwd's lanes are the contract's. One vpshufb of the
+// scale bytes broadcasts a group's scale.
 template <int NT>
 inline void dot_row_q4k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const BlockQ4_K *>(wrow);
