@@ -19,6 +19,19 @@ namespace {
 
 OFFGRID_I16_INLINE __m256i load_q(const int16_t * p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)); }
 
+// f(0) .. f(N - 1): unrolled for one token; for several, one at a time (unrolled, their products keep more vectors
+// live than there are registers, and GCC computes them all first and spills them to the stack).
+template <int NT, int N, class F>
+OFFGRID_I16_INLINE void each_group(F && f) {
+    if constexpr (NT == 1) {
+        #pragma GCC unroll 8
+        for (int g = 0; g < N; ++g) f(g);
+    } else {
+        #pragma GCC unroll 1
+        for (int g = 0; g < N; ++g) f(g);
+    }
+}
+
 template <class T, int NT>
 inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const typename T::Block *>(wrow);
@@ -45,13 +58,7 @@ inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t
                                                                _mm256_madd_epi16(hi, load_q(q + 16))));
             }
         };
-        if constexpr (NT == 1) {  // as in dot_row_q4k: several tokens' products, unrolled, spill
-            #pragma GCC unroll 8
-            for (int g = 0; g < 8; ++g) group(g);
-        } else {
-            #pragma GCC unroll 1
-            for (int g = 0; g < 8; ++g) group(g);
-        }
+        each_group<NT, 8>(group);
         __m256 wm_lo = _mm256_setzero_ps(), wm_hi = _mm256_setzero_ps();
         if constexpr (T::kMins != Mins::None) {
             const __m256 dm = _mm256_set1_ps(k.dmin);
@@ -112,23 +119,14 @@ inline void dot_row_q4k(const void * wrow, const BlockQ16_K * const * act, int64
                 x[t] = _mm256_add_epi32(x[t], _mm256_add_epi32(lo, hi));
             }
         };
-        // Unrolled, several tokens' products keep more vectors live than there are registers (GCC then spills
-        // them all); one token's fit.
-        if constexpr (NT == 1) {
-            #pragma GCC unroll 4
-            for (int c = 0; c < 4; ++c) chunk(c);
-        } else {
-            #pragma GCC unroll 1
-            for (int c = 0; c < 4; ++c) chunk(c);
-        }
+        each_group<NT, 4>(chunk);
         const __m256 dm = _mm256_set1_ps(_cvtsh_ss(blk.dmin));
         const __m256 wm = _mm256_mul_ps(dm, _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_cvtsi64_si128(static_cast<long long>(mn)))));
         const __m256 kd = _mm256_set1_ps(_cvtsh_ss(blk.d));
         #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
             const BlockQ16_K & a = act[t][b];
-            const __m256i p = x[t];
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(kd, _mm256_broadcast_ss(&a.d)), acc[t]);
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x[t]), _mm256_mul_ps(kd, _mm256_broadcast_ss(&a.d)), acc[t]);
             acc[t] = _mm256_fnmadd_ps(wm, _mm256_loadu_ps(a.dsum32), acc[t]);
         }
     }
@@ -173,13 +171,7 @@ inline void dot_row_q6k(const void * wrow, const BlockQ16_K * const * act, int64
                     x[t] = _mm256_add_epi32(x[t], _mm256_add_epi32(_mm256_madd_epi16(wl, load_q(q)), _mm256_madd_epi16(wh, load_q(q + 16))));
                 }
             };
-            if constexpr (NT == 1) {  // as in dot_row_q4k
-                #pragma GCC unroll 4
-                for (int j = 0; j < 4; ++j) group(j);
-            } else {
-                #pragma GCC unroll 1
-                for (int j = 0; j < 4; ++j) group(j);
-            }
+            each_group<NT, 4>(group);
         }
         const __m256 kd = _mm256_set1_ps(_cvtsh_ss(blk.d));
         #pragma GCC unroll 8

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "ops/cpu/vec.h"
+#include "ops/cpu/expf_table.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 #include <immintrin.h>
@@ -162,30 +163,17 @@ void gated_delta_step(const float * state_in, float * state_out, size_t dk, size
     }
 }
 
-// expf of 8 floats as the avx512 level evaluates 16 (vec_avx512.cpp says how: glibc's algorithm in double, the
-// same operations in the same order, libm for the lanes outside [-87, 88]); the 2^(i/32) entry is gathered.
+// expf of 8 floats as the avx512 level evaluates 16: glibc's algorithm (expf_table.h) in double, the same
+// operations in the same order, libm for the lanes outside [-87, 88]; the 2^(i/32) entry is gathered.
 inline __m256d mul_apart(__m256d a, __m256d b) {
     __m256d p = _mm256_mul_pd(a, b);
     __asm__("" : "+x"(p));  // a product of its own: GCC would fuse it into the addition after it
     return p;
 }
 
-struct Exp2Table {
-    alignas(64) double t[32];  // 2^(i/32) bits minus i << 47
-    Exp2Table() {
-        for (int i = 0; i < 32; ++i) {
-            const double v = std::exp2(i / 32.0);  // correctly rounded for these arguments
-            uint64_t bits;
-            std::memcpy(&bits, &v, 8);
-            bits -= static_cast<uint64_t>(i) << 47;
-            std::memcpy(&t[i], &bits, 8);
-        }
-    }
-};
-
-inline __m256d exp_lanes(__m256d x, const Exp2Table & tab) {
-    const __m256d inv_ln2_n = _mm256_set1_pd(0x1.71547652b82fep0 * 32);
-    const __m256d shift = _mm256_set1_pd(0x1.8p52);
+inline __m256d exp_lanes(__m256d x, const ExpfTable & tab) {
+    const __m256d inv_ln2_n = _mm256_set1_pd(kExpInvLn2N);
+    const __m256d shift = _mm256_set1_pd(kExpShift);
     const __m256d z = mul_apart(inv_ln2_n, x);
     __m256d kd = _mm256_add_pd(z, shift);
     const __m256i ki = _mm256_castpd_si256(kd);
@@ -194,9 +182,9 @@ inline __m256d exp_lanes(__m256d x, const Exp2Table & tab) {
     const __m256i idx = _mm256_and_si256(ki, _mm256_set1_epi64x(31));
     const __m256d t = _mm256_i64gather_pd(tab.t, idx, 8);
     const __m256d s = _mm256_castsi256_pd(_mm256_add_epi64(_mm256_castpd_si256(t), _mm256_slli_epi64(ki, 47)));
-    const __m256d c0 = _mm256_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32);
-    const __m256d c1 = _mm256_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32);
-    const __m256d c2 = _mm256_set1_pd(0x1.62e42ff0c52d6p-1 / 32);
+    const __m256d c0 = _mm256_set1_pd(kExpC0);
+    const __m256d c1 = _mm256_set1_pd(kExpC1);
+    const __m256d c2 = _mm256_set1_pd(kExpC2);
     const __m256d p = _mm256_fmadd_pd(c0, r, c1);
     const __m256d r2 = _mm256_mul_pd(r, r);
     __m256d y = _mm256_fmadd_pd(c2, r, _mm256_set1_pd(1.0));
@@ -206,7 +194,7 @@ inline __m256d exp_lanes(__m256d x, const Exp2Table & tab) {
 
 // expf of the first c <= 8 lanes of x (the rest ignored).
 inline __m256 exp8(__m256 x, size_t c) {
-    static const Exp2Table tab;
+    static const ExpfTable tab;
     const int live = (1 << c) - 1;
     const int in_range = _mm256_movemask_ps(_mm256_and_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-87.0f), _CMP_GE_OQ),
                                                           _mm256_cmp_ps(x, _mm256_set1_ps(88.0f), _CMP_LE_OQ))) & live;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "ops/cpu/vec.h"
+#include "ops/cpu/expf_table.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__)
 // GCC 12's AVX-512 headers build results on _mm512_undefined_*(), which -Wall reports as uninitialised
@@ -135,29 +136,20 @@ void lowrank_interleaved_f32(const float * u, size_t lr, const float * l, size_t
     }
 }
 
-// expf of 16 floats, evaluated as glibc's expf evaluates one (with FMA): x = (k + r) ln2 / 32 with k an integer
-// and |r| <= 1/2, exp(x) = 2^(k/32) * p(r), the power from a table of 2^(i/32) (i = k mod 32, the exponent
-// added to its bits), p a cubic; all in double, rounded once to float at the end. The same operations in the
-// same order give the same bits (checked over every float in [-87, 88]); lanes outside that range (overflow,
+// expf of 16 floats, evaluated as glibc's expf evaluates one (with FMA; its constants and table in
+// expf_table.h). The same operations in the same order give the same bits (checked over every float in [-87, 88]); lanes outside that range (overflow,
 // underflow, subnormal results, NaN) are left to libm.
 struct Exp2Table {
-    __m512d part[4];  // 2^(i/32) bits minus i << 47, entries 8j..8j+7 in part[j]
+    __m512d part[4];  // ExpfTable's entries 8j..8j+7 in part[j]
     Exp2Table() {
-        alignas(64) double t[32];
-        for (int i = 0; i < 32; ++i) {
-            const double v = std::exp2(i / 32.0);  // correctly rounded for these arguments
-            uint64_t bits;
-            std::memcpy(&bits, &v, 8);
-            bits -= static_cast<uint64_t>(i) << 47;
-            std::memcpy(&t[i], &bits, 8);
-        }
-        for (int j = 0; j < 4; ++j) part[j] = _mm512_load_pd(t + 8 * j);
+        const ExpfTable tab;
+        for (int j = 0; j < 4; ++j) part[j] = _mm512_load_pd(tab.t + 8 * j);
     }
 };
 
 inline __m512d exp_lanes(__m512d x, const Exp2Table & tab) {
-    const __m512d inv_ln2_n = _mm512_set1_pd(0x1.71547652b82fep0 * 32);
-    const __m512d shift = _mm512_set1_pd(0x1.8p52);
+    const __m512d inv_ln2_n = _mm512_set1_pd(kExpInvLn2N);
+    const __m512d shift = _mm512_set1_pd(kExpShift);
     const __m512d z = mul_apart(inv_ln2_n, x);  // rounded before the shift is added, as in expf
     __m512d kd = _mm512_add_pd(z, shift);        // k in the low bits of kd
     const __m512i ki = _mm512_castpd_si512(kd);
@@ -168,9 +160,9 @@ inline __m512d exp_lanes(__m512d x, const Exp2Table & tab) {
     const __m512d hi = _mm512_permutex2var_pd(tab.part[2], idx, tab.part[3]);
     const __m512d t = _mm512_mask_blend_pd(_mm512_test_epi64_mask(idx, _mm512_set1_epi64(16)), lo, hi);
     const __m512d s = _mm512_castsi512_pd(_mm512_add_epi64(_mm512_castpd_si512(t), _mm512_slli_epi64(ki, 47)));
-    const __m512d c0 = _mm512_set1_pd(0x1.c6af84b912394p-5 / 32 / 32 / 32);
-    const __m512d c1 = _mm512_set1_pd(0x1.ebfce50fac4f3p-3 / 32 / 32);
-    const __m512d c2 = _mm512_set1_pd(0x1.62e42ff0c52d6p-1 / 32);
+    const __m512d c0 = _mm512_set1_pd(kExpC0);
+    const __m512d c1 = _mm512_set1_pd(kExpC1);
+    const __m512d c2 = _mm512_set1_pd(kExpC2);
     const __m512d p = _mm512_fmadd_pd(c0, r, c1);
     const __m512d r2 = _mm512_mul_pd(r, r);
     __m512d y = _mm512_fmadd_pd(c2, r, _mm512_set1_pd(1.0));
