@@ -166,6 +166,24 @@ void BM_TileFromCache(benchmark::State & state, ElemType type, const ops::cpu::T
                                                    benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
 }
 
+// The same 256 x 64 product through the entry's prompt product (TypeKernels::gemm), the tokens packed once (one key,
+// as the rows of one product on a thread).
+void BM_GemmFromCache(benchmark::State & state, ElemType type, const ops::cpu::TypeKernels * kp) {
+    const ops::cpu::TypeKernels & k = *kp;
+    const int64_t rows = 256;
+    const int n_tok = 64;
+    const Weights w = make_weights(type, rows);
+    size_t stride;
+    const auto act = make_acts(k, n_tok, stride);
+    std::vector<float> y(rows * n_tok);
+    for (auto _ : state) {
+        k.gemm(w.bytes.data(), w.row_bytes, act.data(), stride, kCols, rows, n_tok, y.data(), rows, 1);
+        benchmark::DoNotOptimize(y.data());
+    }
+    state.counters["GFLOP/s"] = benchmark::Counter(2.0 * rows * kCols * n_tok * state.iterations(),
+                                                   benchmark::Counter::kIsRate, benchmark::Counter::kIs1000);
+}
+
 // ops::matmul end to end (activation quantisation, tiling, threads) on a 4096 x 1024 matrix.
 void BM_Matmul(benchmark::State & state, ElemType type) {
     const int64_t rows = 4096;
@@ -222,6 +240,10 @@ const int registered = [] {
                     ->Unit(benchmark::kMicrosecond);
                 benchmark::RegisterBenchmark(("tile_cache/" + name + "/" + in).c_str(), BM_TileFromCache, type, kv)
                     ->Unit(benchmark::kMicrosecond);
+                if (kv->gemm != nullptr && kv->act_type != ElemType::F32) {
+                    benchmark::RegisterBenchmark(("gemm_cache/" + name + "/" + in).c_str(), BM_GemmFromCache, type, kv)
+                        ->Unit(benchmark::kMicrosecond);
+                }
             }
         }
         benchmark::RegisterBenchmark(("matmul/" + tn + "/" + ops::cpu::isa_name(ops::cpu::active_isa())).c_str(),

@@ -314,11 +314,14 @@ WorkspaceSize matmul_workspace(const std::vector<WeightShape> & weights, int64_t
             b = std::max(b, static_cast<size_t>(max_tokens) * ((cols + 15) / 16 * 16) * sizeof(float));
         }
         if (k != nullptr && k->gemm != nullptr && k->act_type != ElemType::F32) {
-            // The tile unit's products pack the tokens and decode 16 rows at a time (kernels_quant_int8_amx.cpp).
+            // The 8-bit prompt products pack the tokens and decode rows: 16 at a time on the tile unit
+            // (kernels_quant_int8_amx.cpp), 2 at AVX2 (kernels_quant_int8_gemm_avx2.cpp).
             auto & t = size.kernel_bytes[static_cast<size_t>(KernelBlock::packed_tokens)];
-            t = std::max(t, cpu::int8_gemm_token_bytes(w.type, w.cols, max_tokens));
+            t = std::max({t, cpu::int8_gemm_token_bytes(w.type, w.cols, max_tokens),
+                          cpu::quant::int8_gemm_avx2_token_bytes(w.type, w.cols, max_tokens)});
             auto & r = size.kernel_bytes[static_cast<size_t>(KernelBlock::tile_weights)];
-            r = std::max(r, cpu::int8_gemm_weight_bytes(w.type, w.cols));
+            r = std::max({r, cpu::int8_gemm_weight_bytes(w.type, w.cols),
+                          cpu::quant::int8_gemm_avx2_weight_bytes(w.type, w.cols)});
         }
         if (w.type != ElemType::F32) {
             // A tile's rows dequantised (the exact path's fused_tile) or one row (the generic path).

@@ -19,6 +19,7 @@
 
 #include <cstring>
 
+#include "ops/cpu/kernels_quant_int8_avx2.h"
 #include "ops/cpu/kernels_quant_int8_entries.h"
 
 namespace offgrid::ops::cpu::quant {
@@ -259,23 +260,6 @@ void row_q6_k(const void * wv, const void * const * act, int64_t n, float * out)
 
 // ---- q5_0 x q8_0 ----------------------------------------------------------------------------------------
 
-// The 32 signed values of a q5_0 block: v = nibble + 16 * fifth bit - 16 (byte j gets byte j / 8 of qh, then its
-// bit j % 8).
-inline __m256i q5_0_values(const BlockQ5_0 & B) {
-    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.qs)), m4 = _mm_set1_epi8(0x0f);
-    const __m256i nib = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
-                                                _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
-    uint32_t qh;
-    std::memcpy(&qh, B.qh, 4);
-    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
-                                            3, 3, 3, 3, 3, 3, 3);
-    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-    const __m256i sixteen = _mm256_set1_epi8(16);
-    const __m256i set = _mm256_cmpeq_epi8(
-        _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), spread), bit), bit);
-    return _mm256_sub_epi8(nib, _mm256_andnot_si256(set, sixteen));  // nibble - 16 where the fifth bit is clear
-}
-
 // The sums of 8 blocks' vpmaddubsw pairs (16 int16 lanes each, |lane| <= 2 * 16 * 127) as one vector of int32,
 // lane i the sum of p[i]: pairs of lanes added in int16 three times (|lane| <= 32512 < 2^15, exact), then the two
 // 128-bit halves in int32.
@@ -402,6 +386,7 @@ void add_int8_entries_avx2(TypeKernels * table) {
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
     set_entry<Q50>(table, tensor::ElemType::Q5_0);
     set_q8_k_quantizer(table, quantize_row_q8_k);
+    add_int8_gemm_avx2(table);
 }
 
 }  // namespace offgrid::ops::cpu::quant

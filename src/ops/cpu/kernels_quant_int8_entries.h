@@ -89,6 +89,8 @@ void set_entry(TypeKernels * table, tensor::ElemType type) {
     k.dot_tile = E::dot_tile;
     k.tile_tokens = kMaxTokens;
     k.row_tile_min_tokens = 0;
+    k.gemm = nullptr;  // a level's own prompt product, if any, is set after its row kernels
+    k.gemm_min_tokens = kGemmMinTokens;
 }
 
 // Every q8_K entry of the table takes a level's quantiser (it writes the twin's bytes).

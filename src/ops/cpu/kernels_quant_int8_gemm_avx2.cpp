@@ -1,0 +1,356 @@
+// Prompt products of the 8-bit-activation path at AVX2 (TypeKernels::gemm of the q4_K, q6_K and q5_0 entries):
+// tokens in lanes.
+//
+// The row kernels (kernels_quant_int8_avx2.cpp) multiply one weight row by one token's bytes and then fold the
+// 16 int16 lanes of each `vpmaddubsw` back into per-block sums: shuffles that cost about as much as the
+// multiplies. Here the tokens are packed once per product, 8 to a group, so that 32 bytes hold 4 consecutive
+// activation bytes of each of the 8 tokens; a weight row's 4 matching values are broadcast to every token, and
+// one `vpmaddubsw` leaves each token's two pair sums in its own 32-bit lane. The products of a (sub-)block are
+// added in int16 while the bound allows (each type says why it holds), one `vpmaddwd` by the block's scale (or by
+// ones) widens them, and the lanes stay the tokens' to the result: no horizontal sums at all. Two weight rows
+// share each loaded activation vector.
+//
+// Bit-identical to the scalar twins (kernels_quant_scalar.cpp): the same exact integer sums of a block, then the
+// twin's fold lane for lane, blocks in order (no contraction: kernels_quant_common.h).
+#include "ops/cpu/kernels_quant_int8.h"
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/cpu/kernels_quant_int8_avx2.h"
+#include "ops/cpu/kernels_quant_int8_entries.h"
+#include "ops/workspace.h"
+
+namespace offgrid::ops::cpu::quant {
+
+namespace {
+
+constexpr int kGroup = 8;                   // tokens in a group: the 8 int32 lanes
+constexpr size_t kChunkBytes = 192 * 1024;  // the token images of a chunk of groups stay in L2 across the rows
+
+inline __m256i broadcast4(const void * p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+inline __m256i load(const void * p) { return _mm256_load_si256(static_cast<const __m256i *>(p)); }
+
+// ---- q8_K tokens (q4_K, q6_K) ----------------------------------------------------------------------------
+
+// A group's super-block: q[k] holds activation bytes 4k..4k+3 of token t at bytes 4t..4t+3; bs[p] token t's sums
+// of the 16-element blocks 2p and 2p + 1 as two int16; d the tokens' scales.
+struct alignas(32) TokensQ8K {
+    static constexpr uint64_t kLayout = 8;  // names the packed layout (the tile unit's are 1-4)
+    using Act = BlockQ8_K;
+    int8_t q[64][kGroup][4];
+    int16_t bs[8][kGroup][2];
+    float d[kGroup];
+
+    void set(int t, const BlockQ8_K * A) {  // A null: a token past the product's, zeros
+        for (int k = 0; k < 64; ++k) {
+            if (A != nullptr) {
+                std::memcpy(q[k][t], A->qs + 4 * k, 4);
+            } else {
+                std::memset(q[k][t], 0, 4);
+            }
+        }
+        for (int p = 0; p < 8; ++p) {
+            bs[p][t][0] = A != nullptr ? A->bsums[2 * p] : 0;
+            bs[p][t][1] = A != nullptr ? A->bsums[2 * p + 1] : 0;
+        }
+        d[t] = A != nullptr ? A->d : 0.0f;
+    }
+};
+
+// q4_K: quants 0..15 in element order; |a| <= 127, so a sub-block's 8 `vpmaddubsw` sums are at most
+// 8 * 2 * 15 * 127 < 2^15. isum = sum of scale * quant * a, imin = sum of min * block sums (the twin's two sums).
+struct Q4K {
+    using Weight = BlockQ4_K;
+    using Tokens = TokensQ8K;
+    static constexpr int kBlock = 256;
+    struct alignas(32) Row {
+        uint8_t q[256];
+        int16_t sc[8];
+        int16_t mn[8][2];  // each min twice: it weighs both 16-sums of its sub-block
+        float d, dmin;
+    };
+
+    static void decode(const BlockQ4_K & B, Row & R) {
+        const __m256i m4 = _mm256_set1_epi8(0x0f);
+        for (int c = 0; c < 4; ++c) {  // bytes 32c..32c+31: sub-block 2c in the low nibbles, 2c + 1 in the high
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs + 32 * c));
+            _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 64 * c), _mm256_and_si256(x, m4));
+            _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+        }
+        uint8_t s8[8], m8[8];
+        k4_scales_mins(B.scales, s8, m8);
+        for (int j = 0; j < 8; ++j) {
+            R.sc[j] = s8[j];
+            R.mn[j][0] = R.mn[j][1] = m8[j];
+        }
+        R.d = f16_to_f32(B.d);
+        R.dmin = f16_to_f32(B.dmin);
+    }
+
+    template <int N>
+    static void block(const Row * const * rows, const Tokens & T, __m256 * acc) {
+        __m256i isum[N], imin[N];
+        for (int i = 0; i < N; ++i) isum[i] = imin[i] = _mm256_setzero_si256();
+        for (int j = 0; j < 8; ++j) {
+            __m256i s[N];
+            for (int k = 0; k < 8; ++k) {
+                const __m256i a = load(T.q[8 * j + k]);
+                for (int i = 0; i < N; ++i) {
+                    const __m256i p = _mm256_maddubs_epi16(broadcast4(rows[i]->q + 32 * j + 4 * k), a);
+                    s[i] = k == 0 ? p : _mm256_add_epi16(s[i], p);
+                }
+            }
+            for (int i = 0; i < N; ++i) {
+                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], _mm256_set1_epi16(rows[i]->sc[j])));
+                imin[i] = _mm256_add_epi32(imin[i], _mm256_madd_epi16(load(T.bs[j]), broadcast4(rows[i]->mn[j])));
+            }
+        }
+        const __m256 ad = _mm256_load_ps(T.d);
+        for (int i = 0; i < N; ++i) {  // fold_q8_k_min
+            const __m256 d = _mm256_mul_ps(ad, _mm256_set1_ps(rows[i]->d));
+            const __m256 dmin = _mm256_mul_ps(ad, _mm256_set1_ps(rows[i]->dmin));
+            acc[i] = _mm256_add_ps(acc[i], _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])),
+                                                         _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(imin[i]))));
+        }
+    }
+};
+
+// q6_K: the unsigned 6-bit quants q (value q - 32) in element order; two `vpmaddubsw` sums of a 16-element block
+// are at most 2 * 2 * 63 * 127 < 2^15. isum = sum of scale * q * a - 32 * sum of scale * block sums, which is the
+// twin's sum of scale * (q - 32) * a.
+struct Q6K {
+    using Weight = BlockQ6_K;
+    using Tokens = TokensQ8K;
+    static constexpr int kBlock = 256;
+    struct alignas(32) Row {
+        uint8_t q[256];
+        int16_t sc[16];
+        float d;
+    };
+
+    static void decode(const BlockQ6_K & B, Row & R) {
+        const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
+        for (int h = 0; h < 2; ++h) {  // element 128h + 32g + l: ql byte 64h + l (+ 32 for odd g), qh bits 2g
+            const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
+            const __m256i g[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+            };
+            for (int k = 0; k < 4; ++k) _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 128 * h + 32 * k), g[k]);
+        }
+        for (int j = 0; j < 16; ++j) R.sc[j] = B.scales[j];
+        R.d = f16_to_f32(B.d);
+    }
+
+    template <int N>
+    static void block(const Row * const * rows, const Tokens & T, __m256 * acc) {
+        __m256i isum[N], corr[N];
+        for (int i = 0; i < N; ++i) isum[i] = corr[i] = _mm256_setzero_si256();
+        for (int j = 0; j < 16; ++j) {  // 16-element blocks: two pairs of element groups
+            for (int h = 0; h < 2; ++h) {
+                const int k = 4 * j + 2 * h;
+                const __m256i a0 = load(T.q[k]), a1 = load(T.q[k + 1]);
+                for (int i = 0; i < N; ++i) {
+                    const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(broadcast4(rows[i]->q + 4 * k), a0),
+                                                       _mm256_maddubs_epi16(broadcast4(rows[i]->q + 4 * k + 4), a1));
+                    isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s, _mm256_set1_epi16(rows[i]->sc[j])));
+                }
+            }
+        }
+        for (int p = 0; p < 8; ++p) {
+            const __m256i bs = load(T.bs[p]);
+            for (int i = 0; i < N; ++i) corr[i] = _mm256_add_epi32(corr[i], _mm256_madd_epi16(bs, broadcast4(rows[i]->sc + 2 * p)));
+        }
+        const __m256 ad = _mm256_load_ps(T.d);
+        for (int i = 0; i < N; ++i) {  // fold_q8_k
+            const __m256i total = _mm256_sub_epi32(isum[i], _mm256_slli_epi32(corr[i], 5));
+            const __m256 d = _mm256_mul_ps(ad, _mm256_set1_ps(rows[i]->d));
+            acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(d, _mm256_cvtepi32_ps(total)));
+        }
+    }
+};
+
+// ---- q8_0 tokens (q5_0) ------------------------------------------------------------------------------------
+
+struct alignas(32) TokensQ80 {
+    static constexpr uint64_t kLayout = 9;
+    using Act = BlockQ8_0;
+    int8_t q[8][kGroup][4];
+    float d[kGroup];
+
+    void set(int t, const BlockQ8_0 * A) {
+        for (int k = 0; k < 8; ++k) {
+            if (A != nullptr) {
+                std::memcpy(q[k][t], A->qs + 4 * k, 4);
+            } else {
+                std::memset(q[k][t], 0, 4);
+            }
+        }
+        d[t] = A != nullptr ? f16_to_f32(A->d) : 0.0f;
+    }
+};
+
+// q5_0: the signed values v = q - 16 go in as |v| against a * sign(v) (q8_0 activations lie in -127..127); a
+// block's 8 `vpmaddubsw` sums are at most 8 * 2 * 16 * 127 < 2^15.
+struct Q50 {
+    using Weight = BlockQ5_0;
+    using Tokens = TokensQ80;
+    static constexpr int kBlock = 32;
+    struct alignas(32) Row {
+        int8_t v[32];
+        uint8_t mag[32];
+        float d;
+    };
+
+    static void decode(const BlockQ5_0 & B, Row & R) {
+        const __m256i v = q5_0_values(B);
+        _mm256_store_si256(reinterpret_cast<__m256i *>(R.v), v);
+        _mm256_store_si256(reinterpret_cast<__m256i *>(R.mag), _mm256_sign_epi8(v, v));
+        R.d = f16_to_f32(B.d);
+    }
+
+    template <int N>
+    static void block(const Row * const * rows, const Tokens & T, __m256 * acc) {
+        __m256i s[N];
+        for (int k = 0; k < 8; ++k) {
+            const __m256i a = load(T.q[k]);
+            for (int i = 0; i < N; ++i) {
+                const __m256i p = _mm256_maddubs_epi16(broadcast4(rows[i]->mag + 4 * k),
+                                                       _mm256_sign_epi8(a, broadcast4(rows[i]->v + 4 * k)));
+                s[i] = k == 0 ? p : _mm256_add_epi16(s[i], p);
+            }
+        }
+        const __m256 ad = _mm256_load_ps(T.d);
+        for (int i = 0; i < N; ++i) {  // fold_q8_0
+            const __m256i isum = _mm256_madd_epi16(s[i], _mm256_set1_epi16(1));
+            const __m256 d = _mm256_mul_ps(_mm256_set1_ps(rows[i]->d), ad);
+            acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
+        }
+    }
+};
+
+// ---- the product -----------------------------------------------------------------------------------------
+
+// Group g's block b at [g * nb + b]. Packed once per product per thread (act_key), as the tile unit's.
+template <class Tok>
+const Tok * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t n_tok, uint64_t key) {
+    const int64_t groups = (n_tok + kGroup - 1) / kGroup;
+    Arena & arena = Workspace::scratch();
+    auto * p = reinterpret_cast<Tok *>(arena.kernel_block(KernelBlock::packed_tokens, static_cast<size_t>(groups * nb) * sizeof(Tok)));
+    const uint64_t tag = key != 0 ? key | Tok::kLayout << 60 : 0;
+    uint64_t & held = arena.kernel_block_tag(KernelBlock::packed_tokens);
+    if (tag != 0 && held == tag) return p;
+    held = tag;
+    for (int64_t g = 0; g < groups; ++g) {
+        for (int n = 0; n < kGroup; ++n) {
+            const int64_t t = g * kGroup + n;
+            const auto * A = t < n_tok ? reinterpret_cast<const typename Tok::Act *>(static_cast<const uint8_t *>(act) + t * act_stride) : nullptr;
+            for (int64_t b = 0; b < nb; ++b) p[g * nb + b].set(n, A != nullptr ? A + b : nullptr);
+        }
+    }
+    return p;
+}
+
+template <class T, int N>
+void rows_by_group(const typename T::Row * first, int64_t nb, const typename T::Tokens * tok, __m256 * acc) {
+    for (int i = 0; i < N; ++i) acc[i] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const typename T::Row * rows[2] = {first + b, first + nb + b};
+        T::template block<N>(rows, tok[b], acc);
+    }
+}
+
+template <class T>
+void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows, int64_t n_tok,
+          float * y, size_t y_stride, uint64_t act_key) {
+    using Row = typename T::Row;
+    using Tok = typename T::Tokens;
+    const int64_t nb = n / T::kBlock;
+    if (nb == 0 || n_rows <= 0 || n_tok <= 0) return;
+    const Tok * tokens = pack_tokens<Tok>(act, act_stride, nb, n_tok, act_key);
+    auto * decoded = reinterpret_cast<Row *>(
+        Workspace::scratch().kernel_block(KernelBlock::tile_weights, 2 * static_cast<size_t>(nb) * sizeof(Row)));
+    const int64_t groups = (n_tok + kGroup - 1) / kGroup;
+    const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / (static_cast<size_t>(nb) * sizeof(Tok))));
+    const auto * wb = static_cast<const uint8_t *>(w);
+    for (int64_t g0 = 0; g0 < groups; g0 += chunk) {
+        const int64_t g1 = std::min(groups, g0 + chunk);
+        for (int64_t r = 0; r < n_rows; r += 2) {
+            const int rows = n_rows - r >= 2 ? 2 : 1;
+            for (int i = 0; i < rows; ++i) {
+                const auto * row = reinterpret_cast<const typename T::Weight *>(wb + (r + i) * w_stride);
+                for (int64_t b = 0; b < nb; ++b) T::decode(row[b], decoded[i * nb + b]);
+            }
+            for (int64_t g = g0; g < g1; ++g) {
+                __m256 acc[2];
+                if (rows == 2) {
+                    rows_by_group<T, 2>(decoded, nb, tokens + g * nb, acc);
+                } else {
+                    rows_by_group<T, 1>(decoded, nb, tokens + g * nb, acc);
+                }
+                const int toks = static_cast<int>(std::min<int64_t>(kGroup, n_tok - g * kGroup));
+                for (int i = 0; i < rows; ++i) {
+                    alignas(32) float v[kGroup];
+                    _mm256_store_ps(v, acc[i]);
+                    for (int t = 0; t < toks; ++t) y[(g * kGroup + t) * static_cast<int64_t>(y_stride) + r + i] = v[t];
+                }
+            }
+        }
+    }
+}
+
+template <class T>
+size_t token_bytes(int64_t n, int64_t n_tok) {
+    return static_cast<size_t>((n_tok + kGroup - 1) / kGroup * (n / T::kBlock)) * sizeof(typename T::Tokens);
+}
+
+}  // namespace
+
+size_t int8_gemm_avx2_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok) {
+    switch (type) {
+        case tensor::ElemType::Q4_K: return token_bytes<Q4K>(n, n_tok);
+        case tensor::ElemType::Q6_K: return token_bytes<Q6K>(n, n_tok);
+        case tensor::ElemType::Q5_0: return token_bytes<Q50>(n, n_tok);
+        default: return 0;
+    }
+}
+
+size_t int8_gemm_avx2_weight_bytes(tensor::ElemType type, int64_t n) {
+    switch (type) {
+        case tensor::ElemType::Q4_K: return 2 * static_cast<size_t>(n / Q4K::kBlock) * sizeof(Q4K::Row);
+        case tensor::ElemType::Q6_K: return 2 * static_cast<size_t>(n / Q6K::kBlock) * sizeof(Q6K::Row);
+        case tensor::ElemType::Q5_0: return 2 * static_cast<size_t>(n / Q50::kBlock) * sizeof(Q50::Row);
+        default: return 0;
+    }
+}
+
+void add_int8_gemm_avx2(TypeKernels * table) {
+    table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm = gemm<Q4K>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm = gemm<Q6K>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm = gemm<Q50>;
+}
+
+}  // namespace offgrid::ops::cpu::quant
+
+#else
+
+namespace offgrid::ops::cpu::quant {
+size_t int8_gemm_avx2_token_bytes(tensor::ElemType, int64_t, int64_t) { return 0; }
+size_t int8_gemm_avx2_weight_bytes(tensor::ElemType, int64_t) { return 0; }
+void add_int8_gemm_avx2(TypeKernels *) {}
+}  // namespace offgrid::ops::cpu::quant
+
+#endif
