@@ -37,6 +37,14 @@ inline __m256i broadcast4(const void * p) {
     return _mm256_set1_epi32(v);
 }
 
+// The weight rows are one stream (two rows at a time, one after the other): fetched 1 KiB ahead, as the row
+// kernels' (the hardware prefetch alone loses about half the DRAM speed on some VMs).
+template <class W>
+inline void prefetch_ahead(const W * block) {
+    const char * ahead = reinterpret_cast<const char *>(block) + 1024;
+    for (size_t off = 0; off < sizeof(W); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+}
+
 inline __m256i load(const void * p) { return _mm256_load_si256(static_cast<const __m256i *>(p)); }
 
 // ---- q8_K tokens (q4_K, q6_K) ----------------------------------------------------------------------------
@@ -111,8 +119,11 @@ struct Q4K {
             }
             for (int i = 0; i < N; ++i) {
                 isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], _mm256_set1_epi16(rows[i]->sc[j])));
-                imin[i] = _mm256_add_epi32(imin[i], _mm256_madd_epi16(load(T.bs[j]), broadcast4(rows[i]->mn[j])));
             }
+        }
+        for (int j = 0; j < 8; ++j) {  // apart: the loop above keeps its sums in registers
+            const __m256i bs = load(T.bs[j]);
+            for (int i = 0; i < N; ++i) imin[i] = _mm256_add_epi32(imin[i], _mm256_madd_epi16(bs, broadcast4(rows[i]->mn[j])));
         }
         const __m256 ad = _mm256_load_ps(T.d);
         for (int i = 0; i < N; ++i) {  // fold_q8_k_min
@@ -292,7 +303,10 @@ void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, 
             const int rows = n_rows - r >= 2 ? 2 : 1;
             for (int i = 0; i < rows; ++i) {
                 const auto * row = reinterpret_cast<const typename T::Weight *>(wb + (r + i) * w_stride);
-                for (int64_t b = 0; b < nb; ++b) T::decode(row[b], decoded[i * nb + b]);
+                for (int64_t b = 0; b < nb; ++b) {
+                    prefetch_ahead(row + b);
+                    T::decode(row[b], decoded[i * nb + b]);
+                }
             }
             for (int64_t g = g0; g < g1; ++g) {
                 __m256 acc[2];
