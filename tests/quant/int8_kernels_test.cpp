@@ -122,9 +122,10 @@ TEST(Int8Kernels, EveryLevelIsBitIdenticalToTheScalarTwin) {
     }
 }
 
-// The prompt products (TypeKernels::gemm, the tile unit's where the CPU has it) give every (row, token) the bits
-// of vec_dot, for row and token counts that fill their 16 x 16 tiles or leave them partial, with the tokens packed
-// afresh (key 0) or reused from the previous row range of the same product (the same key).
+// The prompt products (TypeKernels::gemm: the tile unit's where the CPU has it, the AVX2 tokens-in-lanes ones) give
+// every (row, token) the bits of vec_dot, for row and token counts that fill their 16 x 16 tiles (or 2-row x
+// 8-token groups) or leave them partial, with the tokens packed afresh (key 0) or reused from the previous row
+// range of the same product (the same key).
 TEST(Int8Kernels, PromptProductsAreBitIdenticalToVecDot) {
     std::mt19937 rng(11);
     int checked = 0;

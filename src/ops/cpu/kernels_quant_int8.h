@@ -16,8 +16,9 @@ void add_int8_entries_avx512(TypeKernels * table);
 // bit-identical to their vec_dot. No-op when the compiler cannot target AMX.
 void add_int8_gemm_amx(TypeKernels * table);
 
-// Prompt products at AVX2 (kernels_quant_int8_gemm_avx2.cpp, tokens in lanes): sets gemm of the q4_K entry,
-// bit-identical to its vec_dot. No-op when the compiler cannot target AVX2.
+// Prompt products at AVX2 (kernels_quant_int8_gemm_avx2.cpp, tokens in lanes): sets gemm of the q4_K, q6_K and
+// q5_0 entries, bit-identical to their vec_dot, and the sizes of the kernel blocks they take (0 for other
+// types). No-op when the compiler cannot target AVX2.
 void add_int8_gemm_avx2(TypeKernels * table);
 size_t int8_gemm_avx2_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok);
 size_t int8_gemm_avx2_weight_bytes(tensor::ElemType type, int64_t n);

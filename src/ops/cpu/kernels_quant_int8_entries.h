@@ -81,7 +81,8 @@ struct Entry {
 };
 
 // Sets a type's vec_dot and dot_tile; its activation format and quantiser stay the twin's (the same bytes at
-// every level).
+// every level). A lower level's prompt product is dropped: it would give the same bits (every entry has the
+// twin's), but whether it beats this level's tiles is a measurement of its own (the level sets its gemm after).
 template <typename E>
 void set_entry(TypeKernels * table, tensor::ElemType type) {
     TypeKernels & k = table[static_cast<uint32_t>(type)];
@@ -89,7 +90,7 @@ void set_entry(TypeKernels * table, tensor::ElemType type) {
     k.dot_tile = E::dot_tile;
     k.tile_tokens = kMaxTokens;
     k.row_tile_min_tokens = 0;
-    k.gemm = nullptr;  // a level's own prompt product, if any, is set after its row kernels
+    k.gemm = nullptr;
     k.gemm_min_tokens = kGemmMinTokens;
 }
 
