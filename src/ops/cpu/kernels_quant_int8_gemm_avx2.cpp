@@ -6,7 +6,7 @@
 // multiplies. Here the tokens are packed once per product, 8 to a group, so that 32 bytes hold 4 consecutive
 // activation bytes of each of the 8 tokens; a weight row's 4 matching values are broadcast to every token, and
 // one `vpmaddubsw` leaves each token's two pair sums in its own 32-bit lane. The products of a (sub-)block are
-// added in int16 while the bound allows (each type says why it holds), one `vpmaddwd` by the block's scale (or by
+// added in int16 while the bound allows (each type says why it holds), a `vpmaddwd` by the block's scale (or by
 // ones) widens them, and the lanes stay the tokens' to the result: no horizontal sums at all. Two weight rows
 // share each loaded activation vector.
 //
@@ -200,53 +200,57 @@ struct alignas(32) TokensQ80 {
     static constexpr uint64_t kLayout = 9;
     using Act = BlockQ8_0;
     int8_t q[8][kGroup][4];
+    int32_t sum16[kGroup];  // 16 times the sum of the token's 32 quants (q5_0's offset)
     float d[kGroup];
 
     void set(int t, const BlockQ8_0 * A) {
+        int32_t sum = 0;
         for (int k = 0; k < 8; ++k) {
             if (A != nullptr) {
                 std::memcpy(q[k][t], A->qs + 4 * k, 4);
+                for (int e = 0; e < 4; ++e) sum += A->qs[4 * k + e];
             } else {
                 std::memset(q[k][t], 0, 4);
             }
         }
+        sum16[t] = 16 * sum;
         d[t] = A != nullptr ? f16_to_f32(A->d) : 0.0f;
     }
 };
 
-// q5_0: the signed values v = q - 16 go in as |v| against a * sign(v) (q8_0 activations lie in -127..127); a
-// block's 8 `vpmaddubsw` sums are at most 8 * 2 * 16 * 127 < 2^15.
+// q5_0: the unsigned 5-bit quants q (value q - 16), so sum((q - 16) * a) = sum(q * a) - 16 * sum(a); a half
+// block's 4 `vpmaddubsw` sums are at most 4 * 2 * 31 * 127 < 2^15 (q8_0 activations lie in -127..127).
 struct Q50 {
     using Weight = BlockQ5_0;
     using Tokens = TokensQ80;
     static constexpr int kBlock = 32;
     struct alignas(32) Row {
-        int8_t v[32];
-        uint8_t mag[32];
+        uint8_t q[32];
         float d;
     };
 
     static void decode(const BlockQ5_0 & B, Row & R) {
-        const __m256i v = q5_0_values(B);
-        _mm256_store_si256(reinterpret_cast<__m256i *>(R.v), v);
-        _mm256_store_si256(reinterpret_cast<__m256i *>(R.mag), _mm256_sign_epi8(v, v));
+        const __m256i q = _mm256_add_epi8(q5_0_values(B), _mm256_set1_epi8(16));
+        _mm256_store_si256(reinterpret_cast<__m256i *>(R.q), q);
         R.d = f16_to_f32(B.d);
     }
 
     template <int N>
     static void block(const Row * const * rows, const Tokens & T, __m256 * acc) {
-        __m256i s[N];
+        __m256i s[N][2];
         for (int k = 0; k < 8; ++k) {
             const __m256i a = load(T.q[k]);
             for (int i = 0; i < N; ++i) {
-                const __m256i p = _mm256_maddubs_epi16(broadcast4(rows[i]->mag + 4 * k),
-                                                       _mm256_sign_epi8(a, broadcast4(rows[i]->v + 4 * k)));
-                s[i] = k == 0 ? p : _mm256_add_epi16(s[i], p);
+                const __m256i p = _mm256_maddubs_epi16(broadcast4(rows[i]->q + 4 * k), a);
+                __m256i & h = s[i][k / 4];
+                h = k % 4 == 0 ? p : _mm256_add_epi16(h, p);
             }
         }
         const __m256 ad = _mm256_load_ps(T.d);
+        const __m256i sum16 = load(T.sum16), ones = _mm256_set1_epi16(1);
         for (int i = 0; i < N; ++i) {  // fold_q8_0
-            const __m256i isum = _mm256_madd_epi16(s[i], _mm256_set1_epi16(1));
+            const __m256i isum = _mm256_sub_epi32(
+                _mm256_add_epi32(_mm256_madd_epi16(s[i][0], ones), _mm256_madd_epi16(s[i][1], ones)), sum16);
             const __m256 d = _mm256_mul_ps(_mm256_set1_ps(rows[i]->d), ad);
             acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
         }
