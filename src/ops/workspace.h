@@ -36,7 +36,8 @@ enum class KernelBlock : int {
     packed_tokens,     // a product's token rows in its kernel's tile layout (and what names them: key)
     parked_weights,    // partial sums of a float product cut into column chunks
     dequantised_rows,  // weight rows dequantised for the exact path's f32 dot (a tile's rows, or one row)
-    tile_weights,      // 16 weight rows decoded into the tile unit's byte images (kernels_quant_int8_amx.cpp)
+    tile_weights,      // weight rows decoded for an 8-bit prompt product: 16 into the tile unit's byte images
+                       // (kernels_quant_int8_amx.cpp), 2 into bytes at AVX2 (kernels_quant_int8_gemm_avx2.cpp)
 };
 constexpr int kKernelBlocks = 4;
 using KernelBlockBytes = std::array<size_t, kKernelBlocks>;
