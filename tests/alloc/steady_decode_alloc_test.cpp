@@ -31,6 +31,7 @@
 #include "model/qwen4exp/gen_model.h"
 #include "offgrid/context.h"
 #include "offgrid/sampler.h"
+#include "common/shared_dir.h"
 #include "ops/workspace.h"
 
 namespace {
@@ -329,6 +330,19 @@ TEST(SteadyDecode, Qwen4expSparseQsaWholeStepAllocatesNothing) {
 TEST(SteadyDecode, Qwen4expQuantisedWeightsWholeStepAllocatesNothing) {
     g_trace = std::getenv("OFFGRID_ALLOC_TRACE") != nullptr;
     run_all(qwen_model(offgrid::tensor::ElemType::Q8_0), "qwen4exp q8_0");
+}
+
+// llama.cpp-quantised weights (the quantised golden set's Q4_K_M: q4_K, q6_K, q5_0 and f16 matrices). In the int8.
+// run of this test (OFFGRID_QUANT_ACT=int8) the prompts' products go through the 8-bit prompt products of the
+// level (at AVX2 the tokens-in-lanes gemm), whose packed tokens and decoded rows must fit the declared blocks.
+TEST(SteadyDecode, Qwen4expQuantisedWeightsOfLlamaQuantizeAllocateNothing) {
+    OFFGRID_REQUIRE_SHARED();
+    const std::string path = offgrid::test::shared_dir() + "/golden/quant/models/q-Q4_K_M.gguf";
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+    g_trace = std::getenv("OFFGRID_ALLOC_TRACE") != nullptr;
+    const auto model = offgrid::Model::load(path);
+    run_all(std::make_shared<const offgrid::Model>(std::make_shared<const CountingArchitecture>(model), path),
+            "qwen4exp Q4_K_M (llama-quantize)");
 }
 
 TEST(SteadyDecode, Glm5NextWholeStepAllocatesNothing) {
