@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "ops/cpu/kernels_float.h"
+#include "ops/cpu/kernels_quant_int8.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) && \
     defined(__AVX512VNNI__)
@@ -752,6 +753,7 @@ void add_q8_0_int8_kernels_avx512(TypeKernels & k) {
     k.act_type = ElemType::Q8_0;
     k.vec_dot = vec_dot_q8_0;
     k.dot_tile = dot_tile_q8_0;
+    quant::add_q8_0_int8_gemm_avx512(k);
 }
 
 #else

@@ -23,6 +23,13 @@ void add_int8_gemm_avx2(TypeKernels * table);
 size_t int8_gemm_avx2_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok);
 size_t int8_gemm_avx2_weight_bytes(tensor::ElemType type, int64_t n);
 
+// The same at AVX-512 VNNI (kernels_quant_int8_gemm_avx512.cpp, 16 tokens to a group), and for the int8 variant
+// of Q8_0 (sets k.gemm when k takes Q8_0 activations).
+void add_int8_gemm_avx512(TypeKernels * table);
+void add_q8_0_int8_gemm_avx512(TypeKernels & k);
+size_t int8_gemm_avx512_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok);
+size_t int8_gemm_avx512_weight_bytes(tensor::ElemType type, int64_t n);
+
 }  // namespace offgrid::ops::cpu::quant
 
 namespace offgrid::ops::cpu {

@@ -224,6 +224,7 @@ void add_int8_entries_avx512(TypeKernels * table) {
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
     set_entry<Q50>(table, tensor::ElemType::Q5_0);
     set_q8_k_quantizer(table, quantize_row_q8_k);
+    add_int8_gemm_avx512(table);
 }
 
 }  // namespace offgrid::ops::cpu::quant

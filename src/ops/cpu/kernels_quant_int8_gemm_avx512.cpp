@@ -1,0 +1,448 @@
+// Prompt products of the 8-bit-activation path at AVX-512 VNNI (TypeKernels::gemm of the q4_K, q6_K, q5_0 and
+// Q8_0 entries): tokens in lanes, as at AVX2 (kernels_quant_int8_gemm_avx2.cpp), 16 tokens to a group.
+//
+// The row kernels (kernels_quant_int8_avx512.cpp) end every block with a horizontal sum per token. Here a group's
+// tokens are packed once per product so that 64 bytes hold 4 consecutive activation bytes of each of 16 tokens;
+// one `vpdpbusd` multiplies them by a weight row's 4 matching values, broadcast, and adds each token's 4 products
+// to its own int32 lane. The lanes stay the tokens' to the result.
+//
+// `vpdpbusd` takes unsigned bytes on one side and signed on the other, and only its signed side can be a
+// broadcast from memory. So the tokens are packed as a + 128 (0..255, q8 activations lie in -127..127) and the
+// weights as their signed values, and each block's sum is corrected by 128 * (the sum of its weights), a number
+// of the row alone, computed when its blocks are decoded: sum(w * a) = sum(w * (a + 128)) - 128 * sum(w). One
+// form serves every type, Q8_0's signed bytes included. All sums are exact int32 (a 32-element block: at most
+// 32 * 255 * 127 < 2^21; scaled by a 6-bit scale, summed over 8 or 16 blocks: < 2^31).
+//
+// Four weight rows share each loaded activation vector (on Zen 4 the L2 feeds about one 64-byte vector a cycle,
+// and `vpdpbusd` on 512 bits retires one a cycle).
+//
+// Bit-identical to the scalar twins (kernels_quant_scalar.cpp, and vec_dot_q8_0 of kernels_float_scalar.cpp):
+// the same exact integer sums of a block, then the twin's fold lane for lane, blocks in order (no contraction:
+// kernels_quant_common.h).
+#include "ops/cpu/kernels_quant_int8.h"
+
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/cpu/kernels_quant_int8_avx2.h"
+#include "ops/cpu/kernels_quant_int8_entries.h"
+#include "ops/workspace.h"
+
+namespace offgrid::ops::cpu::quant {
+
+namespace {
+
+constexpr int kGroup = 16;                  // tokens in a group: the 16 int32 lanes
+constexpr int kRows = 4;                    // weight rows decoded and run together
+constexpr size_t kChunkBytes = 512 * 1024;  // the token images of a chunk of groups stay in L2 across the rows
+
+inline __m512i broadcast4(const void * p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+// The weight rows are streams read once: fetched 1 KiB ahead (the row kernels' reason: the hardware prefetch
+// alone loses speed from DRAM on some VMs).
+template <class W>
+inline void prefetch_ahead(const W * block) {
+    const char * ahead = reinterpret_cast<const char *>(block) + 1024;
+    for (size_t off = 0; off < sizeof(W); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
+}
+
+inline __m512i load(const void * p) { return _mm512_load_si512(p); }
+
+// The sum of the 32 signed bytes of v.
+inline int32_t byte_sum(__m256i v) {
+    const __m256i flipped = _mm256_xor_si256(v, _mm256_set1_epi8(static_cast<char>(0x80)));  // v + 128, unsigned
+    const __m256i s = _mm256_sad_epu8(flipped, _mm256_setzero_si256());
+    const __m128i h = _mm_add_epi64(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+    return static_cast<int32_t>(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
+}
+
+// A token's bytes a + 128 (a null token: a = 0, its result is never written).
+inline void put_biased(uint8_t * dst, const int8_t * src) {
+    for (int e = 0; e < 4; ++e) dst[e] = static_cast<uint8_t>(src != nullptr ? src[e] + 128 : 128);
+}
+
+// ---- q8_K tokens (q4_K, q6_K) ----------------------------------------------------------------------------
+
+// A group's super-block: q[k] holds activation bytes 4k..4k+3 of token t, plus 128, at bytes 4t..4t+3; bs[p]
+// token t's sums of the 16-element blocks 2p and 2p + 1 as two int16; d the tokens' scales.
+struct alignas(64) TokensQ8K {
+    static constexpr uint64_t kLayout = 10;  // names the packed layout (the tile unit's are 1-4, AVX2's 8-9)
+    using Act = BlockQ8_K;
+    uint8_t q[64][kGroup][4];
+    int16_t bs[8][kGroup][2];
+    float d[kGroup];
+
+    void set(int t, const BlockQ8_K * A) {
+        for (int k = 0; k < 64; ++k) put_biased(q[k][t], A != nullptr ? A->qs + 4 * k : nullptr);
+        for (int p = 0; p < 8; ++p) {
+            bs[p][t][0] = A != nullptr ? A->bsums[2 * p] : 0;
+            bs[p][t][1] = A != nullptr ? A->bsums[2 * p + 1] : 0;
+        }
+        d[t] = A != nullptr ? A->d : 0.0f;
+    }
+};
+
+// q4_K: quants 0..15 in element order. isum = sum of scale * quant * a (the 128 * quant sums taken off once),
+// imin = sum of min * block sums: the twin's two sums.
+struct Q4K {
+    using Weight = BlockQ4_K;
+    using Tokens = TokensQ8K;
+    static constexpr int kBlock = 256;
+    struct alignas(64) Row {
+        int8_t q[256];
+        int32_t sc[8];
+        int16_t mn[8][2];  // each min twice: it weighs both 16-sums of its sub-block
+        int32_t bias;      // 128 * sum of scale * quant
+        float d, dmin;
+    };
+
+    static void decode(const BlockQ4_K & B, Row & R) {
+        const __m256i m4 = _mm256_set1_epi8(0x0f);
+        int32_t w[8];
+        for (int c = 0; c < 4; ++c) {  // bytes 32c..32c+31: sub-block 2c in the low nibbles, 2c + 1 in the high
+            const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs + 32 * c));
+            const __m256i lo = _mm256_and_si256(x, m4), hi = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
+            _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 64 * c), lo);
+            _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 64 * c + 32), hi);
+            w[2 * c] = byte_sum(lo);
+            w[2 * c + 1] = byte_sum(hi);
+        }
+        uint8_t s8[8], m8[8];
+        k4_scales_mins(B.scales, s8, m8);
+        int32_t bias = 0;
+        for (int j = 0; j < 8; ++j) {
+            R.sc[j] = s8[j];
+            R.mn[j][0] = R.mn[j][1] = m8[j];
+            bias += s8[j] * w[j];
+        }
+        R.bias = 128 * bias;
+        R.d = f16_to_f32(B.d);
+        R.dmin = f16_to_f32(B.dmin);
+    }
+
+    template <int N>
+    static void block(const Row * const * rows, const Tokens & T, __m512 * acc) {
+        __m512i isum[N], imin[N];
+        for (int i = 0; i < N; ++i) isum[i] = imin[i] = _mm512_setzero_si512();
+        for (int j = 0; j < 8; ++j) {
+            __m512i s[N][2];
+            for (int i = 0; i < N; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
+            for (int k = 0; k < 8; ++k) {
+                const __m512i a = load(T.q[8 * j + k]);
+                for (int i = 0; i < N; ++i) s[i][k & 1] = _mm512_dpbusd_epi32(s[i][k & 1], a, broadcast4(rows[i]->q + 32 * j + 4 * k));
+            }
+            for (int i = 0; i < N; ++i) {
+                isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(s[i][0], s[i][1]),
+                                                                       _mm512_set1_epi32(rows[i]->sc[j])));
+            }
+        }
+        for (int p = 0; p < 8; ++p) {
+            const __m512i bs = load(T.bs[p]);
+            for (int i = 0; i < N; ++i) imin[i] = _mm512_add_epi32(imin[i], _mm512_madd_epi16(bs, broadcast4(rows[i]->mn[p])));
+        }
+        const __m512 ad = _mm512_load_ps(T.d);
+        for (int i = 0; i < N; ++i) {  // fold_q8_k_min
+            const __m512i total = _mm512_sub_epi32(isum[i], _mm512_set1_epi32(rows[i]->bias));
+            const __m512 d = _mm512_mul_ps(ad, _mm512_set1_ps(rows[i]->d));
+            const __m512 dmin = _mm512_mul_ps(ad, _mm512_set1_ps(rows[i]->dmin));
+            acc[i] = _mm512_add_ps(acc[i], _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(total)),
+                                                         _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin[i]))));
+        }
+    }
+};
+
+// q6_K: the signed values q - 32 in element order, one scale per 16 elements. isum = sum of scale * (q - 32) * a:
+// the twin's sum, without its block-sum correction (the values are already signed).
+struct Q6K {
+    using Weight = BlockQ6_K;
+    using Tokens = TokensQ8K;
+    static constexpr int kBlock = 256;
+    struct alignas(64) Row {
+        int8_t q[256];
+        int32_t sc[16];
+        int32_t bias;  // 128 * sum of scale * (q - 32)
+        float d;
+    };
+
+    static void decode(const BlockQ6_K & B, Row & R) {
+        const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+        int32_t w[16];
+        for (int h = 0; h < 2; ++h) {  // element 128h + 32g + l: ql byte 64h + l (+ 32 for odd g), qh bits 2g
+            const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h));
+            const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
+            const __m256i g[4] = {
+                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
+                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
+                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
+            };
+            for (int k = 0; k < 4; ++k) {
+                const __m256i v = _mm256_sub_epi8(g[k], k32);
+                _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 128 * h + 32 * k), v);
+                // The two 16-element blocks of these 32 values (the zeros blended in add nothing).
+                w[8 * h + 2 * k] = byte_sum(_mm256_blend_epi32(v, _mm256_setzero_si256(), 0xf0));
+                w[8 * h + 2 * k + 1] = byte_sum(_mm256_blend_epi32(v, _mm256_setzero_si256(), 0x0f));
+            }
+        }
+        int32_t bias = 0;
+        for (int j = 0; j < 16; ++j) {
+            R.sc[j] = B.scales[j];
+            bias += B.scales[j] * w[j];
+        }
+        R.bias = 128 * bias;
+        R.d = f16_to_f32(B.d);
+    }
+
+    template <int N>
+    static void block(const Row * const * rows, const Tokens & T, __m512 * acc) {
+        __m512i isum[N];
+        for (int i = 0; i < N; ++i) isum[i] = _mm512_setzero_si512();
+        for (int j = 0; j < 16; ++j) {  // 16-element blocks: 4 steps of 4 elements
+            __m512i s[N][2];
+            for (int i = 0; i < N; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
+            for (int k = 0; k < 4; ++k) {
+                const __m512i a = load(T.q[4 * j + k]);
+                for (int i = 0; i < N; ++i) s[i][k & 1] = _mm512_dpbusd_epi32(s[i][k & 1], a, broadcast4(rows[i]->q + 16 * j + 4 * k));
+            }
+            for (int i = 0; i < N; ++i) {
+                isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(s[i][0], s[i][1]),
+                                                                       _mm512_set1_epi32(rows[i]->sc[j])));
+            }
+        }
+        const __m512 ad = _mm512_load_ps(T.d);
+        for (int i = 0; i < N; ++i) {  // fold_q8_k
+            const __m512i total = _mm512_sub_epi32(isum[i], _mm512_set1_epi32(rows[i]->bias));
+            const __m512 d = _mm512_mul_ps(ad, _mm512_set1_ps(rows[i]->d));
+            acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(d, _mm512_cvtepi32_ps(total)));
+        }
+    }
+};
+
+// ---- q8_0 tokens (q5_0, Q8_0) ------------------------------------------------------------------------------
+
+struct alignas(64) TokensQ80 {
+    static constexpr uint64_t kLayout = 11;
+    using Act = BlockQ8_0;
+    uint8_t q[8][kGroup][4];
+    float d[kGroup];
+
+    void set(int t, const BlockQ8_0 * A) {
+        for (int k = 0; k < 8; ++k) put_biased(q[k][t], A != nullptr ? A->qs + 4 * k : nullptr);
+        d[t] = A != nullptr ? f16_to_f32(A->d) : 0.0f;
+    }
+};
+
+// A 32-element block of signed values with one f32 scale: q5_0 (q - 16) and Q8_0.
+struct Row32 {
+    int8_t q[32];
+    int32_t bias;  // 128 * sum of q
+    float d;
+};
+
+template <int N>
+inline void block32(const Row32 * const * rows, const TokensQ80 & T, __m512 * acc) {
+    __m512i s[N][2];
+    for (int i = 0; i < N; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
+    for (int k = 0; k < 8; ++k) {
+        const __m512i a = load(T.q[k]);
+        for (int i = 0; i < N; ++i) s[i][k & 1] = _mm512_dpbusd_epi32(s[i][k & 1], a, broadcast4(rows[i]->q + 4 * k));
+    }
+    const __m512 ad = _mm512_load_ps(T.d);
+    for (int i = 0; i < N; ++i) {  // fold_q8_0 / vec_dot_q8_0: (d_w * d_a) * isum
+        const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s[i][0], s[i][1]), _mm512_set1_epi32(rows[i]->bias));
+        const __m512 d = _mm512_mul_ps(_mm512_set1_ps(rows[i]->d), ad);
+        acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+    }
+}
+
+struct Q50 {
+    using Weight = BlockQ5_0;
+    using Tokens = TokensQ80;
+    static constexpr int kBlock = 32;
+    using Row = Row32;
+
+    static void decode(const BlockQ5_0 & B, Row & R) {
+        const __m256i v = q5_0_values(B);
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(R.q), v);
+        R.bias = 128 * byte_sum(v);
+        R.d = f16_to_f32(B.d);
+    }
+
+    template <int N>
+    static void block(const Row * const * rows, const Tokens & T, __m512 * acc) {
+        block32<N>(rows, T, acc);
+    }
+};
+
+struct Q80 {
+    using Weight = BlockQ8_0;
+    using Tokens = TokensQ80;
+    static constexpr int kBlock = 32;
+    using Row = Row32;
+
+    static void decode(const BlockQ8_0 & B, Row & R) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(R.q), v);
+        R.bias = 128 * byte_sum(v);
+        R.d = f16_to_f32(B.d);
+    }
+
+    template <int N>
+    static void block(const Row * const * rows, const Tokens & T, __m512 * acc) {
+        block32<N>(rows, T, acc);
+    }
+};
+
+// ---- the product -----------------------------------------------------------------------------------------
+
+// Group g's block b at [g * nb + b]. Packed once per product per thread (act_key), as the tile unit's.
+template <class Tok>
+const Tok * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t n_tok, uint64_t key) {
+    const int64_t groups = (n_tok + kGroup - 1) / kGroup;
+    Arena & arena = Workspace::scratch();
+    auto * p = reinterpret_cast<Tok *>(arena.kernel_block(KernelBlock::packed_tokens, static_cast<size_t>(groups * nb) * sizeof(Tok)));
+    const uint64_t tag = key != 0 ? key | Tok::kLayout << 60 : 0;
+    uint64_t & held = arena.kernel_block_tag(KernelBlock::packed_tokens);
+    if (tag != 0 && held == tag) return p;
+    held = tag;
+    for (int64_t g = 0; g < groups; ++g) {
+        for (int n = 0; n < kGroup; ++n) {
+            const int64_t t = g * kGroup + n;
+            const auto * A = t < n_tok ? reinterpret_cast<const typename Tok::Act *>(static_cast<const uint8_t *>(act) + t * act_stride) : nullptr;
+            for (int64_t b = 0; b < nb; ++b) p[g * nb + b].set(n, A != nullptr ? A + b : nullptr);
+        }
+    }
+    return p;
+}
+
+template <class T, int N>
+void rows_by_group(const typename T::Row * first, int64_t nb, const typename T::Tokens * tok, __m512 * acc) {
+    for (int i = 0; i < N; ++i) acc[i] = _mm512_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const typename T::Row * rows[N];
+        for (int i = 0; i < N; ++i) rows[i] = first + i * nb + b;
+        T::template block<N>(rows, tok[b], acc);
+    }
+}
+
+template <class T, int N>
+void run_rows(const typename T::Row * decoded, int64_t nb, const typename T::Tokens * tokens, int64_t g0, int64_t g1,
+              int64_t n_tok, int64_t r, float * y, size_t y_stride) {
+    for (int64_t g = g0; g < g1; ++g) {
+        __m512 acc[N];
+        rows_by_group<T, N>(decoded, nb, tokens + g * nb, acc);
+        const int toks = static_cast<int>(std::min<int64_t>(kGroup, n_tok - g * kGroup));
+        for (int i = 0; i < N; ++i) {
+            alignas(64) float v[kGroup];
+            _mm512_store_ps(v, acc[i]);
+            for (int t = 0; t < toks; ++t) y[(g * kGroup + t) * static_cast<int64_t>(y_stride) + r + i] = v[t];
+        }
+    }
+}
+
+template <class T>
+void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows, int64_t n_tok,
+          float * y, size_t y_stride, uint64_t act_key) {
+    using Row = typename T::Row;
+    using Tok = typename T::Tokens;
+    const int64_t nb = n / T::kBlock;
+    if (nb == 0 || n_rows <= 0 || n_tok <= 0) return;
+    const Tok * tokens = pack_tokens<Tok>(act, act_stride, nb, n_tok, act_key);
+    auto * decoded = reinterpret_cast<Row *>(
+        Workspace::scratch().kernel_block(KernelBlock::tile_weights, kRows * static_cast<size_t>(nb) * sizeof(Row)));
+    const int64_t groups = (n_tok + kGroup - 1) / kGroup;
+    const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / (static_cast<size_t>(nb) * sizeof(Tok))));
+    const auto * wb = static_cast<const uint8_t *>(w);
+    for (int64_t g0 = 0; g0 < groups; g0 += chunk) {
+        const int64_t g1 = std::min(groups, g0 + chunk);
+        for (int64_t r = 0; r < n_rows; r += kRows) {
+            const int rows = static_cast<int>(std::min<int64_t>(kRows, n_rows - r));
+            for (int i = 0; i < rows; ++i) {
+                const auto * row = reinterpret_cast<const typename T::Weight *>(wb + (r + i) * w_stride);
+                for (int64_t b = 0; b < nb; ++b) {
+                    prefetch_ahead(row + b);
+                    T::decode(row[b], decoded[i * nb + b]);
+                }
+            }
+            switch (rows) {
+                case 4: run_rows<T, 4>(decoded, nb, tokens, g0, g1, n_tok, r, y, y_stride); break;
+                case 3: run_rows<T, 3>(decoded, nb, tokens, g0, g1, n_tok, r, y, y_stride); break;
+                case 2: run_rows<T, 2>(decoded, nb, tokens, g0, g1, n_tok, r, y, y_stride); break;
+                default: run_rows<T, 1>(decoded, nb, tokens, g0, g1, n_tok, r, y, y_stride); break;
+            }
+        }
+    }
+}
+
+template <class T>
+size_t token_bytes(int64_t n, int64_t n_tok) {
+    return static_cast<size_t>((n_tok + kGroup - 1) / kGroup * (n / T::kBlock)) * sizeof(typename T::Tokens);
+}
+
+template <class T>
+size_t weight_bytes(int64_t n) {
+    return kRows * static_cast<size_t>(n / T::kBlock) * sizeof(typename T::Row);
+}
+
+// From this many tokens a product takes gemm (fewer: the row kernels' 4-token tiles).
+constexpr int kGemmMinTokensAvx512 = 8;
+
+}  // namespace
+
+size_t int8_gemm_avx512_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok) {
+    switch (type) {
+        case tensor::ElemType::Q4_K: return token_bytes<Q4K>(n, n_tok);
+        case tensor::ElemType::Q6_K: return token_bytes<Q6K>(n, n_tok);
+        case tensor::ElemType::Q5_0: return token_bytes<Q50>(n, n_tok);
+        case tensor::ElemType::Q8_0: return token_bytes<Q80>(n, n_tok);
+        default: return 0;
+    }
+}
+
+size_t int8_gemm_avx512_weight_bytes(tensor::ElemType type, int64_t n) {
+    switch (type) {
+        case tensor::ElemType::Q4_K: return weight_bytes<Q4K>(n);
+        case tensor::ElemType::Q6_K: return weight_bytes<Q6K>(n);
+        case tensor::ElemType::Q5_0: return weight_bytes<Q50>(n);
+        case tensor::ElemType::Q8_0: return weight_bytes<Q80>(n);
+        default: return 0;
+    }
+}
+
+void add_int8_gemm_avx512(TypeKernels * table) {
+    table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm = gemm<Q4K>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm = gemm<Q6K>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm = gemm<Q50>;
+    for (auto type : {tensor::ElemType::Q4_K, tensor::ElemType::Q6_K, tensor::ElemType::Q5_0}) {
+        table[static_cast<uint32_t>(type)].gemm_min_tokens = kGemmMinTokensAvx512;
+    }
+}
+
+void add_q8_0_int8_gemm_avx512(TypeKernels & k) {
+    if (k.act_type != tensor::ElemType::Q8_0) return;
+    k.gemm = gemm<Q80>;
+    k.gemm_min_tokens = kGemmMinTokensAvx512;
+}
+
+}  // namespace offgrid::ops::cpu::quant
+
+#else
+
+namespace offgrid::ops::cpu::quant {
+size_t int8_gemm_avx512_token_bytes(tensor::ElemType, int64_t, int64_t) { return 0; }
+size_t int8_gemm_avx512_weight_bytes(tensor::ElemType, int64_t) { return 0; }
+void add_int8_gemm_avx512(TypeKernels *) {}
+void add_q8_0_int8_gemm_avx512(TypeKernels &) {}
+}  // namespace offgrid::ops::cpu::quant
+
+#endif
