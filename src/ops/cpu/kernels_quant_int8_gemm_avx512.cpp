@@ -38,7 +38,8 @@ namespace offgrid::ops::cpu::quant {
 namespace {
 
 constexpr int kGroup = 16;                  // tokens in a group: the 16 int32 lanes
-constexpr int kRows = 4;                    // weight rows decoded and run together
+constexpr int kRows = 4;                    // weight rows run together (sharing each loaded activation vector)
+constexpr int kRowBlock = 16;               // weight rows decoded together; their results leave as runs of y
 constexpr size_t kChunkBytes = 512 * 1024;  // the token images of a chunk of groups stay in L2 across the rows
 
 inline __m512i broadcast4(const void * p) {
@@ -251,15 +252,18 @@ struct Row32 {
 
 template <int N>
 inline void block32(const Row32 * const * rows, const TokensQ80 & T, __m512 * acc) {
-    __m512i s[N][2];
-    for (int i = 0; i < N; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
+    __m512i s[N][2];  // two chains a row, the first from -bias: their sum is the twin's
+    for (int i = 0; i < N; ++i) {
+        s[i][0] = _mm512_set1_epi32(-rows[i]->bias);
+        s[i][1] = _mm512_setzero_si512();
+    }
     for (int k = 0; k < 8; ++k) {
         const __m512i a = load(T.q[k]);
         for (int i = 0; i < N; ++i) s[i][k & 1] = _mm512_dpbusd_epi32(s[i][k & 1], a, broadcast4(rows[i]->q + 4 * k));
     }
     const __m512 ad = _mm512_load_ps(T.d);
     for (int i = 0; i < N; ++i) {  // fold_q8_0 / vec_dot_q8_0: (d_w * d_a) * isum
-        const __m512i isum = _mm512_sub_epi32(_mm512_add_epi32(s[i][0], s[i][1]), _mm512_set1_epi32(rows[i]->bias));
+        const __m512i isum = _mm512_add_epi32(s[i][0], s[i][1]);
         const __m512 d = _mm512_mul_ps(_mm512_set1_ps(rows[i]->d), ad);
         acc[i] = _mm512_add_ps(acc[i], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
     }
@@ -335,19 +339,14 @@ void rows_by_group(const typename T::Row * first, int64_t nb, const typename T::
     }
 }
 
+// Rows first..first+N-1 of the decoded block against group g; token t's result for row i to out[t * kRowBlock + i].
 template <class T, int N>
-void run_rows(const typename T::Row * decoded, int64_t nb, const typename T::Tokens * tokens, int64_t g0, int64_t g1,
-              int64_t n_tok, int64_t r, float * y, size_t y_stride) {
-    for (int64_t g = g0; g < g1; ++g) {
-        __m512 acc[N];
-        rows_by_group<T, N>(decoded, nb, tokens + g * nb, acc);
-        const int toks = static_cast<int>(std::min<int64_t>(kGroup, n_tok - g * kGroup));
-        for (int i = 0; i < N; ++i) {
-            alignas(64) float v[kGroup];
-            _mm512_store_ps(v, acc[i]);
-            for (int t = 0; t < toks; ++t) y[(g * kGroup + t) * static_cast<int64_t>(y_stride) + r + i] = v[t];
-        }
-    }
+void rows_of_group(const typename T::Row * decoded, int first, int64_t nb, const typename T::Tokens * tok, float * out) {
+    __m512 acc[N];
+    rows_by_group<T, N>(decoded + first * nb, nb, tok, acc);
+    const __m512i at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                          _mm512_set1_epi32(kRowBlock));
+    for (int i = 0; i < N; ++i) _mm512_i32scatter_ps(out + first + i, at, acc[i], 4);
 }
 
 template <class T>
@@ -359,14 +358,14 @@ void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, 
     if (nb == 0 || n_rows <= 0 || n_tok <= 0) return;
     const Tok * tokens = pack_tokens<Tok>(act, act_stride, nb, n_tok, act_key);
     auto * decoded = reinterpret_cast<Row *>(
-        Workspace::scratch().kernel_block(KernelBlock::tile_weights, kRows * static_cast<size_t>(nb) * sizeof(Row)));
+        Workspace::scratch().kernel_block(KernelBlock::tile_weights, kRowBlock * static_cast<size_t>(nb) * sizeof(Row)));
     const int64_t groups = (n_tok + kGroup - 1) / kGroup;
     const int64_t chunk = std::max<int64_t>(1, static_cast<int64_t>(kChunkBytes / (static_cast<size_t>(nb) * sizeof(Tok))));
     const auto * wb = static_cast<const uint8_t *>(w);
     for (int64_t g0 = 0; g0 < groups; g0 += chunk) {
         const int64_t g1 = std::min(groups, g0 + chunk);
-        for (int64_t r = 0; r < n_rows; r += kRows) {
-            const int rows = static_cast<int>(std::min<int64_t>(kRows, n_rows - r));
+        for (int64_t r = 0; r < n_rows; r += kRowBlock) {
+            const int rows = static_cast<int>(std::min<int64_t>(kRowBlock, n_rows - r));
             for (int i = 0; i < rows; ++i) {
                 const auto * row = reinterpret_cast<const typename T::Weight *>(wb + (r + i) * w_stride);
                 for (int64_t b = 0; b < nb; ++b) {
@@ -374,11 +373,23 @@ void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, 
                     T::decode(row[b], decoded[i * nb + b]);
                 }
             }
-            switch (rows) {
-                case 4: run_rows<T, 4>(decoded, nb, tokens, g0, g1, n_tok, r, y, y_stride); break;
-                case 3: run_rows<T, 3>(decoded, nb, tokens, g0, g1, n_tok, r, y, y_stride); break;
-                case 2: run_rows<T, 2>(decoded, nb, tokens, g0, g1, n_tok, r, y, y_stride); break;
-                default: run_rows<T, 1>(decoded, nb, tokens, g0, g1, n_tok, r, y, y_stride); break;
+            for (int64_t g = g0; g < g1; ++g) {
+                // The group's results for these rows, token by token: each token's row of y takes one run.
+                alignas(64) float out[kGroup * kRowBlock];
+                const Tok * tok = tokens + g * nb;
+                int i = 0;
+                for (; i + kRows <= rows; i += kRows) rows_of_group<T, kRows>(decoded, i, nb, tok, out);
+                switch (rows - i) {
+                    case 3: rows_of_group<T, 3>(decoded, i, nb, tok, out); break;
+                    case 2: rows_of_group<T, 2>(decoded, i, nb, tok, out); break;
+                    case 1: rows_of_group<T, 1>(decoded, i, nb, tok, out); break;
+                    default: break;
+                }
+                const int toks = static_cast<int>(std::min<int64_t>(kGroup, n_tok - g * kGroup));
+                for (int t = 0; t < toks; ++t) {
+                    std::memcpy(y + (g * kGroup + t) * static_cast<int64_t>(y_stride) + r, out + t * kRowBlock,
+                                static_cast<size_t>(rows) * sizeof(float));
+                }
             }
         }
     }
@@ -391,7 +402,7 @@ size_t token_bytes(int64_t n, int64_t n_tok) {
 
 template <class T>
 size_t weight_bytes(int64_t n) {
-    return kRows * static_cast<size_t>(n / T::kBlock) * sizeof(typename T::Row);
+    return kRowBlock * static_cast<size_t>(n / T::kBlock) * sizeof(typename T::Row);
 }
 
 // From this many tokens a product takes gemm (fewer: the row kernels' 4-token tiles).
