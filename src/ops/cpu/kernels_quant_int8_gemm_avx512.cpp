@@ -66,27 +66,32 @@ inline int32_t byte_sum(__m256i v) {
     return static_cast<int32_t>(_mm_cvtsi128_si64(h) + _mm_extract_epi64(h, 1)) - 32 * 128;
 }
 
-// A token's bytes a + 128 (a null token: a = 0, its result is never written).
+// A token's 4 bytes a + 128 (a null token: a = 0, its result is never written).
 inline void put_biased(uint8_t * dst, const int8_t * src) {
-    for (int e = 0; e < 4; ++e) dst[e] = static_cast<uint8_t>(src != nullptr ? src[e] + 128 : 128);
+    uint32_t v = 0;
+    if (src != nullptr) std::memcpy(&v, src, 4);
+    v ^= 0x80808080u;
+    std::memcpy(dst, &v, 4);
 }
 
 // ---- q8_K tokens (q4_K, q6_K) ----------------------------------------------------------------------------
 
 // A group's super-block: q[k] holds activation bytes 4k..4k+3 of token t, plus 128, at bytes 4t..4t+3; bs[p]
-// token t's sums of the 16-element blocks 2p and 2p + 1 as two int16; d the tokens' scales.
+// token t's sums of the 32-element sub-blocks 2p and 2p + 1 as two int16 (at most 32 * 127); d the tokens' scales.
 struct alignas(64) TokensQ8K {
     static constexpr uint64_t kLayout = 10;  // names the packed layout (the tile unit's are 1-4, AVX2's 8-9)
     using Act = BlockQ8_K;
     uint8_t q[64][kGroup][4];
-    int16_t bs[8][kGroup][2];
+    int16_t bs[4][kGroup][2];
     float d[kGroup];
 
     void set(int t, const BlockQ8_K * A) {
         for (int k = 0; k < 64; ++k) put_biased(q[k][t], A != nullptr ? A->qs + 4 * k : nullptr);
-        for (int p = 0; p < 8; ++p) {
-            bs[p][t][0] = A != nullptr ? A->bsums[2 * p] : 0;
-            bs[p][t][1] = A != nullptr ? A->bsums[2 * p + 1] : 0;
+        for (int p = 0; p < 4; ++p) {
+            for (int h = 0; h < 2; ++h) {
+                const int j = 2 * p + h;  // sub-block j: the 16-sums 2j and 2j + 1
+                bs[p][t][h] = A != nullptr ? static_cast<int16_t>(A->bsums[2 * j] + A->bsums[2 * j + 1]) : 0;
+            }
         }
         d[t] = A != nullptr ? A->d : 0.0f;
     }
@@ -101,7 +106,7 @@ struct Q4K {
     struct alignas(64) Row {
         int8_t q[256];
         int32_t sc[8];
-        int16_t mn[8][2];  // each min twice: it weighs both 16-sums of its sub-block
+        int16_t mn[8];     // the mins, in pairs against the tokens' sub-block sums
         int32_t bias;      // 128 * sum of scale * quant
         float d, dmin;
     };
@@ -122,7 +127,7 @@ struct Q4K {
         int32_t bias = 0;
         for (int j = 0; j < 8; ++j) {
             R.sc[j] = s8[j];
-            R.mn[j][0] = R.mn[j][1] = m8[j];
+            R.mn[j] = m8[j];
             bias += s8[j] * w[j];
         }
         R.bias = 128 * bias;
@@ -146,9 +151,9 @@ struct Q4K {
                                                                        _mm512_set1_epi32(rows[i]->sc[j])));
             }
         }
-        for (int p = 0; p < 8; ++p) {
+        for (int p = 0; p < 4; ++p) {
             const __m512i bs = load(T.bs[p]);
-            for (int i = 0; i < N; ++i) imin[i] = _mm512_add_epi32(imin[i], _mm512_madd_epi16(bs, broadcast4(rows[i]->mn[p])));
+            for (int i = 0; i < N; ++i) imin[i] = _mm512_dpwssd_epi32(imin[i], bs, broadcast4(rows[i]->mn + 2 * p));
         }
         const __m512 ad = _mm512_load_ps(T.d);
         for (int i = 0; i < N; ++i) {  // fold_q8_k_min
