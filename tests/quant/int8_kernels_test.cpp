@@ -122,6 +122,26 @@ TEST(Int8Kernels, EveryLevelIsBitIdenticalToTheScalarTwin) {
     }
 }
 
+// q5_0's activations take the twin's q8_0 bytes at every level, ties included: with max|x| = 127 the scale is 1,
+// so x = k + 0.5 is a tie, which the twin (ggml's reference, lround) rounds away from zero.
+TEST(Int8Kernels, TheQ8_0ActivationQuantiserRoundsTiesAsTheTwin) {
+    const cpu::TypeKernels & ref = *cpu::int8_kernels_for(ElemType::Q5_0, cpu::Isa::Scalar);
+    std::vector<float> x(64);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = (i % 2 ? -1.0f : 1.0f) * (static_cast<float>(i % 7) + 0.5f);
+    x[0] = 127.0f;
+    x[40] = -127.0f;
+    std::vector<uint8_t> want(cpu::act_row_bytes(ref.act_type, 64));
+    ref.quantize_act(x.data(), want.data(), 64);
+    EXPECT_EQ(static_cast<int8_t>(want[2 + 1]), -2) << "the twin rounds -1.5 away from zero";
+    EXPECT_EQ(static_cast<int8_t>(want[2 + 2]), 3) << "and 2.5";
+    for (cpu::Isa isa : cpu::available_isas()) {
+        const cpu::TypeKernels & kk = *cpu::int8_kernels_for(ElemType::Q5_0, isa);
+        std::vector<uint8_t> got(want.size());
+        kk.quantize_act(x.data(), got.data(), 64);
+        EXPECT_EQ(got, want) << cpu::isa_name(isa);
+    }
+}
+
 // The prompt products (TypeKernels::gemm: the tile unit's where the CPU has it, the AVX2 tokens-in-lanes ones) give
 // every (row, token) the bits of vec_dot, for row and token counts that fill their 16 x 16 tiles (or 2-row x
 // 8-token groups) or leave them partial, with the tokens packed afresh (key 0) or reused from the previous row

@@ -20,6 +20,7 @@
 #include <cstring>
 
 #include "ops/cpu/kernels_quant_int8_entries.h"
+#include "tensor/half.h"
 
 namespace offgrid::ops::cpu::quant {
 
@@ -214,6 +215,30 @@ void quantize_row_q8_k(const float * x, void * dst, int64_t n) {
     }
 }
 
+// ---- the q8_0 activation quantiser of q5_0 (and q4_0, iq4_nl) ----------------------------------------------
+
+// The twin's bytes (tensor::quantize_row, ggml's reference): d = max|x| / 127, its f16 stored, and each quant
+// lround(x * (1 / d)): the product rounded to float, then to the nearest integer with ties away from zero (a
+// truncation, and one step away from zero where the exact remainder is at least one half).
+void quantize_row_q8_0_ties_away(const float * x, void * dst, int64_t n) {
+    auto * y = static_cast<BlockQ8_0 *>(dst);
+    const __m512 sign = _mm512_set1_ps(-0.0f), half = _mm512_set1_ps(0.5f), one = _mm512_set1_ps(1.0f);
+    for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
+        const __m512 v[2] = {_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16)};
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v[0]), _mm512_andnot_ps(sign, v[1])));
+        const float d = amax / 127.0f;
+        const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = tensor::f32_to_f16(d);
+        for (int h = 0; h < 2; ++h) {
+            const __m512 p = _mm512_mul_ps(v[h], _mm512_set1_ps(inv));
+            const __m512 t = _mm512_roundscale_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __mmask16 away = _mm512_cmp_ps_mask(_mm512_andnot_ps(sign, _mm512_sub_ps(p, t)), half, _CMP_GE_OQ);
+            const __m512 r = _mm512_mask_add_ps(t, away, t, _mm512_or_ps(_mm512_and_ps(p, sign), one));
+            _mm_storeu_si128(reinterpret_cast<__m128i *>(y[b].qs + 16 * h), _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
+        }
+    }
+}
+
 }  // namespace
 
 void add_int8_entries_avx512(TypeKernels * table) {
@@ -224,6 +249,7 @@ void add_int8_entries_avx512(TypeKernels * table) {
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
     set_entry<Q50>(table, tensor::ElemType::Q5_0);
     set_q8_k_quantizer(table, quantize_row_q8_k);
+    set_q8_0_quantizer(table, quantize_row_q8_0_ties_away);
     add_int8_gemm_avx512(table);
 }
 

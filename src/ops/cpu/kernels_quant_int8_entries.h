@@ -101,5 +101,15 @@ inline void set_q8_k_quantizer(TypeKernels * table, void (*quantize)(const float
     }
 }
 
+// The same for the q8_0 entries of the table (q5_0, q4_0, iq4_nl: the twins' ggml-reference quantiser, ties away
+// from zero; the int8 Q8_0 entry is not in this table, and its quantiser rounds ties to even).
+inline void set_q8_0_quantizer(TypeKernels * table, void (*quantize)(const float *, void *, int64_t)) {
+    for (size_t id = 0; id < kTypeTableSize; ++id) {
+        if (table[id].act_type == tensor::ElemType::Q8_0 && id != static_cast<size_t>(tensor::ElemType::Q8_0)) {
+            table[id].quantize_act = quantize;
+        }
+    }
+}
+
 }  // namespace
 }  // namespace offgrid::ops::cpu::quant
