@@ -344,14 +344,37 @@ void rows_by_group(const typename T::Row * first, int64_t nb, const typename T::
     }
 }
 
-// Rows first..first+N-1 of the decoded block against group g; token t's result for row i to out[t * kRowBlock + i].
+// Rows first..first+N-1 of the decoded block against a group: row i's 16 token lanes to out[first + i].
 template <class T, int N>
-void rows_of_group(const typename T::Row * decoded, int first, int64_t nb, const typename T::Tokens * tok, float * out) {
-    __m512 acc[N];
-    rows_by_group<T, N>(decoded + first * nb, nb, tok, acc);
-    const __m512i at = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                                          _mm512_set1_epi32(kRowBlock));
-    for (int i = 0; i < N; ++i) _mm512_i32scatter_ps(out + first + i, at, acc[i], 4);
+void rows_of_group(const typename T::Row * decoded, int first, int64_t nb, const typename T::Tokens * tok, __m512 * out) {
+    rows_by_group<T, N>(decoded + first * nb, nb, tok, out + first);
+}
+
+// m[i] holds row i's 16 lanes; afterwards m[j] holds lane j of every row (the 16 x 16 transpose: pairs of rows
+// interleaved, then pairs of pairs, then 128-bit lanes gathered across the four groups of four rows).
+inline void transpose16(__m512 * m) {
+    __m512 t[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(m[2 * i], m[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(m[2 * i], m[2 * i + 1]);
+    }
+    const auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+    const auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+    __m512 u[16];  // u[4i + c]: within each 128-bit lane L, element 4L + c of rows 4i..4i+3
+    for (int i = 0; i < 4; ++i) {
+        u[4 * i] = lo(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int c = 0; c < 4; ++c) {
+        const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+        const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), f = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+        m[c] = _mm512_shuffle_f32x4(a, e, 0x88);
+        m[8 + c] = _mm512_shuffle_f32x4(a, e, 0xdd);
+        m[4 + c] = _mm512_shuffle_f32x4(b, f, 0x88);
+        m[12 + c] = _mm512_shuffle_f32x4(b, f, 0xdd);
+    }
 }
 
 template <class T>
@@ -379,8 +402,8 @@ void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, 
                 }
             }
             for (int64_t g = g0; g < g1; ++g) {
-                // The group's results for these rows, token by token: each token's row of y takes one run.
-                alignas(64) float out[kGroup * kRowBlock];
+                // The group's results for these rows, transposed: each token's row of y takes one run.
+                __m512 out[kRowBlock];
                 const Tok * tok = tokens + g * nb;
                 int i = 0;
                 for (; i + kRows <= rows; i += kRows) rows_of_group<T, kRows>(decoded, i, nb, tok, out);
@@ -390,10 +413,12 @@ void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, 
                     case 1: rows_of_group<T, 1>(decoded, i, nb, tok, out); break;
                     default: break;
                 }
+                for (int k = rows; k < kRowBlock; ++k) out[k] = _mm512_setzero_ps();
+                transpose16(out);
                 const int toks = static_cast<int>(std::min<int64_t>(kGroup, n_tok - g * kGroup));
+                const __mmask16 keep = static_cast<__mmask16>((1u << rows) - 1);
                 for (int t = 0; t < toks; ++t) {
-                    std::memcpy(y + (g * kGroup + t) * static_cast<int64_t>(y_stride) + r, out + t * kRowBlock,
-                                static_cast<size_t>(rows) * sizeof(float));
+                    _mm512_mask_storeu_ps(y + (g * kGroup + t) * static_cast<int64_t>(y_stride) + r, keep, out[t]);
                 }
             }
         }
