@@ -56,8 +56,8 @@ struct TypeKernels {
     // and q5_0 at Avx2, ops/cpu/kernels_quant_int8_gemm_avx2.cpp; those and Q8_0's at Avx512,
     // ops/cpu/kernels_quant_int8_gemm_avx512.cpp, and on the tile unit at Amx, ops/cpu/kernels_quant_int8_amx.cpp):
     // y[t * y_stride + r] = vec_dot(w + r * w_stride, act + t * act_stride, n) for every r < n_rows and t < n_tok,
-    // bit-identical to vec_dot, with the entry's own register and cache blocking. The driver calls it for products of at least
-    // gemm_min_tokens tokens (fewer go through dot_tile). act_key: 0, or a number that names these activation rows
+    // bit-identical to vec_dot, with the entry's own register and cache blocking. The driver calls it for products
+    // of at least gemm_min_tokens tokens (fewer go through dot_tile). act_key: 0, or a number that names these activation rows
     // (pointer, stride, n, n_tok and their contents) for all calls that pass it, so the entry may keep what it
     // derived from them (its packed copy) on a thread between the row ranges of one product. Null: dot_tile.
     void (*gemm)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,

@@ -737,6 +737,9 @@ void add_float_kernels_avx512(TypeKernels * table) {
     set(ElemType::F16, vec_dot_float<LoadF16>, dot_tile_tokens<LoadF16>);
     set(ElemType::BF16, vec_dot_float<LoadBF16>, dot_tile_tokens<LoadBF16>);
     for (ElemType type : {ElemType::F32, ElemType::F16, ElemType::BF16}) table[static_cast<uint32_t>(type)].tile_tokens = kTileTokens;
+    // Q8_0's exact entry is set whole: the base level's table may hold its int16 entry (LevelFills::q8_0_int16),
+    // whose activation format must not stay under these f32 kernels.
+    table[static_cast<uint32_t>(ElemType::Q8_0)] = TypeKernels{};
     set(ElemType::Q8_0, vec_dot_q8_0_f32, dot_tile_q8_0_f32);
 }
 
