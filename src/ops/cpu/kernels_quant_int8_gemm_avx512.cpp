@@ -77,6 +77,33 @@ inline void put_biased(uint8_t * dst, const int8_t * src) {
     std::memcpy(dst, &v, 4);
 }
 
+// m[i] holds row i's 16 lanes; afterwards m[j] holds lane j of every row (the 16 x 16 transpose: pairs of rows
+// interleaved, then pairs of pairs, then 128-bit lanes gathered across the four groups of four rows).
+inline void transpose16(__m512 * m) {
+    __m512 t[16];
+    for (int i = 0; i < 8; ++i) {
+        t[2 * i] = _mm512_unpacklo_ps(m[2 * i], m[2 * i + 1]);
+        t[2 * i + 1] = _mm512_unpackhi_ps(m[2 * i], m[2 * i + 1]);
+    }
+    const auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+    const auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
+    __m512 u[16];  // u[4i + c]: within each 128-bit lane L, element 4L + c of rows 4i..4i+3
+    for (int i = 0; i < 4; ++i) {
+        u[4 * i] = lo(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
+        u[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
+        u[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
+    }
+    for (int c = 0; c < 4; ++c) {
+        const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+        const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), f = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+        m[c] = _mm512_shuffle_f32x4(a, e, 0x88);
+        m[8 + c] = _mm512_shuffle_f32x4(a, e, 0xdd);
+        m[4 + c] = _mm512_shuffle_f32x4(b, f, 0x88);
+        m[12 + c] = _mm512_shuffle_f32x4(b, f, 0xdd);
+    }
+}
+
 // ---- q8_K tokens (q4_K, q6_K) ----------------------------------------------------------------------------
 
 // A group's super-block: q[k] holds activation bytes 4k..4k+3 of token t, plus 128, at bytes 4t..4t+3; bs[p]
@@ -88,8 +115,26 @@ struct alignas(64) TokensQ8K {
     int16_t bs[4][kGroup][2];
     float d[kGroup];
 
-    void set(int t, const BlockQ8_K * A) {
-        for (int k = 0; k < 64; ++k) put_biased(q[k][t], A != nullptr ? A->qs + 4 * k : nullptr);
+    // The group's 16 tokens at once (A[t] null: a token past the product's): 64 bytes of each token, as 16 words,
+    // transposed so that word k of every token lands in q[k].
+    static void pack_group(TokensQ8K * out, const BlockQ8_K * const * A, int64_t nb) {
+        const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+        for (int64_t b = 0; b < nb; ++b) {
+            for (int c = 0; c < 4; ++c) {
+                __m512 m[kGroup];
+                for (int t = 0; t < kGroup; ++t) {
+                    m[t] = A[t] != nullptr ? _mm512_loadu_ps(A[t][b].qs + 64 * c) : _mm512_setzero_ps();
+                }
+                transpose16(m);
+                for (int k = 0; k < kGroup; ++k) {
+                    _mm512_store_si512(out[b].q[16 * c + k], _mm512_xor_si512(_mm512_castps_si512(m[k]), bias));
+                }
+            }
+            for (int t = 0; t < kGroup; ++t) out[b].set_sums(t, A[t] != nullptr ? &A[t][b] : nullptr);
+        }
+    }
+
+    void set_sums(int t, const BlockQ8_K * A) {
         for (int p = 0; p < 4; ++p) {
             for (int h = 0; h < 2; ++h) {
                 const int j = 2 * p + h;  // sub-block j: the 16-sums 2j and 2j + 1
@@ -245,6 +290,12 @@ struct alignas(64) TokensQ80 {
     uint8_t q[8][kGroup][4];
     float d[kGroup];
 
+    static void pack_group(TokensQ80 * out, const BlockQ8_0 * const * A, int64_t nb) {
+        for (int t = 0; t < kGroup; ++t) {
+            for (int64_t b = 0; b < nb; ++b) out[b].set(t, A[t] != nullptr ? &A[t][b] : nullptr);
+        }
+    }
+
     void set(int t, const BlockQ8_0 * A) {
         for (int k = 0; k < 8; ++k) put_biased(q[k][t], A != nullptr ? A->qs + 4 * k : nullptr);
         d[t] = A != nullptr ? f16_to_f32(A->d) : 0.0f;
@@ -328,11 +379,12 @@ const Tok * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t
     if (tag != 0 && held == tag) return p;
     held = tag;
     for (int64_t g = 0; g < groups; ++g) {
+        const typename Tok::Act * A[kGroup];
         for (int n = 0; n < kGroup; ++n) {
             const int64_t t = g * kGroup + n;
-            const auto * A = t < n_tok ? reinterpret_cast<const typename Tok::Act *>(static_cast<const uint8_t *>(act) + t * act_stride) : nullptr;
-            for (int64_t b = 0; b < nb; ++b) p[g * nb + b].set(n, A != nullptr ? A + b : nullptr);
+            A[n] = t < n_tok ? reinterpret_cast<const typename Tok::Act *>(static_cast<const uint8_t *>(act) + t * act_stride) : nullptr;
         }
+        Tok::pack_group(p + g * nb, A, nb);
     }
     return p;
 }
@@ -351,33 +403,6 @@ void rows_by_group(const typename T::Row * first, int64_t nb, const typename T::
 template <class T, int N>
 void rows_of_group(const typename T::Row * decoded, int first, int64_t nb, const typename T::Tokens * tok, __m512 * out) {
     rows_by_group<T, N>(decoded + first * nb, nb, tok, out + first);
-}
-
-// m[i] holds row i's 16 lanes; afterwards m[j] holds lane j of every row (the 16 x 16 transpose: pairs of rows
-// interleaved, then pairs of pairs, then 128-bit lanes gathered across the four groups of four rows).
-inline void transpose16(__m512 * m) {
-    __m512 t[16];
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_ps(m[2 * i], m[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(m[2 * i], m[2 * i + 1]);
-    }
-    const auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
-    const auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
-    __m512 u[16];  // u[4i + c]: within each 128-bit lane L, element 4L + c of rows 4i..4i+3
-    for (int i = 0; i < 4; ++i) {
-        u[4 * i] = lo(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int c = 0; c < 4; ++c) {
-        const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
-        const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), f = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
-        m[c] = _mm512_shuffle_f32x4(a, e, 0x88);
-        m[8 + c] = _mm512_shuffle_f32x4(a, e, 0xdd);
-        m[4 + c] = _mm512_shuffle_f32x4(b, f, 0x88);
-        m[12 + c] = _mm512_shuffle_f32x4(b, f, 0xdd);
-    }
 }
 
 template <class T>
