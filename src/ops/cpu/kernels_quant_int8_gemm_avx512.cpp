@@ -463,8 +463,12 @@ size_t weight_bytes(int64_t n) {
     return kRowBlock * static_cast<size_t>(n / T::kBlock) * sizeof(typename T::Row);
 }
 
-// From this many tokens a product takes gemm (fewer: the row kernels' 4-token tiles).
+// From this many tokens a product takes gemm (fewer: the row kernels' 4-token tiles). q6_K from a whole group: its
+// row decoding (values and 16 block sums a super-block) outweighs a half-empty group's gain (scale Q4_K_M, int8,
+// Zen 4, `bench --parallel 8 -n 8`, alternated: a step of 8 sequences 423-442 ms with q6_K's gemm from 8 tokens,
+// 408-416 from 17, 443-444 with every type's from 17).
 constexpr int kGemmMinTokensAvx512 = 8;
+constexpr int kGemmMinTokensQ6KAvx512 = 16;
 
 }  // namespace
 
@@ -495,6 +499,7 @@ void add_int8_gemm_avx512(TypeKernels * table) {
     for (auto type : {tensor::ElemType::Q4_K, tensor::ElemType::Q6_K, tensor::ElemType::Q5_0}) {
         table[static_cast<uint32_t>(type)].gemm_min_tokens = kGemmMinTokensAvx512;
     }
+    table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm_min_tokens = kGemmMinTokensQ6KAvx512;
 }
 
 void add_q8_0_int8_gemm_avx512(TypeKernels & k) {
