@@ -13,8 +13,8 @@
 // form serves every type, Q8_0's signed bytes included. All sums are exact int32 (a 32-element block: at most
 // 32 * 255 * 127 < 2^21; scaled by a 6-bit scale, summed over 8 or 16 blocks: < 2^31).
 //
-// Four weight rows share each loaded activation vector (on Zen 4 the L2 feeds about one 64-byte vector a cycle,
-// and `vpdpbusd` on 512 bits retires one a cycle).
+// Four weight rows share each loaded activation vector (eight measured no faster on Zen 4), and 16 rows are
+// decoded a pass so that a group's results leave as one run of y per token.
 //
 // Bit-identical to the scalar twins (kernels_quant_scalar.cpp, and vec_dot_q8_0 of kernels_float_scalar.cpp):
 // the same exact integer sums of a block, then the twin's fold lane for lane, blocks in order (no contraction:
