@@ -229,7 +229,14 @@ struct Q6K {
 
     static void decode(const BlockQ6_K & B, Row & R) {
         const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
-        int32_t w[16];
+        // sum(scale * (q - 32)) = sum(q * its block's scale) - 512 * sum(scale): the first by `vpdpbusd` of the
+        // unsigned q against the 16 scales spread to their blocks' bytes (byte lane L of a 64-element run: block
+        // first + L).
+        const __m512i scales = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
+        const __m512i lane = _mm512_set_epi32(0x03030303, 0x03030303, 0x03030303, 0x03030303, 0x02020202, 0x02020202,
+                                              0x02020202, 0x02020202, 0x01010101, 0x01010101, 0x01010101, 0x01010101,
+                                              0, 0, 0, 0);
+        __m512i scaled = _mm512_setzero_si512();
         for (int h = 0; h < 2; ++h) {  // element 128h + 32g + l: ql byte 64h + l (+ 32 for odd g), qh bits 2g
             const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h));
             const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h + 32));
@@ -241,18 +248,20 @@ struct Q6K {
                 _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
             };
             for (int k = 0; k < 4; ++k) {
-                const __m256i v = _mm256_sub_epi8(g[k], k32);
-                _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 128 * h + 32 * k), v);
-                // The two 16-element blocks of these 32 values (the zeros blended in add nothing).
-                w[8 * h + 2 * k] = byte_sum(_mm256_blend_epi32(v, _mm256_setzero_si256(), 0xf0));
-                w[8 * h + 2 * k + 1] = byte_sum(_mm256_blend_epi32(v, _mm256_setzero_si256(), 0x0f));
+                _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 128 * h + 32 * k), _mm256_sub_epi8(g[k], k32));
+            }
+            for (int c = 0; c < 2; ++c) {  // elements 128h + 64c ..: blocks 8h + 4c .. 8h + 4c + 3
+                const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(g[2 * c]), g[2 * c + 1], 1);
+                const __m512i idx = _mm512_add_epi8(lane, _mm512_set1_epi8(static_cast<char>(8 * h + 4 * c)));
+                scaled = _mm512_dpbusd_epi32(scaled, q, _mm512_shuffle_epi8(scales, idx));
             }
         }
-        int32_t bias = 0;
+        int32_t scale_sum = 0;
         for (int j = 0; j < 16; ++j) {
             R.sc[j] = B.scales[j];
-            bias += B.scales[j] * w[j];
+            scale_sum += B.scales[j];
         }
+        const int32_t bias = _mm512_reduce_add_epi32(scaled) - 512 * scale_sum;
         R.bias = 128 * bias;
         R.d = f16_to_f32(B.d);
     }
