@@ -472,10 +472,10 @@ size_t weight_bytes(int64_t n) {
     return kRowBlock * static_cast<size_t>(n / T::kBlock) * sizeof(typename T::Row);
 }
 
-// From this many tokens a product takes gemm (fewer: the row kernels' 4-token tiles). q6_K from a whole group: its
-// row decoding (values and 16 block sums a super-block) outweighs a half-empty group's gain (scale Q4_K_M, int8,
-// Zen 4, `bench --parallel 8 -n 8`, alternated: a step of 8 sequences 423-442 ms with q6_K's gemm from 8 tokens,
-// 408-416 from 17, 443-444 with every type's from 17).
+// From this many tokens a product takes gemm (fewer: the row kernels' 4-token tiles). q6_K from a whole group: at 8
+// tokens its gemm did no better than the tiles (scale Q4_K_M, int8, Zen 4, `bench --parallel 8 -n 8`, alternated: a
+// step of 8 sequences 423-442 ms with q6_K's gemm from 8 tokens, 408-416 from 17, 443-444 with every type's from
+// 17; with the rows' bias by one vpdpbusd, 419 from 8 against 413-414 from 16).
 constexpr int kGemmMinTokensAvx512 = 8;
 constexpr int kGemmMinTokensQ6KAvx512 = 16;
 
