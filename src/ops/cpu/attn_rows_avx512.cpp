@@ -11,6 +11,7 @@
 #include <immintrin.h>
 
 #include "ops/cpu/hsum_avx512.h"
+#include "ops/cpu/transpose_avx512.h"
 
 #include "ops/cpu/attn_rows_impl.h"
 #define OFFGRID_ATTN_AVX512 1
@@ -296,27 +297,7 @@ inline void transposed(const uint8_t * const * key, size_t c, size_t len, __m512
     __m512 r[16];
 #pragma GCC unroll 16
     for (int k = 0; k < 16; ++k) r[k] = FULL ? Avx512::load_row<F16>(key[k], c) : load_chunk<F16>(key[k], c, len);
-    // Within each 128-bit lane L: u[4 g + j] = element 4 L + j of keys 4 g .. 4 g + 3.
-    __m512 u[16];
-#pragma GCC unroll 4
-    for (int g = 0; g < 4; ++g) {
-        const __m512 a = _mm512_unpacklo_ps(r[4 * g], r[4 * g + 1]), b = _mm512_unpackhi_ps(r[4 * g], r[4 * g + 1]);
-        const __m512 e = _mm512_unpacklo_ps(r[4 * g + 2], r[4 * g + 3]), f = _mm512_unpackhi_ps(r[4 * g + 2], r[4 * g + 3]);
-        u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(e)));
-        u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(e)));
-        u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(b), _mm512_castps_pd(f)));
-        u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(b), _mm512_castps_pd(f)));
-    }
-    // Element 4 L + j of the 16 keys: lane L of u[j], u[4 + j], u[8 + j], u[12 + j].
-#pragma GCC unroll 4
-    for (int j = 0; j < 4; ++j) {
-        const __m512 s0 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x44), s1 = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xEE);
-        const __m512 s2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x44), s3 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xEE);
-        t[j] = _mm512_shuffle_f32x4(s0, s2, 0x88);
-        t[4 + j] = _mm512_shuffle_f32x4(s0, s2, 0xDD);
-        t[8 + j] = _mm512_shuffle_f32x4(s1, s3, 0x88);
-        t[12 + j] = _mm512_shuffle_f32x4(s1, s3, 0xDD);
-    }
+    avx512::transpose16(r, t);
 }
 
 template <int HN>

@@ -31,6 +31,7 @@
 
 #include "ops/cpu/kernels_quant_int8_avx2.h"
 #include "ops/cpu/kernels_quant_int8_entries.h"
+#include "ops/cpu/transpose_avx512.h"
 #include "ops/workspace.h"
 
 namespace offgrid::ops::cpu::quant {
@@ -77,33 +78,6 @@ inline void put_biased(uint8_t * dst, const int8_t * src) {
     std::memcpy(dst, &v, 4);
 }
 
-// m[i] holds row i's 16 lanes; afterwards m[j] holds lane j of every row (the 16 x 16 transpose: pairs of rows
-// interleaved, then pairs of pairs, then 128-bit lanes gathered across the four groups of four rows).
-inline void transpose16(__m512 * m) {
-    __m512 t[16];
-    for (int i = 0; i < 8; ++i) {
-        t[2 * i] = _mm512_unpacklo_ps(m[2 * i], m[2 * i + 1]);
-        t[2 * i + 1] = _mm512_unpackhi_ps(m[2 * i], m[2 * i + 1]);
-    }
-    const auto lo = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
-    const auto hi = [](__m512 a, __m512 b) { return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(a), _mm512_castps_pd(b))); };
-    __m512 u[16];  // u[4i + c]: within each 128-bit lane L, element 4L + c of rows 4i..4i+3
-    for (int i = 0; i < 4; ++i) {
-        u[4 * i] = lo(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 1] = hi(t[4 * i], t[4 * i + 2]);
-        u[4 * i + 2] = lo(t[4 * i + 1], t[4 * i + 3]);
-        u[4 * i + 3] = hi(t[4 * i + 1], t[4 * i + 3]);
-    }
-    for (int c = 0; c < 4; ++c) {
-        const __m512 a = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88), b = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
-        const __m512 e = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88), f = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
-        m[c] = _mm512_shuffle_f32x4(a, e, 0x88);
-        m[8 + c] = _mm512_shuffle_f32x4(a, e, 0xdd);
-        m[4 + c] = _mm512_shuffle_f32x4(b, f, 0x88);
-        m[12 + c] = _mm512_shuffle_f32x4(b, f, 0xdd);
-    }
-}
-
 // ---- q8_K tokens (q4_K, q6_K) ----------------------------------------------------------------------------
 
 // A group's super-block: q[k] holds activation bytes 4k..4k+3 of token t, plus 128, at bytes 4t..4t+3; bs[p]
@@ -121,11 +95,11 @@ struct alignas(64) TokensQ8K {
         const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
         for (int64_t b = 0; b < nb; ++b) {
             for (int c = 0; c < 4; ++c) {
-                __m512 m[kGroup];
+                __m512 words[kGroup], m[kGroup];
                 for (int t = 0; t < kGroup; ++t) {
-                    m[t] = A[t] != nullptr ? _mm512_loadu_ps(A[t][b].qs + 64 * c) : _mm512_setzero_ps();
+                    words[t] = A[t] != nullptr ? _mm512_loadu_ps(A[t][b].qs + 64 * c) : _mm512_setzero_ps();
                 }
-                transpose16(m);
+                avx512::transpose16(words, m);
                 for (int k = 0; k < kGroup; ++k) {
                     _mm512_store_si512(out[b].q[16 * c + k], _mm512_xor_si512(_mm512_castps_si512(m[k]), bias));
                 }
@@ -440,7 +414,7 @@ void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, 
             }
             for (int64_t g = g0; g < g1; ++g) {
                 // The group's results for these rows, transposed: each token's row of y takes one run.
-                __m512 out[kRowBlock];
+                __m512 out[kRowBlock], by_token[kGroup];
                 const Tok * tok = tokens + g * nb;
                 int i = 0;
                 for (; i + kRows <= rows; i += kRows) rows_of_group<T, kRows>(decoded, i, nb, tok, out);
@@ -451,11 +425,11 @@ void gemm(const void * w, size_t w_stride, const void * act, size_t act_stride, 
                     default: break;
                 }
                 for (int k = rows; k < kRowBlock; ++k) out[k] = _mm512_setzero_ps();
-                transpose16(out);
+                avx512::transpose16(out, by_token);
                 const int toks = static_cast<int>(std::min<int64_t>(kGroup, n_tok - g * kGroup));
                 const __mmask16 keep = static_cast<__mmask16>((1u << rows) - 1);
                 for (int t = 0; t < toks; ++t) {
-                    _mm512_mask_storeu_ps(y + (g * kGroup + t) * static_cast<int64_t>(y_stride) + r, keep, out[t]);
+                    _mm512_mask_storeu_ps(y + (g * kGroup + t) * static_cast<int64_t>(y_stride) + r, keep, by_token[t]);
                 }
             }
         }
