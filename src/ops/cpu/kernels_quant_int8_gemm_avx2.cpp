@@ -149,17 +149,9 @@ struct Q6K {
     };
 
     static void decode(const BlockQ6_K & B, Row & R) {
-        const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30);
-        for (int h = 0; h < 2; ++h) {  // element 128h + 32g + l: ql byte 64h + l (+ 32 for odd g), qh bits 2g
-            const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h));
-            const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
-            const __m256i g[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-            };
+        for (int h = 0; h < 2; ++h) {
+            __m256i g[4];
+            q6_k_values(B, h, g);
             for (int k = 0; k < 4; ++k) _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 128 * h + 32 * k), g[k]);
         }
         for (int j = 0; j < 16; ++j) R.sc[j] = B.scales[j];

@@ -78,6 +78,26 @@ inline void put_biased(uint8_t * dst, const int8_t * src) {
     std::memcpy(dst, &v, 4);
 }
 
+// isum[i] += sc[j] * (row i's values of block j against the tokens) for the Blocks blocks of Steps 4-element steps
+// each: the tokens' words tq[Steps * j + k] against row i's bytes q[4 * (Steps * j + k)] (two sum chains a block).
+template <int N, int Blocks, int Steps, class Row>
+inline void add_scaled_blocks(const Row * const * rows, const uint8_t (*tq)[kGroup][4], __m512i * isum) {
+    for (int j = 0; j < Blocks; ++j) {
+        __m512i s[N][2];
+        for (int i = 0; i < N; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
+        for (int k = 0; k < Steps; ++k) {
+            const __m512i a = load(tq[Steps * j + k]);
+            for (int i = 0; i < N; ++i) {
+                s[i][k & 1] = _mm512_dpbusd_epi32(s[i][k & 1], a, broadcast4(rows[i]->q + 4 * (Steps * j + k)));
+            }
+        }
+        for (int i = 0; i < N; ++i) {
+            isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(s[i][0], s[i][1]),
+                                                                   _mm512_set1_epi32(rows[i]->sc[j])));
+        }
+    }
+}
+
 // ---- q8_K tokens (q4_K, q6_K) ----------------------------------------------------------------------------
 
 // A group's super-block: q[k] holds activation bytes 4k..4k+3 of token t, plus 128, at bytes 4t..4t+3; bs[p]
@@ -161,18 +181,7 @@ struct Q4K {
     static void block(const Row * const * rows, const Tokens & T, __m512 * acc) {
         __m512i isum[N], imin[N];
         for (int i = 0; i < N; ++i) isum[i] = imin[i] = _mm512_setzero_si512();
-        for (int j = 0; j < 8; ++j) {
-            __m512i s[N][2];
-            for (int i = 0; i < N; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
-            for (int k = 0; k < 8; ++k) {
-                const __m512i a = load(T.q[8 * j + k]);
-                for (int i = 0; i < N; ++i) s[i][k & 1] = _mm512_dpbusd_epi32(s[i][k & 1], a, broadcast4(rows[i]->q + 32 * j + 4 * k));
-            }
-            for (int i = 0; i < N; ++i) {
-                isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(s[i][0], s[i][1]),
-                                                                       _mm512_set1_epi32(rows[i]->sc[j])));
-            }
-        }
+        add_scaled_blocks<N, 8, 8>(rows, T.q, isum);  // 32-element sub-blocks
         for (int p = 0; p < 4; ++p) {
             const __m512i bs = load(T.bs[p]);
             for (int i = 0; i < N; ++i) imin[i] = _mm512_dpwssd_epi32(imin[i], bs, broadcast4(rows[i]->mn + 2 * p));
@@ -202,7 +211,7 @@ struct Q6K {
     };
 
     static void decode(const BlockQ6_K & B, Row & R) {
-        const __m256i m4 = _mm256_set1_epi8(0x0f), m30 = _mm256_set1_epi8(0x30), k32 = _mm256_set1_epi8(32);
+        const __m256i k32 = _mm256_set1_epi8(32);
         // sum(scale * (q - 32)) = sum(q * its block's scale) - 512 * sum(scale): the first by `vpdpbusd` of the
         // unsigned q against the 16 scales spread to their blocks' bytes (byte lane L of a 64-element run: block
         // first + L).
@@ -211,16 +220,9 @@ struct Q6K {
                                               0x02020202, 0x02020202, 0x01010101, 0x01010101, 0x01010101, 0x01010101,
                                               0, 0, 0, 0);
         __m512i scaled = _mm512_setzero_si512();
-        for (int h = 0; h < 2; ++h) {  // element 128h + 32g + l: ql byte 64h + l (+ 32 for odd g), qh bits 2g
-            const __m256i l0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h));
-            const __m256i l1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.ql + 64 * h + 32));
-            const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
-            const __m256i g[4] = {
-                _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30)),
-                _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30)),
-                _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4), _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30)),
-            };
+        for (int h = 0; h < 2; ++h) {
+            __m256i g[4];
+            q6_k_values(B, h, g);
             for (int k = 0; k < 4; ++k) {
                 _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 128 * h + 32 * k), _mm256_sub_epi8(g[k], k32));
             }
@@ -244,18 +246,7 @@ struct Q6K {
     static void block(const Row * const * rows, const Tokens & T, __m512 * acc) {
         __m512i isum[N];
         for (int i = 0; i < N; ++i) isum[i] = _mm512_setzero_si512();
-        for (int j = 0; j < 16; ++j) {  // 16-element blocks: 4 steps of 4 elements
-            __m512i s[N][2];
-            for (int i = 0; i < N; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
-            for (int k = 0; k < 4; ++k) {
-                const __m512i a = load(T.q[4 * j + k]);
-                for (int i = 0; i < N; ++i) s[i][k & 1] = _mm512_dpbusd_epi32(s[i][k & 1], a, broadcast4(rows[i]->q + 16 * j + 4 * k));
-            }
-            for (int i = 0; i < N; ++i) {
-                isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(s[i][0], s[i][1]),
-                                                                       _mm512_set1_epi32(rows[i]->sc[j])));
-            }
-        }
+        add_scaled_blocks<N, 16, 4>(rows, T.q, isum);  // 16-element blocks
         const __m512 ad = _mm512_load_ps(T.d);
         for (int i = 0; i < N; ++i) {  // fold_q8_k
             const __m512i total = _mm512_sub_epi32(isum[i], _mm512_set1_epi32(rows[i]->bias));
