@@ -113,14 +113,14 @@ constexpr LevelFills kLevels[] = {
      .q8_0_int8 = add_q8_0_int8_kernels_avx512, .quant_fused = quant::add_fused_avx512,
      .dequantizer = quant::dequantizer_avx512, .int16 = quant::add_int16_entries_avx512,
      .int8 = quant::add_int8_entries_avx512, .q8_0_row_tiles = quant::add_q8_0_row_tiles_avx512,
-     .vec = add_vec_kernels_avx512, .attn_rows = add_attn_row_kernels_avx512},
+     .vec = add_vec_kernels_avx512, .attn_rows = add_attn_row_kernels_avx512, .q8_0_int16 = true},
     // The AVX-512 kernels, plus prompt products of the 8-bit-activation path on the tile unit (the exact and int16
     // fills are repeated because each level's own fills build those entries).
     {.isa = Isa::Amx, .name = "amx", .base = Isa::Avx512, .cpu_has = cpu_has_amx,
      .float_kernels = nullptr, .gemm = nullptr, .q8_0_int8 = add_q8_0_int8_gemm_amx,
      .quant_fused = quant::add_fused_avx512, .dequantizer = quant::dequantizer_avx512,
      .int16 = quant::add_int16_entries_avx512, .int8 = quant::add_int8_gemm_amx,
-     .q8_0_row_tiles = nullptr, .vec = nullptr, .attn_rows = nullptr},
+     .q8_0_row_tiles = nullptr, .vec = nullptr, .attn_rows = nullptr, .q8_0_int16 = true},
 #endif
 #if defined(__aarch64__)
     {.isa = Isa::Neon, .name = "neon", .base = Isa::Scalar, .cpu_has = cpu_has_neon,

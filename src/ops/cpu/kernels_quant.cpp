@@ -88,8 +88,8 @@ void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
                 if (base[id].act_type == tensor::ElemType::Q16_K && own[id].vec_dot == nullptr) table[id] = base[id];
             }
             // Q8_0 keeps the float side's exact entry unless the level's int16 one was measured faster in the model
-            // (LevelFills::q8_0_int16; docs/kernels.md): at avx512 it was no faster (Zen 4, kbench-q8_0.gguf), at
-            // avx2 it decodes 1.4x faster (Zen 1, scale Q8_0). The int16 kernels are built and tested at every level.
+            // (LevelFills::q8_0_int16; docs/kernels.md): decode of scale Q8_0 1.4x faster at avx2 (Zen 1), 1.2x at
+            // avx512 (Zen 4). The int16 kernels are built and tested at every level.
             const TypeKernels q8_0 = table[static_cast<uint32_t>(tensor::ElemType::Q8_0)];
             if (lv->int16 != nullptr) lv->int16(table);
             if (!lv->q8_0_int16) table[static_cast<uint32_t>(tensor::ElemType::Q8_0)] = q8_0;
