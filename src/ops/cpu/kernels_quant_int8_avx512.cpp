@@ -1,8 +1,10 @@
-// AVX-512 VNNI kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q4_K and
-// q6_K against q8_K activations, q5_0 against q8_0. Each is bit-identical to its scalar twin
-// (kernels_quant_scalar.cpp): the integer sums of a block are exact whatever the grouping, so `vpdpbusd` (64
-// multiply-adds of unsigned weight bytes by signed activation bytes) computes them, and the float part is the
-// twin's own fold, block after block.
+// AVX-512 VNNI kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q6_K
+// against q8_K activations, q5_0 against q8_0. q4_K keeps the AVX2 level's rows, which reduce runs of 4
+// super-blocks together (on Zen 4 one row streams at 19.3 GB/s from cache against 14.2 for a VNNI row that reduced
+// each super-block alone; docs/kernels.md), and takes the 16-lane gemm here for prompts. Each is bit-identical to
+// its scalar twin (kernels_quant_scalar.cpp): the integer sums of a block are exact whatever the grouping, so
+// `vpdpbusd` (64 multiply-adds of unsigned weight bytes by signed activation bytes) computes them, and the float
+// part is the twin's own fold, block after block.
 //  - Signed weights are made unsigned for vpdpbusd and corrected with the activations' block sums: q6_K stores
 //    q - 32 (q in 0..63), so sum(scale * (q - 32) * a) = sum(scale * q * a) - 32 * sum(scale * bsum16); q5_0
 //    stores q - 16, corrected with 16 * sum(a) (one more vpdpbusd against a vector of 16s).
@@ -47,61 +49,6 @@ inline int32_t sum8(__m256i v) {
 
 inline int32_t sum16(__m512i v) {
     return sum8(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
-}
-
-// Two 32-byte runs of activations side by side: [p[0..31] | q[0..31]].
-inline __m512i pair(const int8_t * p, const int8_t * q) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p))),
-                              _mm256_loadu_si256(reinterpret_cast<const __m256i *>(q)), 1);
-}
-
-// Lanes [s[i] x8 | s[j] x8] of the 8 int32 scales in s.
-inline __m512i two_scales(__m512i s, int i, int j) {
-    const __m512i idx = _mm512_inserti64x4(_mm512_set1_epi32(i), _mm256_set1_epi32(j), 1);
-    return _mm512_permutexvar_epi32(idx, s);
-}
-
-// ---- q4_K x q8_K ----------------------------------------------------------------------------------------
-
-// The twin's contract (kernels_quant_scalar.cpp, dot_q4_k): the super-block's exact integer sums of scale * quant
-// * a and of min * block sums, folded once per super-block.
-template <int NT>
-void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out) {
-    const auto * w = static_cast<const BlockQ4_K *>(wv);
-    float acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    const __m512i m4 = _mm512_set1_epi8(0x0f);
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const BlockQ4_K & B = w[b];
-        prefetch<sizeof(BlockQ4_K)>(&B);
-        uint64_t sc, mn;
-        quant::k4_scales_mins_u64(B.scales, sc, mn);  // scales in bytes 0-7 of smv, mins in 8-15
-        const __m128i smv = _mm_set_epi64x(static_cast<long long>(mn), static_cast<long long>(sc));
-        // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
-        const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(smv, smv));
-        const __m512i s8 = _mm512_castsi256_si512(_mm256_cvtepu8_epi32(smv));
-        const float wd = h2f(B.d), wdmin = h2f(B.dmin);
-        // Sub-blocks by register: low nibbles of bytes 0-63 hold sub-blocks 0 and 2, high nibbles 1 and 3; bytes
-        // 64-127 the same for 4 and 6, 5 and 7.
-        const __m512i S02 = two_scales(s8, 0, 2), S13 = two_scales(s8, 1, 3);
-        const __m512i S46 = two_scales(s8, 4, 6), S57 = two_scales(s8, 5, 7);
-        const __m512i v0 = _mm512_loadu_si512(B.qs), v1 = _mm512_loadu_si512(B.qs + 64);
-        const __m512i lo0 = _mm512_and_si512(v0, m4), hi0 = _mm512_and_si512(_mm512_srli_epi16(v0, 4), m4);
-        const __m512i lo1 = _mm512_and_si512(v1, m4), hi1 = _mm512_and_si512(_mm512_srli_epi16(v1, 4), m4);
-        for (int t = 0; t < NT; ++t) {
-            const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
-            const int8_t * q = A.qs;
-            const __m512i z = _mm512_setzero_si512();
-            __m512i s = _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, lo0, pair(q, q + 64)), S02);
-            s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, hi0, pair(q + 32, q + 96)), S13));
-            s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, lo1, pair(q + 128, q + 192)), S46));
-            s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, hi1, pair(q + 160, q + 224)), S57));
-            const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums));
-            const int32_t imin = sum8(_mm256_madd_epi16(bs, mins));
-            acc[t] = fold_k_min(acc[t], wd, wdmin, A.d, sum16(s), imin);
-        }
-    }
-    for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 // ---- q6_K x q8_K ----------------------------------------------------------------------------------------
@@ -242,10 +189,8 @@ void quantize_row_q8_0_ties_away(const float * x, void * dst, int64_t n) {
 }  // namespace
 
 void add_int8_entries_avx512(TypeKernels * table) {
-    using Q4K = Entry<row_q4_k<1>, row_q4_k<2>, row_q4_k<3>, row_q4_k<4>>;
     using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
     using Q50 = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
-    set_entry<Q4K>(table, tensor::ElemType::Q4_K);
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
     set_entry<Q50>(table, tensor::ElemType::Q5_0);
     set_q8_k_quantizer(table, quantize_row_q8_k);
