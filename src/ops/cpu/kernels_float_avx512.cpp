@@ -641,16 +641,7 @@ float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
     return _mm_cvtss_f32(acc);
 }
 
-// Four rows' pair products (lanes 0-7 block b, 8-15 block b + 1 of each) reduced to their block sums: lanes 0-3
-// rows 0-3 of block b, lanes 4-7 of block b + 1. Exact integer adds, any order.
-inline __m256i four_row_sums(__m512i v0, __m512i v1, __m512i v2, __m512i v3) {
-    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(v0, v1), _mm512_unpackhi_epi32(v0, v1));
-    const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(v2, v3), _mm512_unpackhi_epi32(v2, v3));
-    const __m512i q = _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
-    // 128-bit lane L of q: the four rows' sums over lanes 4L..4L+3; lanes 0, 1 are block b, 2, 3 block b + 1.
-    const __m512i h = _mm512_add_epi32(q, _mm512_shuffle_i32x4(q, q, _MM_SHUFFLE(2, 3, 0, 1)));
-    return _mm512_castsi512_si256(_mm512_shuffle_i32x4(h, h, _MM_SHUFFLE(2, 2, 2, 0)));
-}
+using avx512::four_row_sums;  // ops/cpu/hsum_avx512.h
 
 // The f16 scales of four rows' block at byte offset `off`, as f32.
 inline __m128 four_scales(const uint8_t * w, size_t w_stride, size_t off) {

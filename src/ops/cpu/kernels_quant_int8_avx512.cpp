@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "ops/cpu/kernels_quant_int8_entries.h"
+#include "ops/cpu/hsum_avx512.h"
 #include "tensor/half.h"
 
 namespace offgrid::ops::cpu::quant {
@@ -126,6 +127,98 @@ void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out)
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
+// Four narrow rows at once (the hyper-connection and expert-down products, 320 and 640 wide: four rows are one
+// contiguous stream). A row alone is a chain of dependent folds, one per block; four rows in the lanes of one
+// vector fold together (lane r: row r, the twin's roundings), and each pair of blocks is decoded once per row for
+// every token.
+constexpr int64_t kNarrowRow = 1024;
+
+// The unsigned quants q (0..31) of a row's blocks b and b + 1 (b + 1 absent: zeros), in one register.
+inline __m512i q5_0_pair(const BlockQ5_0 * w, bool second) {
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i *>(w[0].qs));
+    const __m128i q1 = second ? _mm_loadu_si128(reinterpret_cast<const __m128i *>(w[1].qs)) : _mm_setzero_si128();
+    // 128-bit lanes [q0 | q0 | q1 | q1], then the high nibbles of lanes 1 and 3: elements 0-15, 16-31 of each.
+    const __m512i q = _mm512_shuffle_i64x2(_mm512_castsi128_si512(q0), _mm512_castsi128_si512(q1), 0x00);
+    const __m512i nib = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xff00ff00u, q, 4), _mm512_set1_epi8(0x0f));
+    uint32_t h0, h1 = 0;
+    std::memcpy(&h0, w[0].qh, 4);
+    if (second) std::memcpy(&h1, w[1].qh, 4);
+    const __mmask64 fifth = _cvtu64_mask64(static_cast<uint64_t>(h0) | (static_cast<uint64_t>(h1) << 32));
+    return _mm512_or_si512(nib, _mm512_maskz_mov_epi8(fifth, _mm512_set1_epi8(16)));
+}
+
+// Two activation blocks' quants side by side (the second absent: zeros).
+inline __m512i q8_0_pair(const BlockQ8_0 * a, bool second) {
+    const __m256i lo = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a[0].qs));
+    const __m256i hi = second ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(a[1].qs)) : _mm256_setzero_si256();
+    return _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+}
+
+// The f16 scales of four rows' block b, as f32 in lanes 0-3.
+inline __m128 four_row_scales(const uint8_t * w, size_t ws, int64_t b) {
+    auto d = [&](int r) { return static_cast<short>(reinterpret_cast<const BlockQ5_0 *>(w + r * ws)[b].d); };
+    return _mm_cvtph_ps(_mm_setr_epi16(d(0), d(1), d(2), d(3), 0, 0, 0, 0));
+}
+
+// The twin's fold for four rows (lane r: row r): acc + (d_w * d_a) * isum, each operation rounded once.
+inline __m128 fold4(__m128 acc, __m128 dw, float da, __m128i isum) {
+    return _mm_add_ps(acc, _mm_mul_ps(_mm_mul_ps(dw, _mm_set1_ps(da)), _mm_cvtepi32_ps(isum)));
+}
+
+template <int NT>
+void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
+    const int64_t nb = n / kQK;
+    const __m512i sixteen = _mm512_set1_epi8(16);
+    __m128 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; b += 2) {
+        const bool second = b + 1 < nb;
+        __m512i u[4];
+        for (int r = 0; r < 4; ++r) {
+            const auto * row = reinterpret_cast<const BlockQ5_0 *>(w + r * ws) + b;
+            _mm_prefetch(reinterpret_cast<const char *>(row) + kPrefetchBytes, _MM_HINT_T0);  // a pair: 44 bytes
+            u[r] = q5_0_pair(row, second);
+        }
+        const __m128 dw0 = four_row_scales(w, ws, b);
+        const __m128 dw1 = second ? four_row_scales(w, ws, b + 1) : _mm_setzero_ps();
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_0 * a = reinterpret_cast<const BlockQ8_0 *>(act + t * as) + b;
+            const __m512i x = q8_0_pair(a, second);
+            const __m512i z = _mm512_setzero_si512();
+            const __m512i bias = _mm512_dpbusd_epi32(z, sixteen, x);  // 16 * sum(a), lane by lane
+            const __m256i sums = avx512::four_row_sums(
+                _mm512_sub_epi32(_mm512_dpbusd_epi32(z, u[0], x), bias), _mm512_sub_epi32(_mm512_dpbusd_epi32(z, u[1], x), bias),
+                _mm512_sub_epi32(_mm512_dpbusd_epi32(z, u[2], x), bias), _mm512_sub_epi32(_mm512_dpbusd_epi32(z, u[3], x), bias));
+            acc[t] = fold4(acc[t], dw0, h2f(a[0].d), _mm256_castsi256_si128(sums));
+            if (second) acc[t] = fold4(acc[t], dw1, h2f(a[1].d), _mm256_extracti128_si256(sums, 1));
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, acc[t]);
+        for (int r = 0; r < 4; ++r) y[t * ys + r] = out[r];
+    }
+}
+
+// q5_0's entry: the row kernels, and four narrow rows at once.
+struct Q5_0Entry {
+    using Rows = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
+    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                         int n_tok, float * y, size_t y_stride) {
+        const auto * wb = static_cast<const uint8_t *>(w);
+        const auto * ab = static_cast<const uint8_t *>(act);
+        if (n_rows == 4 && n <= kNarrowRow) {
+            switch (n_tok) {
+                case 1: return tile4_q5_0<1>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 2: return tile4_q5_0<2>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 3: return tile4_q5_0<3>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 4: return tile4_q5_0<4>(wb, w_stride, ab, act_stride, n, y, y_stride);
+            }
+        }
+        Rows::dot_tile(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
+    }
+};
+
 // ---- the q8_K activation quantiser ----------------------------------------------------------------------
 
 // The twin's bytes (kernels_quant_scalar.cpp, quantize_row_q8_K): the first element of largest magnitude gives the
@@ -190,9 +283,9 @@ void quantize_row_q8_0_ties_away(const float * x, void * dst, int64_t n) {
 
 void add_int8_entries_avx512(TypeKernels * table) {
     using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
-    using Q50 = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
-    set_entry<Q50>(table, tensor::ElemType::Q5_0);
+    set_entry<Q5_0Entry::Rows>(table, tensor::ElemType::Q5_0);
+    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].dot_tile = Q5_0Entry::dot_tile;
     set_q8_k_quantizer(table, quantize_row_q8_k);
     set_q8_0_quantizer(table, quantize_row_q8_0_ties_away);
     add_int8_gemm_avx512(table);
