@@ -66,7 +66,20 @@ const char * quant_act_mode_name(QuantActMode mode) {
     return "?";
 }
 
-void add_exact_quant_kernels(Isa isa, TypeKernels * table) { quant::add_dequant_entries(isa, table); }
+namespace {
+
+// The exact Q8_0 entry's one-row tiles for decode steps of a few sequences (bit-identical to its vec_dot; the
+// level's fill leaves any other entry alone).
+void add_q8_0_row_tiles(const LevelFills & lv, TypeKernels * table) {
+    if (lv.q8_0_row_tiles != nullptr) lv.q8_0_row_tiles(table[static_cast<uint32_t>(tensor::ElemType::Q8_0)]);
+}
+
+}  // namespace
+
+void add_exact_quant_kernels(Isa isa, TypeKernels * table) {
+    quant::add_dequant_entries(isa, table);
+    if (const LevelFills * lv = level_fills(isa)) add_q8_0_row_tiles(*lv, table);
+}
 
 void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
     const LevelFills * lv = level_fills(isa);
@@ -83,7 +96,7 @@ void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
             std::array<TypeKernels, kTypeTableSize> base = {}, own = {};
             std::copy(table, table + kTypeTableSize, base.begin());
             if (lv->int16 != nullptr) lv->int16(own.data());
-            add_exact_quant_kernels(isa, table);
+            quant::add_dequant_entries(isa, table);
             for (size_t id = 0; id < kTypeTableSize; ++id) {
                 if (base[id].act_type == tensor::ElemType::Q16_K && own[id].vec_dot == nullptr) table[id] = base[id];
             }
@@ -92,9 +105,10 @@ void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
             // avx512 (Zen 4). The int16 kernels are built and tested at every level.
             const TypeKernels q8_0 = table[static_cast<uint32_t>(tensor::ElemType::Q8_0)];
             if (lv->int16 != nullptr) lv->int16(table);
-            if (!lv->q8_0_int16) table[static_cast<uint32_t>(tensor::ElemType::Q8_0)] = q8_0;
-            // Its one-row tiles for decode steps of a few sequences (bit-identical to its vec_dot).
-            if (lv->q8_0_row_tiles != nullptr) lv->q8_0_row_tiles(table[static_cast<uint32_t>(tensor::ElemType::Q8_0)]);
+            if (!lv->q8_0_int16) {
+                table[static_cast<uint32_t>(tensor::ElemType::Q8_0)] = q8_0;
+                add_q8_0_row_tiles(*lv, table);
+            }
             return;
         }
     }
