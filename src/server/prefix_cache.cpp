@@ -196,6 +196,41 @@ bool PrefixCache::erase(std::span<const int32_t> tokens) {
     return true;
 }
 
+size_t PrefixCache::drop_passed_turn_ends(std::span<const int32_t> tokens) {
+    // The node where `tokens` parts from the tree, and the branches it does not follow there.
+    Node * n = &root_;
+    size_t pos = 0;
+    std::vector<Node *> passed;
+    while (true) {
+        if (pos == tokens.size()) return 0;  // the tokens end inside the tree: nothing is passed by
+        auto it = n->children.find(tokens[pos]);
+        if (it == n->children.end()) {
+            for (auto & [t, c] : n->children) passed.push_back(c.get());
+            break;
+        }
+        Node * c = it->second.get();
+        const size_t k = common(c->edge, tokens.subspan(pos));
+        if (k < c->edge.size()) {
+            if (pos + k < tokens.size()) passed.push_back(c);  // parts inside the edge: c's subtree is passed by
+            break;
+        }
+        pos += k;
+        n = c;
+    }
+    size_t dropped = 0;
+    for (Node * b : passed) {
+        std::vector<Node *> snaps;
+        collect(b, snaps);
+        if (snaps.size() != 1) continue;
+        const Snapshot & s = *snaps[0]->snap;
+        if (!s.turn_end || s.pinned || s.dependents > 0) continue;
+        drop(snaps[0]);
+        ++dropped;
+    }
+    if (dropped > 0) compact(&root_);
+    return dropped;
+}
+
 void PrefixCache::collect(Node * n, std::vector<Node *> & out) {
     if (n->snap) out.push_back(n);
     for (auto & [t, c] : n->children) collect(c.get(), out);

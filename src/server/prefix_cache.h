@@ -36,6 +36,9 @@ struct Snapshot {
     // Kept when a later snapshot on its path supersedes it: a place where other requests are likely to part (the
     // end of a chat's first message, a place where a waiting request parts from a running prefill).
     mutable bool pinned = false;
+    // Taken at a turn's end (prompt and reply): only the same conversation's next turn is likely to restore it, and
+    // only when that turn gives the reply back token for token.
+    bool turn_end = false;
     size_t bytes() const { return state.size() + logits.size() * sizeof(float); }
     // The chain to restore, whole state first.
     std::vector<const Snapshot *> chain() const {
@@ -78,6 +81,11 @@ public:
     // Drops the snapshot at exactly this path (one that failed to restore) and every tail that depends on it;
     // false when there is none.
     bool erase(std::span<const int32_t> tokens);
+    // Where `tokens` leaves the tree, drops the turn ends it passes by: a branch it does not follow whose one
+    // snapshot is a turn end with no tails, not pinned (a conversation's next turn that did not give its reply back
+    // token for token: the generated path is not followed again, and the place it parts from stays a branch point
+    // while it is cached). Returns how many were dropped.
+    size_t drop_passed_turn_ends(std::span<const int32_t> tokens);
     void clear();
     // Every snapshot with its token path, least recently used first (for saving the cache to files).
     void for_each(const std::function<void(const std::vector<int32_t> &, const Snapshot &)> & fn) const;

@@ -387,6 +387,9 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
                 update_cache_stats();
             }
         }
+        // A turn end this prompt passes by (its conversation's reply not given back token for token) will not be
+        // restored: dropped, so the place where the prompt parts is not kept as a branch point for it.
+        if (cfg_.supersede && cache_.drop_passed_turn_ends(prompt) > 0) update_cache_stats();
         const size_t m = cache_.match_length(prompt);
         if (m > s.n_past && m < prompt.size()) s.cuts.insert(m);
         // Message ends: another chat with the same first messages (a system prompt), or this conversation's next
@@ -403,7 +406,7 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
     }
 }
 
-void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits, bool pinned) {
+void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits, bool pinned, bool turn_end) {
     if (!cache_.enabled() || n_tokens == 0) return;
     const Job & j = *s.job;
     std::vector<int32_t> path;
@@ -446,6 +449,7 @@ void Scheduler::snapshot(Slot & s, size_t n_tokens, const float * logits, bool p
         snap.state = ctx_.state_get(s.seq);
     }
     snap.pinned = pinned;
+    snap.turn_end = turn_end;
     snap.row_bytes = (n_tokens - snap.from) * cell_row_bytes_;
     // What a snapshot adds besides rows, as measured (the smallest seen: books grow a little with the cells).
     if (snap.state.size() > snap.row_bytes) {
@@ -708,7 +712,7 @@ void Scheduler::finish(Slot & s, const std::string & reason, const std::string &
     // (After a speculative round cut short by a stop, the memory holds more than n_past: no snapshot then.)
     if (error.empty() && s.generated.size() >= 2 && int64_t(ctx_.seq_pos_max(s.seq)) + 1 == int64_t(s.n_past)) {
         // The whole exchange (prompt and reply so far) serves a conversation's next turn.
-        snapshot(s, s.n_past, nullptr);
+        snapshot(s, s.n_past, nullptr, false, true);
     }
     ChoiceEvent e;
     e.index = j.req.index;

@@ -146,8 +146,9 @@ private:
     void speculate(const std::vector<Slot *> & slots);
     void finish(Slot & s, const std::string & reason, const std::string & error = {});
     // Stores the slot's first n_tokens as a snapshot (with the last position's logits, if given); pinned: never
-    // superseded. Snapshots below it on its path that it supersedes are dropped.
-    void snapshot(Slot & s, size_t n_tokens, const float * logits, bool pinned = false);
+    // superseded; turn_end: the whole exchange at a turn's end (Snapshot::turn_end). Snapshots below it on its path
+    // that it supersedes are dropped.
+    void snapshot(Slot & s, size_t n_tokens, const float * logits, bool pinned = false, bool turn_end = false);
     void restore(int32_t seq, const Snapshot & snap);
     bool chunk_snapshot_due(const Slot & s) const;
     void update_cache_stats();

@@ -202,6 +202,52 @@ TEST(PrefixCache, ErasingASnapshotErasesTheTailsBuiltOnIt) {
     EXPECT_FALSE(root->cached);
 }
 
+// A conversation's next turn that does not give its reply back token for token parts from the tree at the
+// reply's start: the turn end on the path it passes by is dropped (its prompt end is then on a lone path again);
+// a snapshot that is not a turn end, a pinned turn end and a branch holding more than one snapshot stay.
+TEST(PrefixCache, APromptThatPassesATurnEndByDropsIt) {
+    PrefixCache c(1 << 20);
+    const std::vector<int32_t> turn1 = {1, 2, 3, 4, 5, 6};  // prompt 1..3, reply 4..6
+    const std::vector<int32_t> turn2 = {1, 2, 3, 9, 9, 9, 7};  // the reply came back as other tokens
+    auto prompt_end = c.insert(std::span(turn1).first(3), snap(10, true));
+    ASSERT_TRUE(prompt_end);
+    Snapshot t = tail(10, prompt_end, 3);
+    t.turn_end = true;
+    auto end = c.insert(turn1, std::move(t));
+    ASSERT_TRUE(end);
+    EXPECT_FALSE(c.lone_path(std::span(turn1).first(3), turn2));
+    EXPECT_EQ(c.drop_passed_turn_ends(turn1), 0u);                    // a prompt on the path passes nothing
+    EXPECT_EQ(c.drop_passed_turn_ends(std::span(turn1).first(5)), 0u);  // nor one that ends inside it
+    EXPECT_EQ(c.drop_passed_turn_ends(turn2), 1u);
+    EXPECT_FALSE(end->cached);
+    EXPECT_TRUE(prompt_end->cached);
+    EXPECT_EQ(prompt_end->dependents, 0u);
+    EXPECT_EQ(c.entries(), 1u);
+    EXPECT_TRUE(c.lone_path(std::span(turn1).first(3), turn2));
+
+    auto keep = [&](const std::vector<int32_t> & path, bool turn_end, bool pinned) {
+        Snapshot s = snap(10);
+        s.turn_end = turn_end;
+        s.pinned = pinned;
+        return c.insert(path, std::move(s));
+    };
+    auto plain = keep({1, 2, 3, 4}, false, false);
+    auto pinned = keep({1, 2, 3, 5}, true, true);
+    auto with_tail = keep({1, 2, 3, 6, 6}, true, false);
+    Snapshot u = tail(10, with_tail, 5);
+    u.turn_end = true;
+    auto tail_of_it = c.insert(std::vector<int32_t>{1, 2, 3, 6, 6, 6}, std::move(u));
+    auto two_a = keep({1, 2, 3, 8, 1}, true, false), two_b = keep({1, 2, 3, 8, 2}, true, false);
+    ASSERT_TRUE(plain && pinned && with_tail && tail_of_it && two_a && two_b);
+    EXPECT_EQ(c.drop_passed_turn_ends(turn2), 0u);
+    EXPECT_TRUE(plain->cached && pinned->cached && with_tail->cached && tail_of_it->cached && two_a->cached &&
+                two_b->cached);
+    // Without the pin, the lone turn end on its branch goes.
+    pinned->pinned = false;
+    EXPECT_EQ(c.drop_passed_turn_ends(turn2), 1u);
+    EXPECT_FALSE(pinned->cached);
+}
+
 TEST(ChatTemplate, ChatMLMarkersAreTextWithoutControlTokensAndContentNeverSpecial) {
     const Tokenizer tok(std::make_shared<const runtime::Tokenizer>(runtime::byte_vocab_tokenizer()));
     const std::vector<int32_t> ids = render_chatml(tok, {{"system", "S"}, {"user", "<|endoftext|>hi"}});
