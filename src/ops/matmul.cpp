@@ -316,7 +316,7 @@ WorkspaceSize matmul_workspace(const std::vector<WeightShape> & weights, int64_t
         if (k != nullptr && k->gemm != nullptr && k->act_type != ElemType::F32) {
             // The 8-bit prompt products pack the tokens and decode rows: 16 at a time on the tile unit
             // (kernels_quant_int8_amx.cpp), 2 at AVX2 (kernels_quant_int8_gemm_avx2.cpp), 16 at AVX-512
-            // (kernels_quant_int8_gemm_avx512.cpp).
+            // (kernels_quant_int8_gemm_avx512.cpp; 8 for products of up to 8 tokens, whose sizes it includes).
             auto & t = size.kernel_bytes[static_cast<size_t>(KernelBlock::packed_tokens)];
             t = std::max({t, cpu::int8_gemm_token_bytes(w.type, w.cols, max_tokens),
                           cpu::quant::int8_gemm_avx2_token_bytes(w.type, w.cols, max_tokens),

@@ -164,8 +164,8 @@ TEST(Int8Kernels, PromptProductsAreBitIdenticalToVecDot) {
                 const size_t a_stride = cpu::act_row_bytes(kk.act_type, n);
                 std::vector<uint8_t> a(a_stride * n_tok);
                 for (int k = 0; k < n_tok; ++k) kk.quantize_act(x.data() + k * n, a.data() + k * a_stride, n);
-                uint64_t key = 1000 + 10 * checked;
-                for (const int nt : {1, 5, 16, 17, 40}) {
+                uint64_t key = 1000 + 100 * checked;  // a key per (variant, token count)
+                for (const int nt : {1, 2, 3, 4, 5, 7, 8, 9, 16, 17, 40}) {
                     ++key;
                     for (const int nr : {1, 15, 16, 17, 35}) {
                         std::vector<float> y(static_cast<size_t>(nt) * rows, -1.0f);

@@ -437,49 +437,66 @@ size_t weight_bytes(int64_t n) {
     return kRowBlock * static_cast<size_t>(n / T::kBlock) * sizeof(typename T::Row);
 }
 
-// From this many tokens a product takes gemm (fewer: the row kernels' 4-token tiles). q6_K from a whole group: at 8
-// tokens its gemm did no better than the tiles (scale Q4_K_M, int8, Zen 4, `bench --parallel 8 -n 8`, alternated: a
-// step of 8 sequences 423-442 ms with q6_K's gemm from 8 tokens, 408-416 from 17, 443-444 with every type's from
-// 17; with the rows' bias by one vpdpbusd, 419 from 8 against 413-414 from 16).
-constexpr int kGemmMinTokensAvx512 = 8;
-constexpr int kGemmMinTokensQ6KAvx512 = 16;
+// The entries' gemm: products of up to kInt8LanesMaxTokens tokens in the lanes of rows by tokens
+// (kernels_quant_int8_lanes_avx512.cpp), larger ones 16 tokens to a group here.
+template <class T, tensor::ElemType E>
+void product(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
+             int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) {
+    if (n_tok <= kInt8LanesMaxTokens) {
+        int8_lanes_avx512(E)(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride, act_key);
+        return;
+    }
+    gemm<T>(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride, act_key);
+}
+
+// From this many tokens a product takes gemm; fewer go through the row kernels' tiles, which decode a row in
+// registers for each call (one token: they stream a row at the memory's speed). Measured with bench_quant_batch
+// (the scale shape's products from DRAM, one thread, Zen 4): the lanes against the tiles at 2 / 3 / 4 / 6 tokens,
+// microseconds for 2560 -> 4096: q4_K 1078 / 1089 / 1090 / 1062 against 497 / 624 / 810 / 1318; q6_K 1307 / 1325 /
+// 1336 / 1332 against 569 / 768 / 916 / 1477; q5_0 1109 / 1109 / 1117 / 1128 against 1253 / 1757 / 1876 / 3117;
+// Q8_0 1384 / 1328 / 1343 / 1370 against 1285 / 1459 / 1833 / 2539.
+constexpr int kGemmMinTokensQ4K = 5;
+constexpr int kGemmMinTokensQ6K = 6;
+constexpr int kGemmMinTokensQ50 = 2;
+constexpr int kGemmMinTokensQ80 = 3;
 
 }  // namespace
 
 size_t int8_gemm_avx512_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok) {
+    const size_t lanes = int8_lanes_avx512_token_bytes(type, n, n_tok);
     switch (type) {
-        case tensor::ElemType::Q4_K: return token_bytes<Q4K>(n, n_tok);
-        case tensor::ElemType::Q6_K: return token_bytes<Q6K>(n, n_tok);
-        case tensor::ElemType::Q5_0: return token_bytes<Q50>(n, n_tok);
-        case tensor::ElemType::Q8_0: return token_bytes<Q80>(n, n_tok);
+        case tensor::ElemType::Q4_K: return std::max(lanes, token_bytes<Q4K>(n, n_tok));
+        case tensor::ElemType::Q6_K: return std::max(lanes, token_bytes<Q6K>(n, n_tok));
+        case tensor::ElemType::Q5_0: return std::max(lanes, token_bytes<Q50>(n, n_tok));
+        case tensor::ElemType::Q8_0: return std::max(lanes, token_bytes<Q80>(n, n_tok));
         default: return 0;
     }
 }
 
 size_t int8_gemm_avx512_weight_bytes(tensor::ElemType type, int64_t n) {
+    const size_t lanes = int8_lanes_avx512_weight_bytes(type, n);
     switch (type) {
-        case tensor::ElemType::Q4_K: return weight_bytes<Q4K>(n);
-        case tensor::ElemType::Q6_K: return weight_bytes<Q6K>(n);
-        case tensor::ElemType::Q5_0: return weight_bytes<Q50>(n);
-        case tensor::ElemType::Q8_0: return weight_bytes<Q80>(n);
+        case tensor::ElemType::Q4_K: return std::max(lanes, weight_bytes<Q4K>(n));
+        case tensor::ElemType::Q6_K: return std::max(lanes, weight_bytes<Q6K>(n));
+        case tensor::ElemType::Q5_0: return std::max(lanes, weight_bytes<Q50>(n));
+        case tensor::ElemType::Q8_0: return std::max(lanes, weight_bytes<Q80>(n));
         default: return 0;
     }
 }
 
 void add_int8_gemm_avx512(TypeKernels * table) {
-    table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm = gemm<Q4K>;
-    table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm = gemm<Q6K>;
-    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm = gemm<Q50>;
-    for (auto type : {tensor::ElemType::Q4_K, tensor::ElemType::Q6_K, tensor::ElemType::Q5_0}) {
-        table[static_cast<uint32_t>(type)].gemm_min_tokens = kGemmMinTokensAvx512;
-    }
-    table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm_min_tokens = kGemmMinTokensQ6KAvx512;
+    table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm = product<Q4K, tensor::ElemType::Q4_K>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm = product<Q6K, tensor::ElemType::Q6_K>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm = product<Q50, tensor::ElemType::Q5_0>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm_min_tokens = kGemmMinTokensQ4K;
+    table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm_min_tokens = kGemmMinTokensQ6K;
+    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm_min_tokens = kGemmMinTokensQ50;
 }
 
 void add_q8_0_int8_gemm_avx512(TypeKernels & k) {
     if (k.act_type != tensor::ElemType::Q8_0) return;
-    k.gemm = gemm<Q80>;
-    k.gemm_min_tokens = kGemmMinTokensAvx512;
+    k.gemm = product<Q80, tensor::ElemType::Q8_0>;
+    k.gemm_min_tokens = kGemmMinTokensQ80;
 }
 
 }  // namespace offgrid::ops::cpu::quant
