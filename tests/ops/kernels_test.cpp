@@ -46,7 +46,7 @@ std::vector<ElemType> tested_types() {
 std::vector<int64_t> widths(ElemType type) {
     const int64_t b = tensor::traits(type).block_size;
     if (b == 1) return {1, 7, 8, 13, 16, 24, 29, 37, 64, 100, 200, 333, 1024};
-    return {b, 2 * b, 3 * b, 7 * b, std::max<int64_t>(b, 1024 / b * b)};
+    return {b, 2 * b, 3 * b, 7 * b, 11 * b, std::max<int64_t>(b, 1024 / b * b)};
 }
 
 struct Rows {

@@ -623,12 +623,55 @@ inline void pair_sums(__m512i isum, int32_t & first, int32_t & second) {
     second = _mm_extract_epi32(s, 1);
 }
 
+// The f16 scales of 8 consecutive blocks (34 bytes apart) as f32.
+inline __m256 eight_scales(const uint8_t * blk) {
+    uint16_t h[8];
+    for (int j = 0; j < 8; ++j) std::memcpy(&h[j], blk + j * kQ8BlockBytes, 2);
+    __m128i v;
+    std::memcpy(&v, h, 16);
+    return _mm256_cvtph_ps(v);
+}
+
+// One row: 8 blocks a step, their exact sums reduced together (four pair products through four_row_sums: lanes
+// 0-3 the even blocks, 4-7 the odd ones) and their products (d_w * d_x) * isum as one vector, then added to the sum
+// one block after another in order, as the twin does (kernels_float_scalar.cpp, vec_dot_q8_0). Per block this is
+// about half the instructions of a pair at a time with its own horizontal sum (one core: 14.3 GB/s from DRAM).
 float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
+    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
     const auto * wb = static_cast<const uint8_t *>(w);
     const auto * xb = static_cast<const uint8_t *>(x);
     const int64_t nb = n / kQ8Block;
     __m128 acc = _mm_setzero_ps();
-    for (int64_t b = 0; b < nb; b += 2) {
+    int64_t b = 0;
+    // Lane of block j (0..7) in four_row_sums' order: block 2r in lane r, 2r + 1 in lane 4 + r.
+    const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (; b + 8 <= nb; b += 8) {
+        const uint8_t * wp = wb + b * kQ8BlockBytes;
+        const uint8_t * xp = xb + b * kQ8BlockBytes;
+        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024 + 64, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024 + 128, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024 + 192, _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024 + 256, _MM_HINT_T0);
+        __m512i pair[4];
+        for (int r = 0; r < 4; ++r) {
+            const __m512i wq = q8_pair(wp + 2 * r * kQ8BlockBytes, true);
+            pair[r] = q8_pair_dot(_mm512_abs_epi8(wq), _mm512_movepi8_mask(wq), q8_pair(xp + 2 * r * kQ8BlockBytes, true));
+        }
+        const __m256i sums = _mm256_permutevar8x32_epi32(avx512::four_row_sums(pair[0], pair[1], pair[2], pair[3]), in_order);
+        const __m512 d = _mm512_mul_round_ps(_mm512_zextps256_ps512(eight_scales(wp)), _mm512_zextps256_ps512(eight_scales(xp)), kRound);
+        const __m512 prod = _mm512_mul_round_ps(d, _mm512_cvtepi32_ps(_mm512_zextsi256_si512(sums)), kRound);
+        const __m128 lo = _mm512_castps512_ps128(prod), hi = _mm512_extractf32x4_ps(prod, 1);
+        acc = _mm_add_ss(acc, lo);
+        acc = _mm_add_ss(acc, _mm_shuffle_ps(lo, lo, 1));
+        acc = _mm_add_ss(acc, _mm_shuffle_ps(lo, lo, 2));
+        acc = _mm_add_ss(acc, _mm_shuffle_ps(lo, lo, 3));
+        acc = _mm_add_ss(acc, hi);
+        acc = _mm_add_ss(acc, _mm_shuffle_ps(hi, hi, 1));
+        acc = _mm_add_ss(acc, _mm_shuffle_ps(hi, hi, 2));
+        acc = _mm_add_ss(acc, _mm_shuffle_ps(hi, hi, 3));
+    }
+    for (; b < nb; b += 2) {
         const bool second = b + 1 < nb;
         const uint8_t * wp = wb + b * kQ8BlockBytes;
         const uint8_t * xp = xb + b * kQ8BlockBytes;

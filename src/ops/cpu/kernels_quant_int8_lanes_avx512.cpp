@@ -1,6 +1,6 @@
-// Few-token products of the 8-bit-activation path at AVX-512 VNNI: 5 to 8 tokens (a decode step of several
-// sequences, a prompt's tail) against q4_K, q6_K, q5_0 and Q8_0 rows. Reached through the entries' gemm
-// (kernels_quant_int8_gemm_avx512.cpp hands these products here).
+// Few-token products of the 8-bit-activation path at AVX-512 VNNI: up to 8 tokens (a decode step of several
+// sequences, an expert's share of a batch) against q4_K, q6_K, q5_0 and Q8_0 rows. Reached through the entries'
+// gemm (kernels_quant_int8_gemm_avx512.cpp hands these products here, from a per-type number of tokens).
 //
 // The 16-lane gemm puts 16 tokens in a register's int32 lanes; with 8 tokens half of every `vpdpbusd` is wasted,
 // and the row kernels pay a horizontal sum and a float fold per token and block. Here the lanes hold two weight
@@ -34,7 +34,7 @@ namespace offgrid::ops::cpu::quant {
 namespace {
 
 constexpr int kLanes = 16;
-constexpr int kTokens = 8;  // tokens in a group: 8 lanes pairs
+constexpr int kTokens = 8;  // tokens in a group: 8 lane pairs
 constexpr int kGroups = 4;  // register groups of two rows sharing each token vector
 
 // Two rows' words (8 bytes) in every lane pair.
@@ -77,8 +77,8 @@ inline void prefetch_ahead(const void * block, size_t bytes) {
 
 // ---- the tokens ------------------------------------------------------------------------------------------
 
-// A super-block of 8 q8_K tokens: word k of token t at q[k][2t] and q[k][2t + 1]; per lane pair t, token t's 16-element sums (bs16,
-// pairs 2p and 2p + 1 as two int16), its 32-element sums (bs32, the same) and its scale.
+// A super-block of 8 q8_K tokens: word k of token t at q[k][2t] and q[k][2t + 1]; per lane pair t, token t's
+// 16-element sums (bs16, pairs 2p and 2p + 1 as two int16), its 32-element sums (bs32, the same) and its scale.
 struct alignas(64) TokensK {
     static constexpr uint64_t kLayout = 5;  // names the layout (the 16-lane gemm's are 10-11)
     using Act = BlockQ8_K;
@@ -109,8 +109,8 @@ struct alignas(64) TokensK {
     }
 };
 
-// A 32-element block of 8 q8_0 tokens: word k of token t at q[k][2t] and q[k][2t + 1]; per lane pair t, token t's block sum and
-// scale.
+// A 32-element block of 8 q8_0 tokens: word k of token t at q[k][2t] and q[k][2t + 1]; per lane pair t, token
+// t's block sum and scale.
 struct alignas(64) Tokens0 {
     static constexpr uint64_t kLayout = 6;
     using Act = BlockQ8_0;
