@@ -110,9 +110,10 @@ int main(int argc, char ** argv) {
         }
     }
     std::printf("isa %s\n", ops::cpu::isa_name(ops::cpu::active_isa()));
-    // The scale shape's products: expert gate/up (2560 -> 640), expert down (640 -> 2560), a projection
-    // (2560 -> 4096), a slice of the output head (2560 -> 16384 of its 248320 rows).
-    const Shape shapes[] = {{"expert 2560->640", 2560, 640}, {"expert 640->2560", 640, 2560},
+    // The scale shape's products: expert gate/up (2560 -> 640), expert down (640 -> 2560), a hyper-connection
+    // up-projection (320 -> 10240), a projection (2560 -> 4096), a slice of the output head (2560 -> 16384 of its
+    // 248320 rows).
+    const Shape shapes[] = {{"expert 2560->640", 2560, 640}, {"expert 640->2560", 640, 2560}, {"hc 320->10240", 320, 10240},
                             {"proj 2560->4096", 2560, 4096}, {"head 2560->16384", 2560, 16384}};
     for (int threads : thread_counts) {
         ops::ThreadPool pool(threads);

@@ -156,7 +156,10 @@ TEST(Int8Kernels, PromptProductsAreBitIdenticalToVecDot) {
             for (const int variant : {0, 1, 2}) {  // random blocks at two widths, then worst-case blocks
                 const bool worst = variant == 2;
                 const bool k_quant = t != ElemType::Q5_0 && t != ElemType::Q8_0;
-                const int64_t n = variant == 0 ? (k_quant ? 256 : 32) : (k_quant ? 1024 : 320);
+                // 32-element blocks: narrow rows (q5_0's tiles below 4 tokens) and a wide one.
+                const int64_t n = variant == 0   ? (k_quant ? 256 : 32)
+                                  : variant == 1 ? (k_quant ? 1024 : 1280)
+                                                 : (k_quant ? 1024 : 320);
                 const int rows = 35, n_tok = 40;
                 const auto w = t == ElemType::Q8_0 ? random_q8_0_rows(n, rows, rng, worst) : random_rows(t, n, rows, rng, worst);
                 const auto x = random_acts(n, n_tok, rng, worst);

@@ -35,6 +35,13 @@ size_t int8_gemm_avx512_weight_bytes(tensor::ElemType type, int64_t n);
 // (TypeKernels::gemm's contract; null for other types or when the compiler cannot target the level), and the
 // bytes of the kernel blocks they take.
 constexpr int kInt8LanesMaxTokens = 8;
+// q5_0's rows of at most this many columns (the 320- and 640-wide products of the scale shape) take the lanes from
+// kInt8NarrowLanesMinTokens tokens; below that the row kernels' four-row tiles (int8_q5_0_tiles_avx512: rows [0,
+// n_rows) in tiles of four, up to 4 tokens, as the entry's dot_tile) are faster.
+constexpr int64_t kInt8NarrowRow = 1024;
+constexpr int kInt8NarrowLanesMinTokens = 4;
+void int8_q5_0_tiles_avx512(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
+                            int64_t n_rows, int n_tok, float * y, size_t y_stride);
 using Int8Product = void (*)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
                              int64_t n_rows, int64_t n_tok, float * y, size_t y_stride, uint64_t act_key);
 Int8Product int8_lanes_avx512(tensor::ElemType type);

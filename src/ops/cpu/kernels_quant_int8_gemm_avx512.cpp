@@ -442,6 +442,10 @@ size_t weight_bytes(int64_t n) {
 template <class T, tensor::ElemType E>
 void product(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
              int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) {
+    if (E == tensor::ElemType::Q5_0 && n <= kInt8NarrowRow && n_tok < kInt8NarrowLanesMinTokens) {
+        int8_q5_0_tiles_avx512(w, w_stride, act, act_stride, n, n_rows, static_cast<int>(n_tok), y, y_stride);
+        return;
+    }
     if (n_tok <= kInt8LanesMaxTokens) {
         int8_lanes_avx512(E)(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride, act_key);
         return;
@@ -454,7 +458,9 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 // (the scale shape's products from DRAM, one thread, Zen 4): the lanes against the tiles at 2 / 3 / 4 / 6 tokens,
 // microseconds for 2560 -> 4096: q4_K 1078 / 1089 / 1090 / 1062 against 497 / 624 / 810 / 1318; q6_K 1307 / 1325 /
 // 1336 / 1332 against 569 / 768 / 916 / 1477; q5_0 1109 / 1109 / 1117 / 1128 against 1253 / 1757 / 1876 / 3117;
-// Q8_0 1384 / 1328 / 1343 / 1370 against 1285 / 1459 / 1833 / 2539.
+// Q8_0 1384 / 1328 / 1343 / 1370 against 1285 / 1459 / 1833 / 2539. q5_0's narrow rows keep the four-row tiles
+// below kInt8NarrowLanesMinTokens (at 2 / 3 / 4 tokens, the lanes against the tiles: 640 -> 2560 160 / 160 / 160
+// against 108 / 142 / 172 us, 320 -> 10240 300 / 299 / 301 against 218 / 284 / 346).
 constexpr int kGemmMinTokensQ4K = 5;
 constexpr int kGemmMinTokensQ6K = 6;
 constexpr int kGemmMinTokensQ50 = 2;
