@@ -74,6 +74,14 @@ std::byte * Arena::kernel_block(KernelBlock b, size_t bytes) {
     return aligned(kernel_blocks_[i].get());
 }
 
+std::byte * Arena::kernel_block_for(KernelBlock b, size_t bytes, uint64_t tag, bool & fill) {
+    std::byte * p = kernel_block(b, bytes);
+    uint64_t & held = kernel_tags_[static_cast<size_t>(b)];
+    fill = tag == 0 || held != tag;
+    held = tag;
+    return p;
+}
+
 void Arena::release_to(size_t mark) {
     while (!overflows_.empty() && overflows_.back().mark >= mark) overflows_.pop_back();
     top_ = std::min(top_, mark);

@@ -77,6 +77,10 @@ public:
     // (a kernel may find there what it left on its previous call: its `tag` says what that was).
     std::byte * kernel_block(KernelBlock b, size_t bytes);
     uint64_t & kernel_block_tag(KernelBlock b) { return kernel_tags_[static_cast<size_t>(b)]; }
+    // kernel_block for contents named `tag` (0: unnamed, never found again): `fill` is false when the block holds
+    // them already (this thread's previous call for `b` left them), true when the caller must write them; either
+    // way the block is named `tag` from then on. Packed tokens are named by packed_tokens_tag.
+    std::byte * kernel_block_for(KernelBlock b, size_t bytes, uint64_t tag, bool & fill);
     size_t kernel_block_capacity(KernelBlock b) const { return kernel_sizes_[static_cast<size_t>(b)]; }
 
 private:
@@ -98,6 +102,11 @@ private:
     std::array<uint64_t, kKernelBlocks> kernel_tags_{};
     bool counted_ = true;
 };
+
+// The name of a product's packed tokens: its activation key (PreparedActivations::key, a count far below 2^60; 0
+// for none) with the packing's layout (0-15, one per kernel family and token grouping) in the top 4 bits, so that
+// products of other types that share the key's rows never take each other's packing.
+constexpr uint64_t packed_tokens_tag(uint64_t key, uint64_t layout) { return key != 0 ? key | layout << 60 : 0; }
 
 // Gives back what was taken from an arena inside it.
 class Scope {

@@ -97,6 +97,27 @@ TEST(Workspace, KernelBlocksAreSizedOnceKeepTheirContentsAndGrowWhenAskedForMore
     EXPECT_EQ(Workspace::total_growths(), before + 1);
 }
 
+TEST(Workspace, AKernelBlockForNamedContentsIsFilledOnlyWhenItHoldsOthers) {
+    Arena a;
+    a.reserve_kernel_blocks({256, 0, 1024});
+    bool fill = false;
+    std::byte * p = a.kernel_block_for(KernelBlock::packed_tokens, 128, packed_tokens_tag(7, 5), fill);
+    EXPECT_TRUE(fill);
+    EXPECT_EQ(a.kernel_block_for(KernelBlock::packed_tokens, 128, packed_tokens_tag(7, 5), fill), p);
+    EXPECT_FALSE(fill);  // what the previous call left
+    a.kernel_block_for(KernelBlock::packed_tokens, 128, packed_tokens_tag(7, 6), fill);
+    EXPECT_TRUE(fill);  // the same key in another layout
+    a.kernel_block_for(KernelBlock::packed_tokens, 128, packed_tokens_tag(0, 6), fill);
+    EXPECT_TRUE(fill);
+    a.kernel_block_for(KernelBlock::packed_tokens, 128, packed_tokens_tag(0, 6), fill);
+    EXPECT_TRUE(fill);  // unnamed contents are never found again
+    a.kernel_block_for(KernelBlock::packed_tokens, 128, 9, fill);
+    a.kernel_block(KernelBlock::packed_tokens, 4096);  // a new block forgets its name
+    a.kernel_block_for(KernelBlock::packed_tokens, 128, 9, fill);
+    EXPECT_TRUE(fill);
+    EXPECT_EQ(packed_tokens_tag(3, 5), 3u | uint64_t{5} << 60);
+}
+
 TEST(Workspace, AJobsPartsRunWithTheCallersBindingOnEveryThread) {
     ThreadPool pool(3);
     Workspace ws(pool.n_threads(), {1024, 256, {64, 64, 64}});

@@ -155,12 +155,11 @@ struct Groups {
 // the key of what it holds (keys are unique per product, and the shapes of one product's calls are the same).
 float * pack_tokens(const float * act, size_t xs, int64_t n, const Groups & groups, uint64_t key) {
     const int64_t steps = (n + kLanes - 1) / kLanes;
-    ops::Arena & arena = ops::Workspace::scratch();
-    float * p = reinterpret_cast<float *>(arena.kernel_block(
-        ops::KernelBlock::packed_tokens, static_cast<size_t>(groups.n_tok * steps * kLanes) * sizeof(float)));
-    uint64_t & held = arena.kernel_block_tag(ops::KernelBlock::packed_tokens);
-    if (key != 0 && held == key) return p;
-    held = key;
+    bool fill;
+    float * p = reinterpret_cast<float *>(ops::Workspace::scratch().kernel_block_for(
+        ops::KernelBlock::packed_tokens, static_cast<size_t>(groups.n_tok * steps * kLanes) * sizeof(float),
+        ops::packed_tokens_tag(key, 0), fill));
+    if (!fill) return p;
     const int64_t full = n / kLanes * kLanes;
     const auto m = static_cast<__mmask16>((1u << (n - full)) - 1);
     for (int64_t g = 0; g < groups.count; ++g) {

@@ -328,15 +328,11 @@ struct TokenOrder {
 template <class T>
 const uint8_t * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t n_tok, uint64_t key) {
     const int64_t groups = (n_tok + kTokens - 1) / kTokens;
-    Arena & arena = Workspace::scratch();
-    auto * p = reinterpret_cast<uint8_t *>(
-        arena.kernel_block(KernelBlock::packed_tokens, static_cast<size_t>(groups * nb) * kTokenBlockBytes<T>));
-    // Products of other types may share the key (the same quantised rows): the tag names the layout too (keys are
-    // counts far below 2^60; the float gemm's tags have those bits clear).
-    const uint64_t tag = key != 0 ? key | static_cast<uint64_t>(T::kLayout) << 60 : 0;
-    uint64_t & held = arena.kernel_block_tag(KernelBlock::packed_tokens);
-    if (tag != 0 && held == tag) return p;
-    held = tag;
+    bool fill;
+    auto * p = reinterpret_cast<uint8_t *>(Workspace::scratch().kernel_block_for(
+        KernelBlock::packed_tokens, static_cast<size_t>(groups * nb) * kTokenBlockBytes<T>,
+        packed_tokens_tag(key, static_cast<uint64_t>(T::kLayout)), fill));
+    if (!fill) return p;
     for (int64_t g = 0; g < groups; ++g) {
         for (int64_t b = 0; b < nb; ++b) {
             uint8_t * img = p + static_cast<size_t>(g * nb + b) * kTokenBlockBytes<T>;

@@ -140,12 +140,10 @@ struct alignas(64) Tokens0 {
 template <class Tok>
 const Tok * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t n_tok, uint64_t key) {
     const int64_t groups = (n_tok + kTokens - 1) / kTokens;
-    Arena & arena = Workspace::scratch();
-    auto * p = reinterpret_cast<Tok *>(arena.kernel_block(KernelBlock::packed_tokens, static_cast<size_t>(groups * nb) * sizeof(Tok)));
-    const uint64_t tag = key != 0 ? key | Tok::kLayout << 60 : 0;
-    uint64_t & held = arena.kernel_block_tag(KernelBlock::packed_tokens);
-    if (tag != 0 && held == tag) return p;
-    held = tag;
+    bool fill;
+    auto * p = reinterpret_cast<Tok *>(Workspace::scratch().kernel_block_for(
+        KernelBlock::packed_tokens, static_cast<size_t>(groups * nb) * sizeof(Tok), packed_tokens_tag(key, Tok::kLayout), fill));
+    if (!fill) return p;
     for (int64_t g = 0; g < groups; ++g) {
         for (int t = 0; t < kTokens; ++t) {
             const int64_t tok = g * kTokens + t;
