@@ -38,7 +38,8 @@ enum class KernelBlock : int {
     dequantised_rows,  // weight rows dequantised for the exact path's f32 dot (a tile's rows, or one row)
     tile_weights,      // weight rows decoded for an 8-bit prompt product: 16 into the tile unit's byte images
                        // (kernels_quant_int8_amx.cpp), 2 into bytes at AVX2 (kernels_quant_int8_gemm_avx2.cpp),
-                       // 16 or 8 interleaved in pairs at AVX-512 (kernels_quant_int8_{gemm,lanes}_avx512.cpp)
+                       // 16 at AVX-512 (kernels_quant_int8_gemm_avx512.cpp), or 8 with their words interleaved in
+                       // pairs (kernels_quant_int8_lanes_avx512.cpp)
 };
 constexpr int kKernelBlocks = 4;
 using KernelBlockBytes = std::array<size_t, kKernelBlocks>;

@@ -30,8 +30,8 @@ void add_q8_0_int8_gemm_avx512(TypeKernels & k);
 size_t int8_gemm_avx512_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok);
 size_t int8_gemm_avx512_weight_bytes(tensor::ElemType type, int64_t n);
 
-// Products of 2 to kInt8LanesMaxTokens tokens at AVX-512 VNNI (kernels_quant_int8_lanes_avx512.cpp: R weight rows by
-// 16 / R tokens in a register's lanes), the gemm of the q4_K, q6_K, q5_0 and Q8_0 entries for those products
+// Products of 2 to kInt8LanesMaxTokens tokens at AVX-512 VNNI (kernels_quant_int8_lanes_avx512.cpp: two weight rows
+// by eight tokens in a register's lanes), the gemm of the q4_K, q6_K, q5_0 and Q8_0 entries for those products
 // (TypeKernels::gemm's contract; null for other types or when the compiler cannot target the level), and the
 // bytes of the kernel blocks they take.
 constexpr int kInt8LanesMaxTokens = 8;
