@@ -632,135 +632,97 @@ inline __m256 eight_scales(const uint8_t * blk) {
     return _mm256_cvtph_ps(v);
 }
 
-// One row: 8 blocks a step, their exact sums reduced together (four pair products through four_row_sums: lanes
-// 0-3 the even blocks, 4-7 the odd ones) and their products (d_w * d_x) * isum as one vector, then added to the sum
-// one block after another in order, as the twin does (kernels_float_scalar.cpp, vec_dot_q8_0). Per block this is
-// about half the instructions of a pair at a time with its own horizontal sum (one core from DRAM: 17 against 14.5
-// GB/s).
-float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
+// One row against NT token rows: 8 blocks a step, their exact sums reduced together (four pair products through
+// four_row_sums: lanes 0-3 the even blocks, 4-7 the odd ones) and their products (d_w * d_x) * isum as one vector,
+// then added to the token's sum one block after another in order, as the twin does (kernels_float_scalar.cpp,
+// vec_dot_q8_0); the row's blocks are prepared once for all tokens. Per block this is about half the instructions
+// of a pair at a time with its own horizontal sum (one core from DRAM, one token: 17 against 14.5 GB/s).
+template <int NT>
+void row_q8_0(const uint8_t * wb, const uint8_t * const * xb, int64_t n, float * out) {
     constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    const auto * wb = static_cast<const uint8_t *>(w);
-    const auto * xb = static_cast<const uint8_t *>(x);
     const int64_t nb = n / kQ8Block;
-    __m128 acc = _mm_setzero_ps();
+    __m128 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
     int64_t b = 0;
     // Lane of block j (0..7) in four_row_sums' order: block 2r in lane r, 2r + 1 in lane 4 + r.
     const __m256i in_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (; b + 8 <= nb; b += 8) {
-        const uint8_t * wp = wb + b * kQ8BlockBytes;
-        const uint8_t * xp = xb + b * kQ8BlockBytes;
-        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024 + 64, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024 + 128, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024 + 192, _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024 + 256, _MM_HINT_T0);
-        __m512i pair[4];
-        for (int r = 0; r < 4; ++r) {
-            const __m512i wq = q8_pair(wp + 2 * r * kQ8BlockBytes, true);
-            pair[r] = q8_pair_dot(_mm512_abs_epi8(wq), _mm512_movepi8_mask(wq), q8_pair(xp + 2 * r * kQ8BlockBytes, true));
-        }
-        const __m256i sums = _mm256_permutevar8x32_epi32(avx512::four_row_sums(pair[0], pair[1], pair[2], pair[3]), in_order);
-        const __m512 d = _mm512_mul_round_ps(_mm512_zextps256_ps512(eight_scales(wp)), _mm512_zextps256_ps512(eight_scales(xp)), kRound);
-        const __m512 prod = _mm512_mul_round_ps(d, _mm512_cvtepi32_ps(_mm512_zextsi256_si512(sums)), kRound);
-        const __m128 lo = _mm512_castps512_ps128(prod), hi = _mm512_extractf32x4_ps(prod, 1);
-        acc = _mm_add_ss(acc, lo);
-        acc = _mm_add_ss(acc, _mm_shuffle_ps(lo, lo, 1));
-        acc = _mm_add_ss(acc, _mm_shuffle_ps(lo, lo, 2));
-        acc = _mm_add_ss(acc, _mm_shuffle_ps(lo, lo, 3));
-        acc = _mm_add_ss(acc, hi);
-        acc = _mm_add_ss(acc, _mm_shuffle_ps(hi, hi, 1));
-        acc = _mm_add_ss(acc, _mm_shuffle_ps(hi, hi, 2));
-        acc = _mm_add_ss(acc, _mm_shuffle_ps(hi, hi, 3));
-    }
-    for (; b < nb; b += 2) {
-        const bool second = b + 1 < nb;
-        const uint8_t * wp = wb + b * kQ8BlockBytes;
-        const uint8_t * xp = xb + b * kQ8BlockBytes;
-        const __m512i wq = q8_pair(wp, second);
-        int32_t s0, s1;
-        pair_sums(q8_pair_dot(_mm512_abs_epi8(wq), _mm512_movepi8_mask(wq), q8_pair(xp, second)), s0, s1);
-        acc = fold_q8(acc, q8_scale(wp), q8_scale(xp), s0);
-        if (second) acc = fold_q8(acc, q8_scale(wp + kQ8BlockBytes), q8_scale(xp + kQ8BlockBytes), s1);
-    }
-    return _mm_cvtss_f32(acc);
-}
-
-using avx512::four_row_sums;  // ops/cpu/hsum_avx512.h
-
-// The f16 scales of four rows' block at byte offset `off`, as f32.
-inline __m128 four_scales(const uint8_t * w, size_t w_stride, size_t off) {
-    uint16_t h[4];
-    for (int r = 0; r < 4; ++r) std::memcpy(&h[r], w + r * w_stride + off, 2);
-    return _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, static_cast<short>(h[3]), static_cast<short>(h[2]),
-                                      static_cast<short>(h[1]), static_cast<short>(h[0])));
-}
-
-// The twin's fold for four rows at once (lane r is row r): acc + (d_w * d_x) * isum, each step rounded (the
-// rounding-mode intrinsics, which the compiler never contracts into a fused multiply-add).
-inline __m512 fold4(__m512 acc, __m128 dw, float dx, __m128i isum) {
-    constexpr int kRound = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-    // Zero-extended, so the unused lanes hold zeros (never stray denormals or NaNs that cost assists).
-    const __m512 d = _mm512_mul_round_ps(_mm512_zextps128_ps512(dw), _mm512_set1_ps(dx), kRound);
-    const __m512 p = _mm512_mul_round_ps(d, _mm512_cvtepi32_ps(_mm512_zextsi128_si512(isum)), kRound);
-    return _mm512_add_round_ps(acc, p, kRound);
-}
-
-// 4 rows x NT tokens, the twin's order per (row, token): the rows' block sums reduced together, then folded in
-// block order with one vector of four rows per token.
-template <int NT>
-void tile4_q8_0(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
-                size_t y_stride) {
-    const int64_t nb = n / kQ8Block;
-    __m512 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-    for (int64_t b = 0; b < nb; b += 2) {
-        const bool second = b + 1 < nb;
         const size_t off = static_cast<size_t>(b) * kQ8BlockBytes;
+        const uint8_t * wp = wb + off;
+        for (int l = 0; l < 5; ++l) _mm_prefetch(reinterpret_cast<const char *>(wp) + 1024 + 64 * l, _MM_HINT_T0);
         __m512i w_abs[4];
         __mmask64 w_neg[4];
         for (int r = 0; r < 4; ++r) {
-            // Four row streams: each fetched 1 KiB ahead (a pair is 68 bytes, so two lines cover its step).
-            const char * ahead = reinterpret_cast<const char *>(w + r * w_stride + off) + 1024;
-            _mm_prefetch(ahead, _MM_HINT_T0);
-            _mm_prefetch(ahead + 64, _MM_HINT_T0);
-            const __m512i wq = q8_pair(w + r * w_stride + off, second);
+            const __m512i wq = q8_pair(wp + 2 * r * kQ8BlockBytes, true);
             w_abs[r] = _mm512_abs_epi8(wq);
             w_neg[r] = _mm512_movepi8_mask(wq);
         }
-        const __m128 dw0 = four_scales(w, w_stride, off);
-        const __m128 dw1 = second ? four_scales(w, w_stride, off + kQ8BlockBytes) : _mm_setzero_ps();
+        const __m512 dw = _mm512_zextps256_ps512(eight_scales(wp));
         for (int t = 0; t < NT; ++t) {
-            const uint8_t * xp = act + t * act_stride + off;
-            const __m512i xq = q8_pair(xp, second);
-            const __m256i sums = four_row_sums(q8_pair_dot(w_abs[0], w_neg[0], xq), q8_pair_dot(w_abs[1], w_neg[1], xq),
-                                               q8_pair_dot(w_abs[2], w_neg[2], xq), q8_pair_dot(w_abs[3], w_neg[3], xq));
-            acc[t] = fold4(acc[t], dw0, q8_scale(xp), _mm256_castsi256_si128(sums));
-            if (second) acc[t] = fold4(acc[t], dw1, q8_scale(xp + kQ8BlockBytes), _mm256_extracti128_si256(sums, 1));
+            const uint8_t * xp = xb[t] + off;
+            __m512i pair[4];
+            for (int r = 0; r < 4; ++r) pair[r] = q8_pair_dot(w_abs[r], w_neg[r], q8_pair(xp + 2 * r * kQ8BlockBytes, true));
+            const __m256i sums = _mm256_permutevar8x32_epi32(avx512::four_row_sums(pair[0], pair[1], pair[2], pair[3]), in_order);
+            const __m512 d = _mm512_mul_round_ps(dw, _mm512_zextps256_ps512(eight_scales(xp)), kRound);
+            const __m512 prod = _mm512_mul_round_ps(d, _mm512_cvtepi32_ps(_mm512_zextsi256_si512(sums)), kRound);
+            const __m128 lo = _mm512_castps512_ps128(prod), hi = _mm512_extractf32x4_ps(prod, 1);
+            __m128 a = acc[t];
+            a = _mm_add_ss(a, lo);
+            a = _mm_add_ss(a, _mm_shuffle_ps(lo, lo, 1));
+            a = _mm_add_ss(a, _mm_shuffle_ps(lo, lo, 2));
+            a = _mm_add_ss(a, _mm_shuffle_ps(lo, lo, 3));
+            a = _mm_add_ss(a, hi);
+            a = _mm_add_ss(a, _mm_shuffle_ps(hi, hi, 1));
+            a = _mm_add_ss(a, _mm_shuffle_ps(hi, hi, 2));
+            acc[t] = _mm_add_ss(a, _mm_shuffle_ps(hi, hi, 3));
         }
     }
-    for (int t = 0; t < NT; ++t) {
-        alignas(64) float out[16];
-        _mm512_store_ps(out, acc[t]);
-        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = out[r];
+    for (; b < nb; b += 2) {
+        const bool second = b + 1 < nb;
+        const size_t off = static_cast<size_t>(b) * kQ8BlockBytes;
+        const uint8_t * wp = wb + off;
+        const __m512i wq = q8_pair(wp, second);
+        const __m512i w_abs = _mm512_abs_epi8(wq);
+        const __mmask64 w_neg = _mm512_movepi8_mask(wq);
+        for (int t = 0; t < NT; ++t) {
+            const uint8_t * xp = xb[t] + off;
+            int32_t s0, s1;
+            pair_sums(q8_pair_dot(w_abs, w_neg, q8_pair(xp, second)), s0, s1);
+            acc[t] = fold_q8(acc[t], q8_scale(wp), q8_scale(xp), s0);
+            if (second) acc[t] = fold_q8(acc[t], q8_scale(wp + kQ8BlockBytes), q8_scale(xp + kQ8BlockBytes), s1);
+        }
     }
+    for (int t = 0; t < NT; ++t) out[t] = _mm_cvtss_f32(acc[t]);
+}
+
+float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
+    const auto * xb = static_cast<const uint8_t *>(x);
+    float y;
+    row_q8_0<1>(static_cast<const uint8_t *>(w), &xb, n, &y);
+    return y;
 }
 
 void dot_tile_q8_0(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
                    int n_tok, float * y, size_t y_stride) {
-    tile_dispatch<vec_dot_q8_0>(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride,
-                                [](const uint8_t * wb, size_t ws, const uint8_t * ab, size_t as, int64_t nn, int nt,
-                                   float * yy, size_t ys) {
-                                    // One token (decode) goes row after row through vec_dot: one stream. The
-                                    // four interleaved rows read 2.7 KB rows at 9.7 GB/s from DRAM against
-                                    // 14.3 for one (Zen 4, one core), and the int8 decode of scale Q8_0 took
-                                    // 184-188 ms a token against 145-146.
-                                    switch (nt) {
-                                        case 2: tile4_q8_0<2>(wb, ws, ab, as, nn, yy, ys); return true;
-                                        case 3: tile4_q8_0<3>(wb, ws, ab, as, nn, yy, ys); return true;
-                                        case 4: tile4_q8_0<4>(wb, ws, ab, as, nn, yy, ys); return true;
-                                    }
-                                    return false;
-                                });
+    // Rows one after another, each prepared once for all tokens: one stream (four interleaved rows of 2.7 KB read
+    // 9.7 GB/s from DRAM against 14.3 for one, one core; the int8 decode of scale Q8_0 took 184-188 ms a token
+    // against 145-146 with one row at a time). From DRAM, one thread, 2 tokens: 2560 -> 640 140 us against 202 with
+    // four rows at a time, 640 -> 2560 164 against 211, 2560 -> 4096 891 against 1285 (3 tokens and more: the lanes,
+    // kernels_quant_int8_lanes_avx512.cpp).
+    const auto * wb = static_cast<const uint8_t *>(w);
+    const uint8_t * xs[kTileMax];
+    for (int t = 0; t < n_tok; ++t) xs[t] = static_cast<const uint8_t *>(act) + t * act_stride;
+    for (int r = 0; r < n_rows; ++r) {
+        float out[kTileMax];
+        const uint8_t * row = wb + r * w_stride;
+        switch (n_tok) {
+            case 1: row_q8_0<1>(row, xs, n, out); break;
+            case 2: row_q8_0<2>(row, xs, n, out); break;
+            case 3: row_q8_0<3>(row, xs, n, out); break;
+            default: row_q8_0<4>(row, xs, n, out); break;
+        }
+        for (int t = 0; t < n_tok; ++t) y[t * y_stride + r] = out[t];
+    }
 }
 
 }  // namespace
