@@ -75,9 +75,8 @@ public:
     // Sizes the kernels' blocks (one allocation each).
     void reserve_kernel_blocks(const KernelBlockBytes & bytes);
     // Block `b`, at least `bytes` long, 64-byte aligned; its contents stay until the next call for the same block
-    // (a kernel may find there what it left on its previous call: its `tag` says what that was).
+    // (a kernel may find there what it left on its previous call: kernel_block_for names it).
     std::byte * kernel_block(KernelBlock b, size_t bytes);
-    uint64_t & kernel_block_tag(KernelBlock b) { return kernel_tags_[static_cast<size_t>(b)]; }
     // kernel_block for contents named `tag` (0: unnamed, never found again): `fill` is false when the block holds
     // them already (this thread's previous call for `b` left them), true when the caller must write them; either
     // way the block is named `tag` from then on. Packed tokens are named by packed_tokens_tag.

@@ -82,17 +82,20 @@ TEST(Workspace, KernelBlocksAreSizedOnceKeepTheirContentsAndGrowWhenAskedForMore
     std::byte * p = a.kernel_block(KernelBlock::packed_tokens, 200);
     EXPECT_TRUE(aligned64(p));
     p[199] = std::byte{7};
-    a.kernel_block_tag(KernelBlock::packed_tokens) = 42;
+    bool fill = true;
+    a.kernel_block_for(KernelBlock::packed_tokens, 200, 42, fill);
     EXPECT_EQ(a.kernel_block(KernelBlock::packed_tokens, 256), p);  // the same block, contents and tag kept
     EXPECT_EQ(p[199], std::byte{7});
-    EXPECT_EQ(a.kernel_block_tag(KernelBlock::packed_tokens), 42u);
+    EXPECT_EQ(a.kernel_block_for(KernelBlock::packed_tokens, 256, 42, fill), p);
+    EXPECT_FALSE(fill);
     EXPECT_NE(a.kernel_block(KernelBlock::dequantised_rows, 1024), p);  // blocks are separate
     EXPECT_EQ(a.growths(), 0u);
     const uint64_t before = Workspace::total_growths();
     std::byte * q = a.kernel_block(KernelBlock::packed_tokens, 4096);  // past the declared size
     EXPECT_TRUE(aligned64(q));
     EXPECT_GE(a.kernel_block_capacity(KernelBlock::packed_tokens), 4096u);
-    EXPECT_EQ(a.kernel_block_tag(KernelBlock::packed_tokens), 0u);  // what it held is gone
+    a.kernel_block_for(KernelBlock::packed_tokens, 4096, 42, fill);
+    EXPECT_TRUE(fill);  // what it held is gone
     EXPECT_EQ(a.growths(), 1u);
     EXPECT_EQ(Workspace::total_growths(), before + 1);
 }

@@ -157,6 +157,21 @@ const Tok * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t
 
 // ---- the weights -----------------------------------------------------------------------------------------
 
+// isum[g] += scale j * (sub-block j of group g's rows against the tokens) for the Blocks sub-blocks of Words
+// 4-byte words of a super-block (q4_K: 8 of 8, q6_K: 16 of 4), one sum chain a group.
+template <int Blocks, int Words, class X>
+inline void add_scaled_sub_blocks(const X * const * W, const TokensK & A, __m512i * isum) {
+    for (int j = 0; j < Blocks; ++j) {
+        __m512i s[kGroups];
+        for (int g = 0; g < kGroups; ++g) s[g] = _mm512_setzero_si512();
+        for (int k = 0; k < Words; ++k) {
+            const __m512i a = tokens_word(A.q[Words * j + k]);
+            for (int g = 0; g < kGroups; ++g) s[g] = _mm512_dpbusd_epi32(s[g], pair_word(W[g]->q[Words * j + k]), a);
+        }
+        for (int g = 0; g < kGroups; ++g) isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(s[g], pair_word(W[g]->sc[j])));
+    }
+}
+
 // q4_K, two rows' super-block: word k of row i at q[k][i] (quants 0..15 in element order); scale j of row i,
 // min pairs (2p, 2p + 1) of row i, and the f16 scales converted.
 struct alignas(64) Q4K {
@@ -198,15 +213,7 @@ struct alignas(64) Q4K {
     static void block(const Q4K * const * W, const TokensK & A, __m512 * acc) {
         __m512i isum[kGroups], imin[kGroups];
         for (int g = 0; g < kGroups; ++g) isum[g] = imin[g] = _mm512_setzero_si512();
-        for (int j = 0; j < 8; ++j) {  // 32-element sub-blocks: 8 words each, one sum chain a group
-            __m512i s[kGroups];
-            for (int g = 0; g < kGroups; ++g) s[g] = _mm512_setzero_si512();
-            for (int k = 0; k < 8; ++k) {
-                const __m512i a = tokens_word(A.q[8 * j + k]);
-                for (int g = 0; g < kGroups; ++g) s[g] = _mm512_dpbusd_epi32(s[g], pair_word(W[g]->q[8 * j + k]), a);
-            }
-            for (int g = 0; g < kGroups; ++g) isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(s[g], pair_word(W[g]->sc[j])));
-        }
+        add_scaled_sub_blocks<8, 8>(W, A, isum);  // 32-element sub-blocks
         for (int p = 0; p < 4; ++p) {
             const __m512i bs = _mm512_load_si512(A.bs32[p]);
             for (int g = 0; g < kGroups; ++g) imin[g] = _mm512_dpwssd_epi32(imin[g], bs, pair_word(W[g]->mn[p]));
@@ -269,15 +276,7 @@ struct alignas(64) Q6K {
     static void block(const Q6K * const * W, const TokensK & A, __m512 * acc) {
         __m512i isum[kGroups], corr[kGroups];
         for (int g = 0; g < kGroups; ++g) isum[g] = corr[g] = _mm512_setzero_si512();
-        for (int j = 0; j < 16; ++j) {  // 16-element sub-blocks: 4 words each, one sum chain a group
-            __m512i s[kGroups];
-            for (int g = 0; g < kGroups; ++g) s[g] = _mm512_setzero_si512();
-            for (int k = 0; k < 4; ++k) {
-                const __m512i a = tokens_word(A.q[4 * j + k]);
-                for (int g = 0; g < kGroups; ++g) s[g] = _mm512_dpbusd_epi32(s[g], pair_word(W[g]->q[4 * j + k]), a);
-            }
-            for (int g = 0; g < kGroups; ++g) isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(s[g], pair_word(W[g]->sc[j])));
-        }
+        add_scaled_sub_blocks<16, 4>(W, A, isum);  // 16-element sub-blocks
         for (int p = 0; p < 8; ++p) {  // sum of scale * 16-element sum: the values' 32 taken off below
             const __m512i bs = _mm512_load_si512(A.bs16[p]);
             for (int g = 0; g < kGroups; ++g) corr[g] = _mm512_dpwssd_epi32(corr[g], bs, pair_word(W[g]->sc2[p]));
