@@ -1,6 +1,6 @@
 // Few-token products on quantised weights (as in decode steps of 2-8 sequences): ops::matmul on the scale
 // shape's products (gen-model --preset scale), with matrices rotated over 96 MiB of weights so every call streams its weights from DRAM as
-// in the model, at 1..8 tokens, one process. Per shape and token count: microseconds per call, GB/s of weights,
+// in the model, at 1..8 and 16 tokens, one process. Per shape and token count: microseconds per call, GB/s of weights,
 // GFLOP/s, and the cost ratio to one token (1.00 would be "n tokens for the price of the bytes").
 // Run by hand: bench_quant_batch [threads] [type...]  (types: q4_K q6_K q5_0 q8_0; default q4_K q6_K q8_0, 1 and 2
 // threads).
@@ -71,7 +71,7 @@ void run(ElemType type, const Shape & s, ops::ThreadPool * pool, int threads) {
     std::vector<float> x(static_cast<size_t>(s.cols) * 64), y(static_cast<size_t>(s.rows) * 64);
     for (auto & v : x) v = nd(rng);
     double us1 = 0;
-    for (int nt : {1, 2, 3, 4, 6, 8, 16}) {
+    for (int nt : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {
         size_t m = 0;
         auto call = [&] {
             const ops::Matrix mat = ops::make_matrix(type, w.data() + (m++ % n_mats) * mat_bytes, s.cols, s.rows);

@@ -453,14 +453,14 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 
 // From this many tokens a product takes gemm; fewer go through the row kernels' tiles, which decode a row in
 // registers for each call (one token: they stream a row at the memory's speed). Measured with bench_quant_batch
-// (the scale shape's products from DRAM, one thread, Zen 4): the lanes against the tiles at 2 / 3 / 4 / 6 tokens,
-// microseconds for 2560 -> 4096: q4_K 1078 / 1089 / 1090 / 1062 against 497 / 624 / 810 / 1318; q6_K 1307 / 1325 /
-// 1336 / 1332 against 569 / 768 / 916 / 1477; q5_0 1109 / 1109 / 1117 / 1128 against 1253 / 1757 / 1876 / 3117;
-// Q8_0 1384 / 1328 / 1343 / 1370 against 1285 / 1459 / 1833 / 2539. q5_0's narrow rows keep the four-row tiles
-// below kInt8NarrowLanesMinTokens (at 2 / 3 / 4 tokens, the lanes against the tiles: 640 -> 2560 160 / 160 / 160
-// against 108 / 142 / 172 us, 320 -> 10240 300 / 299 / 301 against 218 / 284 / 346).
+// (the scale shape's products from DRAM, one thread, Zen 4), microseconds for 2560 -> 4096, the tiles at 2 / 3 /
+// 4 / 5 tokens against the lanes (whose cost hardly depends on the count up to 8): q4_K 497 / 633 / 812 / 1030-1054
+// against 812-845; q6_K 584 / 783 / 926-950 / 1331-1362 against 1031-1049; Q8_0 1285 / 1459 at 2 / 3 against
+// 1070-1190; q5_0 1253 / 1757 at 2 / 3 against 1030-1090. q5_0's narrow rows keep the four-row tiles below
+// kInt8NarrowLanesMinTokens (at 2 / 3 / 4 tokens, the lanes against the tiles: 640 -> 2560 160 / 160 / 160 against
+// 108 / 142 / 172 us, 320 -> 10240 300 / 299 / 301 against 218 / 284 / 346).
 constexpr int kGemmMinTokensQ4K = 5;
-constexpr int kGemmMinTokensQ6K = 6;
+constexpr int kGemmMinTokensQ6K = 5;
 constexpr int kGemmMinTokensQ50 = 2;
 constexpr int kGemmMinTokensQ80 = 3;
 
