@@ -67,10 +67,10 @@ inline __m128i byte_pairs_in_turn(uint64_t a, uint64_t b) {
 // f16 to f32 with F16C (exact, as tensor::f16_to_f32).
 inline float h2f(uint16_t h) { return _cvtsh_ss(h); }
 
-// The weight rows are streams read once, and a pass's rows follow the previous pass's: fetched this far ahead
-// (from DRAM, one thread, q4_K 2560 -> 4096 by 8 tokens: 1024 bytes 1162 us, 3072 1097, 8192 1115).
+// The weight rows are streams read once. A pass's decoding fetches this far ahead of itself into L1 (mostly from
+// L2: the rows kPassesAhead passes on are fetched into L2 while the passes before them compute, in product()).
 constexpr int kAheadBytes = 3072;
-constexpr size_t kWideRowBytes = 1024;
+constexpr int kPassesAhead = 2;
 inline void prefetch_ahead(const void * block, size_t bytes) {
     const char * ahead = static_cast<const char *>(block) + kAheadBytes;
     for (size_t off = 0; off < bytes; off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
@@ -364,22 +364,19 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
             __m512 acc[kGroups];
             for (int g = 0; g < kGroups; ++g) acc[g] = _mm512_setzero_ps();
             const Tok * A = tokens + tg * nb;
-            // While this pass computes, the next one's rows are fetched: rows of at least kWideRowBytes whole,
-            // into L2, in address order, spread over the pass's blocks (the memory then works while the pass
-            // computes instead of in turn with it); narrower rows' first kAheadBytes into L1 (a short pass needs
-            // them soon: into L2 they were slower, 2.7 KB passes of 320-wide Q8_0 rows 400 against 350 us).
-            const bool wide = w_stride >= kWideRowBytes;
-            const char * next = reinterpret_cast<const char *>(wb + std::min(r + kPassRows, n_rows) * w_stride);
-            const int64_t next_lines = std::max<int64_t>(0, std::min<int64_t>(kPassRows, n_rows - (r + kPassRows))) * static_cast<int64_t>(w_stride) / 64;
+            // While this pass computes (its products touch no weight memory), the rows kPassesAhead passes on are
+            // fetched into L2, whole, in address order, a share at each block: the memory then works while the
+            // passes compute instead of in turn with them. (Only the next pass's first 3 KiB, into L1: from DRAM
+            // a product took about the sum of its arithmetic and its reading. One pass ahead gained on rows of
+            // 1 KiB and more, two on every shape, three or four no more.)
+            const int64_t ahead = r + kPassesAhead * kPassRows;
+            const char * next = reinterpret_cast<const char *>(wb + std::min(ahead, n_rows) * w_stride);
+            const int64_t next_lines = std::max<int64_t>(0, std::min<int64_t>(kPassRows, n_rows - ahead)) * static_cast<int64_t>(w_stride) / 64;
             const int64_t lines_per_block = (next_lines + nb - 1) / nb;
             for (int64_t b = 0; b < nb; ++b) {
                 if (tg == 0) {
                     const int64_t l0 = b * lines_per_block, l1 = std::min(next_lines, l0 + lines_per_block);
-                    if (wide) {
-                        for (int64_t l = l0; l < l1; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
-                    } else {
-                        for (int64_t l = l0; l < l1; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T0);
-                    }
+                    for (int64_t l = l0; l < l1; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
                 }
                 const X * W[kGroups];
                 for (int g = 0; g < kGroups; ++g) W[g] = decoded + g * nb + b;
