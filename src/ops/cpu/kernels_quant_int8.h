@@ -31,10 +31,13 @@ size_t int8_gemm_avx512_token_bytes(tensor::ElemType type, int64_t n, int64_t n_
 size_t int8_gemm_avx512_weight_bytes(tensor::ElemType type, int64_t n);
 
 // Products of 2 to kInt8LanesMaxTokens tokens at AVX-512 VNNI (kernels_quant_int8_lanes_avx512.cpp: two weight rows
-// by eight tokens in a register's lanes), the gemm of the q4_K, q6_K, q5_0 and Q8_0 entries for those products
-// (TypeKernels::gemm's contract; null for other types or when the compiler cannot target the level), and the
-// bytes of the kernel blocks they take.
-constexpr int kInt8LanesMaxTokens = 8;
+// by eight tokens in a register's lanes, groups of eight sharing each pass's decoded rows), the gemm of the q4_K,
+// q6_K, q5_0 and Q8_0 entries for those products (TypeKernels::gemm's contract; null for other types or when the
+// compiler cannot target the level), and the bytes of the kernel blocks they take. Up to 16 tokens: two groups of
+// eight cost 20-30 % less than the 16-lane gemm's one group of 16 (bench_quant_batch, 2560 -> 4096 from DRAM, one
+// thread, Zen 4: q4_K 1383 against 1967 us, q6_K 1572 / 1949, Q8_0 1563 / 2102, q5_0 1553 / 1901); for prompts
+// the gemm stays (pp512 of scale Q4_K_M with the lanes for every product: no faster, 49.8-65.0 against 71.0-76.1 t/s).
+constexpr int kInt8LanesMaxTokens = 16;
 // q5_0's rows of at most this many columns (the 320- and 640-wide products of the scale shape) take the lanes from
 // kInt8NarrowLanesMinTokens tokens; below that the row kernels' four-row tiles (int8_q5_0_tiles_avx512: rows [0,
 // n_rows) in tiles of four, up to 4 tokens, as the entry's dot_tile) are faster.

@@ -1,5 +1,5 @@
-// Few-token products of the 8-bit-activation path at AVX-512 VNNI: up to 8 tokens (a decode step of several
-// sequences, an expert's share of a batch) against q4_K, q6_K, q5_0 and Q8_0 rows. Reached through the entries'
+// Few-token products of the 8-bit-activation path at AVX-512 VNNI: up to kInt8LanesMaxTokens tokens (a decode step
+// of several sequences, an expert's share of a batch), in groups of 8, against q4_K, q6_K, q5_0 and Q8_0 rows. Reached through the entries'
 // gemm (kernels_quant_int8_gemm_avx512.cpp hands these products here, from a per-type number of tokens).
 //
 // The 16-lane gemm puts 16 tokens in a register's int32 lanes; with 8 tokens half of every `vpdpbusd` is wasted,
