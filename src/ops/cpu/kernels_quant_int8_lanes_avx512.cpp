@@ -1,6 +1,7 @@
 // Few-token products of the 8-bit-activation path at AVX-512 VNNI: up to kInt8LanesMaxTokens tokens (a decode step
-// of several sequences, an expert's share of a batch), in groups of 8, against q4_K, q6_K, q5_0 and Q8_0 rows. Reached through the entries'
-// gemm (kernels_quant_int8_gemm_avx512.cpp hands these products here, from a per-type number of tokens).
+// of several sequences, an expert's share of a batch), in groups of 8, against q4_K, q6_K, q5_0 and Q8_0 rows.
+// Reached through the entries' gemm (kernels_quant_int8_gemm_avx512.cpp hands these products here, from a per-type
+// number of tokens).
 //
 // The 16-lane gemm puts 16 tokens in a register's int32 lanes; with 8 tokens half of every `vpdpbusd` is wasted,
 // and the row kernels pay a horizontal sum and a float fold per token and block. Here the lanes hold two weight
@@ -366,12 +367,13 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
             const Tok * A = tokens + tg * nb;
             // While this pass computes (its products touch no weight memory), the rows kPassesAhead passes on are
             // fetched into L2, whole, in address order, a share at each block: the memory then works while the
-            // passes compute instead of in turn with them. (Only the next pass's first 3 KiB, into L1: from DRAM
-            // a product took about the sum of its arithmetic and its reading. One pass ahead gained on rows of
-            // 1 KiB and more, two on every shape, three or four no more.)
+            // passes compute instead of in turn with them. (With only the next pass's first 3 KiB fetched, into
+            // L1, a product from DRAM took about the sum of its arithmetic and its reading. One pass ahead gained
+            // on rows of 1 KiB and more only, two passes on every shape, three or four no more.)
             const int64_t ahead = r + kPassesAhead * kPassRows;
             const char * next = reinterpret_cast<const char *>(wb + std::min(ahead, n_rows) * w_stride);
-            const int64_t next_lines = std::max<int64_t>(0, std::min<int64_t>(kPassRows, n_rows - ahead)) * static_cast<int64_t>(w_stride) / 64;
+            const int64_t ahead_rows = std::max<int64_t>(0, std::min<int64_t>(kPassRows, n_rows - ahead));
+            const int64_t next_lines = ahead_rows * static_cast<int64_t>(w_stride) / 64;
             const int64_t lines_per_block = (next_lines + nb - 1) / nb;
             for (int64_t b = 0; b < nb; ++b) {
                 if (tg == 0) {
