@@ -45,6 +45,13 @@ constexpr int64_t kInt8NarrowRow = 1024;
 constexpr int kInt8NarrowLanesMinTokens = 4;
 void int8_q5_0_tiles_avx512(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
                             int64_t n_rows, int n_tok, float * y, size_t y_stride);
+// Q8_0's wide rows (more than kInt8NarrowRow columns) keep the entry's rows (int8_q8_0_rows_avx512: each row prepared
+// once for its tokens, as the entry's dot_tile) below kInt8WideQ8_0LanesMinTokens tokens; narrow ones take the lanes
+// from 2 (bench_quant_batch, from DRAM, one thread, Zen 4, 2 tokens: 640 -> 2560 160-163 us through the rows against
+// 121 for the lanes, 320 -> 10240 322-329 against 274-276 at 3; 2560 -> 4096 864 against 919-936).
+constexpr int kInt8WideQ8_0LanesMinTokens = 3;
+void int8_q8_0_rows_avx512(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
+                           int64_t n_rows, int n_tok, float * y, size_t y_stride);
 using Int8Product = void (*)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
                              int64_t n_rows, int64_t n_tok, float * y, size_t y_stride, uint64_t act_key);
 Int8Product int8_lanes_avx512(tensor::ElemType type);

@@ -444,6 +444,10 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
         int8_q5_0_tiles_avx512(w, w_stride, act, act_stride, n, n_rows, static_cast<int>(n_tok), y, y_stride);
         return;
     }
+    if (E == tensor::ElemType::Q8_0 && n > kInt8NarrowRow && n_tok < kInt8WideQ8_0LanesMinTokens) {
+        int8_q8_0_rows_avx512(w, w_stride, act, act_stride, n, n_rows, static_cast<int>(n_tok), y, y_stride);
+        return;
+    }
     if (n_tok <= kInt8LanesMaxTokens) {
         int8_lanes_avx512(E)(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride, act_key);
         return;
@@ -462,7 +466,7 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 constexpr int kGemmMinTokensQ4K = 5;
 constexpr int kGemmMinTokensQ6K = 5;
 constexpr int kGemmMinTokensQ50 = 2;
-constexpr int kGemmMinTokensQ80 = 3;
+constexpr int kGemmMinTokensQ80 = 2;  // wide rows from kInt8WideQ8_0LanesMinTokens
 
 }  // namespace
 
