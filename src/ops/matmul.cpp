@@ -151,7 +151,7 @@ constexpr int64_t kGemmShortRowTokens = 32;
 bool uses_gemm(const cpu::TypeKernels * k, const Matrix & w, int64_t n_tokens) {
     if (k == nullptr || k->gemm == nullptr) return false;
     if (k->act_type == ElemType::F32 && w.cols < kGemmShortRow) return n_tokens >= kGemmShortRowTokens;
-    return n_tokens >= k->gemm_min_tokens;
+    return n_tokens >= (w.cols <= cpu::kGemmNarrowRow ? k->gemm_min_tokens_narrow : k->gemm_min_tokens);
 }
 void rows_with_gemm(const Matrix & w, const cpu::TypeKernels & k, const PreparedActivations & act, int64_t n_tokens,
                     float * y, int64_t r0, int64_t r1) {

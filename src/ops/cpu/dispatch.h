@@ -32,6 +32,7 @@ std::vector<Isa> available_isas();   // every level this CPU can run, Scalar fir
 const char * isa_name(Isa);
 
 constexpr int kGemmMinTokens = 9;  // the default TypeKernels::gemm_min_tokens
+constexpr int64_t kGemmNarrowRow = 1024;  // TypeKernels::gemm_min_tokens_narrow's rows
 
 struct TypeKernels {
     tensor::ElemType act_type = tensor::ElemType::F32;  // format of the activation row: F32, Q8_0, Q8_1 or Q8_K
@@ -63,8 +64,11 @@ struct TypeKernels {
     // derived from them (its packed copy) on a thread between the row ranges of one product. Null: dot_tile.
     void (*gemm)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
                  int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) = nullptr;
-    // Products of this many tokens or more go through gemm (for F32 rows narrower than 512, at least 32).
+    // Products of this many tokens or more go through gemm (for F32 rows narrower than 512, at least 32), and on
+    // rows of at most kGemmNarrowRow columns from gemm_min_tokens_narrow (where a type's row kernels and its gemm
+    // cross elsewhere on short rows). Whoever sets one sets both.
     int gemm_min_tokens = kGemmMinTokens;
+    int gemm_min_tokens_narrow = kGemmMinTokens;
 };
 
 constexpr size_t kTypeTableSize = 64;  // indexed by the ggml type id

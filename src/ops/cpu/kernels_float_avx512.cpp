@@ -759,16 +759,10 @@ void add_q8_0_int8_kernels_avx512(TypeKernels & k) {
     quant::add_q8_0_int8_gemm_avx512(k);
 }
 
-void quant::int8_q8_0_rows_avx512(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
-                                  int64_t n_rows, int n_tok, float * y, size_t y_stride) {
-    dot_tile_q8_0(w, w_stride, act, act_stride, n, static_cast<int>(n_rows), n_tok, y, y_stride);
-}
-
 #else
 
 void add_float_kernels_avx512(TypeKernels * /*table*/) {}
 void add_q8_0_int8_kernels_avx512(TypeKernels & /*k*/) {}
-void quant::int8_q8_0_rows_avx512(const void *, size_t, const void *, size_t, int64_t, int64_t, int, float *, size_t) {}
 std::vector<FloatTileVariant> f32_tile_variants_avx512() { return {}; }
 
 #endif

@@ -38,20 +38,6 @@ size_t int8_gemm_avx512_weight_bytes(tensor::ElemType type, int64_t n);
 // thread, Zen 4: q4_K 1383 against 1967 us, q6_K 1572 / 1949, Q8_0 1563 / 2102, q5_0 1553 / 1901); for prompts
 // the gemm stays (pp512 of scale Q4_K_M with the lanes for every product: no faster, 49.8-65.0 against 71.0-76.1 t/s).
 constexpr int kInt8LanesMaxTokens = 16;
-// q5_0's rows of at most this many columns (the 320- and 640-wide products of the scale shape) take the lanes from
-// kInt8NarrowLanesMinTokens tokens; below that the row kernels' four-row tiles (int8_q5_0_tiles_avx512: rows [0,
-// n_rows) in tiles of four, up to 4 tokens, as the entry's dot_tile) are faster.
-constexpr int64_t kInt8NarrowRow = 1024;
-constexpr int kInt8NarrowLanesMinTokens = 4;
-void int8_q5_0_tiles_avx512(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
-                            int64_t n_rows, int n_tok, float * y, size_t y_stride);
-// Q8_0's wide rows (more than kInt8NarrowRow columns) keep the entry's rows (int8_q8_0_rows_avx512: each row prepared
-// once for its tokens, as the entry's dot_tile) below kInt8WideQ8_0LanesMinTokens tokens; narrow ones take the lanes
-// from 2 (bench_quant_batch, from DRAM, one thread, Zen 4, 2 tokens: 640 -> 2560 160-163 us through the rows against
-// 121 for the lanes, 320 -> 10240 322-329 against 274-276 at 3; 2560 -> 4096 864 against 919-936).
-constexpr int kInt8WideQ8_0LanesMinTokens = 3;
-void int8_q8_0_rows_avx512(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
-                           int64_t n_rows, int n_tok, float * y, size_t y_stride);
 using Int8Product = void (*)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
                              int64_t n_rows, int64_t n_tok, float * y, size_t y_stride, uint64_t act_key);
 Int8Product int8_lanes_avx512(tensor::ElemType type);

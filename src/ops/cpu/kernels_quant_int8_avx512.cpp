@@ -19,7 +19,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include <algorithm>
 #include <cstring>
 
 #include "ops/cpu/kernels_quant_int8_entries.h"
@@ -132,7 +131,7 @@ void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out)
 // contiguous stream). A row alone is a chain of dependent folds, one per block; four rows in the lanes of one
 // vector fold together (lane r: row r, the twin's roundings), and each pair of blocks is decoded once per row for
 // every token.
-constexpr int64_t kNarrowRow = kInt8NarrowRow;
+constexpr int64_t kNarrowRow = kGemmNarrowRow;
 
 // The unsigned quants q (0..31) of a row's blocks b and b + 1 (b + 1 absent: zeros), in one register.
 inline __m512i q5_0_pair(const BlockQ5_0 * w, bool second) {
@@ -282,14 +281,6 @@ void quantize_row_q8_0_ties_away(const float * x, void * dst, int64_t n) {
 
 }  // namespace
 
-void int8_q5_0_tiles_avx512(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
-                            int64_t n_rows, int n_tok, float * y, size_t y_stride) {
-    for (int64_t r = 0; r < n_rows; r += kTileMax) {
-        Q5_0Entry::dot_tile(static_cast<const uint8_t *>(w) + r * w_stride, w_stride, act, act_stride, n,
-                            static_cast<int>(std::min<int64_t>(kTileMax, n_rows - r)), n_tok, y + r, y_stride);
-    }
-}
-
 void add_int8_entries_avx512(TypeKernels * table) {
     using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
@@ -306,7 +297,6 @@ void add_int8_entries_avx512(TypeKernels * table) {
 
 namespace offgrid::ops::cpu::quant {
 void add_int8_entries_avx512(TypeKernels *) {}
-void int8_q5_0_tiles_avx512(const void *, size_t, const void *, size_t, int64_t, int64_t, int, float *, size_t) {}
 }  // namespace offgrid::ops::cpu::quant
 
 #endif

@@ -440,14 +440,6 @@ size_t weight_bytes(int64_t n) {
 template <class T, tensor::ElemType E>
 void product(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
              int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) {
-    if (E == tensor::ElemType::Q5_0 && n <= kInt8NarrowRow && n_tok < kInt8NarrowLanesMinTokens) {
-        int8_q5_0_tiles_avx512(w, w_stride, act, act_stride, n, n_rows, static_cast<int>(n_tok), y, y_stride);
-        return;
-    }
-    if (E == tensor::ElemType::Q8_0 && n > kInt8NarrowRow && n_tok < kInt8WideQ8_0LanesMinTokens) {
-        int8_q8_0_rows_avx512(w, w_stride, act, act_stride, n, n_rows, static_cast<int>(n_tok), y, y_stride);
-        return;
-    }
     if (n_tok <= kInt8LanesMaxTokens) {
         int8_lanes_avx512(E)(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride, act_key);
         return;
@@ -455,18 +447,27 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
     gemm<T>(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride, act_key);
 }
 
-// From this many tokens a product takes gemm; fewer go through the row kernels' tiles, which decode a row in
-// registers for each call (one token: they stream a row at the memory's speed). Measured with bench_quant_batch
-// (the scale shape's products from DRAM, one thread, Zen 4), microseconds for 2560 -> 4096, the tiles at 2 / 3 /
-// 4 / 5 tokens against the lanes (whose cost hardly depends on the count up to 8): q4_K 497 / 633 / 812 / 1030-1054
-// against 812-845; q6_K 584 / 783 / 926-950 / 1331-1362 against 1031-1049; Q8_0 1285 / 1459 at 2 / 3 against
-// 1070-1190; q5_0 1253 / 1757 at 2 / 3 against 1030-1090. q5_0's narrow rows keep the four-row tiles below
-// kInt8NarrowLanesMinTokens (at 2 / 3 / 4 tokens, the lanes against the tiles: 640 -> 2560 160 / 160 / 160 against
-// 108 / 142 / 172 us, 320 -> 10240 300 / 299 / 301 against 218 / 284 / 346).
-constexpr int kGemmMinTokensQ4K = 5;
-constexpr int kGemmMinTokensQ6K = 5;
-constexpr int kGemmMinTokensQ50 = 2;
-constexpr int kGemmMinTokensQ80 = 2;  // wide rows from kInt8WideQ8_0LanesMinTokens
+// From this many tokens a product takes gemm (the lanes up to kInt8LanesMaxTokens); fewer go through the row
+// kernels' tiles, which decode a row in registers for each call (one token: they stream a row at the memory's
+// speed). Measured with bench_quant_batch (the scale shape's products from DRAM, one thread, Zen 4), microseconds for
+// 2560 -> 4096, the tiles at 2 / 3 / 4 / 5 tokens against the lanes (whose cost hardly depends on the count up to
+// 8): q4_K 497 / 633 / 812 / 1030-1054 against 812-845; q6_K 584 / 783 / 926-950 / 1331-1362 against 1031-1049;
+// Q8_0 864 / 1459 at 2 / 3 against 919-1190; q5_0 1253 / 1757 at 2 / 3 against 1030-1090. On rows of at most
+// kGemmNarrowRow columns (the 320- and 640-wide ones): q5_0's four-row tiles win below 4 tokens (at 2 / 3 / 4
+// tokens, the lanes against the tiles: 640 -> 2560 160 / 160 / 160 against 108 / 142 / 172 us, 320 -> 10240
+// 300 / 299 / 301 against 218 / 284 / 346), Q8_0's lanes from 2 (640 -> 2560 by 2 tokens 121 against 160-163).
+struct MinTokens {
+    int wide, narrow;
+};
+constexpr MinTokens kGemmMinTokensQ4K = {5, 5};
+constexpr MinTokens kGemmMinTokensQ6K = {5, 5};
+constexpr MinTokens kGemmMinTokensQ50 = {2, 4};
+constexpr MinTokens kGemmMinTokensQ80 = {3, 2};
+
+void set_min_tokens(TypeKernels & k, MinTokens m) {
+    k.gemm_min_tokens = m.wide;
+    k.gemm_min_tokens_narrow = m.narrow;
+}
 
 }  // namespace
 
@@ -496,15 +497,15 @@ void add_int8_gemm_avx512(TypeKernels * table) {
     table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm = product<Q4K, tensor::ElemType::Q4_K>;
     table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm = product<Q6K, tensor::ElemType::Q6_K>;
     table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm = product<Q50, tensor::ElemType::Q5_0>;
-    table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm_min_tokens = kGemmMinTokensQ4K;
-    table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm_min_tokens = kGemmMinTokensQ6K;
-    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm_min_tokens = kGemmMinTokensQ50;
+    set_min_tokens(table[static_cast<uint32_t>(tensor::ElemType::Q4_K)], kGemmMinTokensQ4K);
+    set_min_tokens(table[static_cast<uint32_t>(tensor::ElemType::Q6_K)], kGemmMinTokensQ6K);
+    set_min_tokens(table[static_cast<uint32_t>(tensor::ElemType::Q5_0)], kGemmMinTokensQ50);
 }
 
 void add_q8_0_int8_gemm_avx512(TypeKernels & k) {
     if (k.act_type != tensor::ElemType::Q8_0) return;
     k.gemm = product<Q80, tensor::ElemType::Q8_0>;
-    k.gemm_min_tokens = kGemmMinTokensQ80;
+    set_min_tokens(k, kGemmMinTokensQ80);
 }
 
 }  // namespace offgrid::ops::cpu::quant
