@@ -55,7 +55,7 @@ struct TypeKernels {
     int row_tile_min_tokens = 0;
     // Optional prompt product (F32 weights and activations, ops/cpu/gemm_float.h; the 8-bit entries of q4_K, q6_K
     // and q5_0 at Avx2, ops/cpu/kernels_quant_int8_gemm_avx2.cpp; those and Q8_0's at Avx512,
-    // ops/cpu/kernels_quant_int8_gemm_avx512.cpp, which hands products of up to 8 tokens to
+    // ops/cpu/kernels_quant_int8_gemm_avx512.cpp, which hands products of up to 16 tokens to
     // ops/cpu/kernels_quant_int8_lanes_avx512.cpp, and on the tile unit at Amx, ops/cpu/kernels_quant_int8_amx.cpp):
     // y[t * y_stride + r] = vec_dot(w + r * w_stride, act + t * act_stride, n) for every r < n_rows and t < n_tok,
     // bit-identical to vec_dot, with the entry's own register and cache blocking. The driver calls it for products
