@@ -3,7 +3,7 @@
 // in the model, at 1..8 and 16 tokens, one process. Per shape and token count: microseconds per call, GB/s of weights,
 // GFLOP/s, and the cost ratio to one token (1.00 would be "n tokens for the price of the bytes").
 // Run by hand: bench_quant_batch [threads] [type...]  (types: q4_K q6_K q5_0 q8_0; default q4_K q6_K q8_0, 1 and 2
-// threads).
+// threads); OFFGRID_BENCH_TOKENS=1,64,512 measures other token counts.
 // OFFGRID_ISA lowers the level; OFFGRID_QUANT_ACT picks the activation format as in the engine.
 #include <algorithm>
 #include <chrono>
@@ -25,7 +25,8 @@ namespace {
 using namespace offgrid;
 using tensor::ElemType;
 
-constexpr size_t kPoolBytes = 96u << 20;  // far above the 32 MiB L3
+// 96 MiB, far above the 32 MiB L3; OFFGRID_BENCH_POOL_MB=8 times the products from the L3 instead.
+size_t pool_bytes = 96u << 20;
 
 // Random quant bits with sane f16 scales (byte offsets per block), so no encoder is needed.
 std::vector<int> f16_fields(ElemType t) {
@@ -60,18 +61,23 @@ struct Shape {
     int64_t cols, rows;
 };
 
+// Token counts measured: 1..8 and 16, or the comma-separated list in OFFGRID_BENCH_TOKENS (say 1,64,512 for
+// prompt products).
+std::vector<int> token_counts = {1, 2, 3, 4, 5, 6, 7, 8, 16};
+
 void run(ElemType type, const Shape & s, ops::ThreadPool * pool, int threads) {
     if (s.cols % tensor::traits(type).block_size != 0) return;  // llama.cpp's quantiser picks another type there
     const size_t rb = tensor::row_bytes(type, static_cast<uint64_t>(s.cols));
     const size_t mat_bytes = rb * static_cast<size_t>(s.rows);
-    const size_t n_mats = std::max<size_t>(2, kPoolBytes / mat_bytes);
+    const size_t n_mats = std::max<size_t>(2, pool_bytes / mat_bytes);
     const auto w = random_weights(type, mat_bytes * n_mats);
     std::mt19937 rng(7);
     std::normal_distribution<float> nd;
-    std::vector<float> x(static_cast<size_t>(s.cols) * 64), y(static_cast<size_t>(s.rows) * 64);
+    const size_t max_tokens = static_cast<size_t>(*std::max_element(token_counts.begin(), token_counts.end()));
+    std::vector<float> x(static_cast<size_t>(s.cols) * max_tokens), y(static_cast<size_t>(s.rows) * max_tokens);
     for (auto & v : x) v = nd(rng);
     double us1 = 0;
-    for (int nt : {1, 2, 3, 4, 5, 6, 7, 8, 16}) {
+    for (int nt : token_counts) {
         size_t m = 0;
         auto call = [&] {
             const ops::Matrix mat = ops::make_matrix(type, w.data() + (m++ % n_mats) * mat_bytes, s.cols, s.rows);
@@ -99,6 +105,17 @@ int main(int argc, char ** argv) {
     std::vector<int> thread_counts = {1, 2};
     std::vector<ElemType> types = {ElemType::Q4_K, ElemType::Q6_K, ElemType::Q8_0};
     if (argc > 1) thread_counts = {std::atoi(argv[1])};
+    if (const char * mb = std::getenv("OFFGRID_BENCH_POOL_MB"); mb != nullptr && std::atoi(mb) > 0) {
+        pool_bytes = static_cast<size_t>(std::atoi(mb)) << 20;
+    }
+    if (const char * list = std::getenv("OFFGRID_BENCH_TOKENS"); list != nullptr && *list != '\0') {
+        token_counts.clear();
+        for (const char * p = list; *p != '\0';) {
+            token_counts.push_back(std::max(1, std::atoi(p)));
+            while (*p != '\0' && *p != ',') ++p;
+            if (*p == ',') ++p;
+        }
+    }
     if (argc > 2) {
         types.clear();
         for (int i = 2; i < argc; ++i) {

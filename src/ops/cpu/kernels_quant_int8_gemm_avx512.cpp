@@ -449,20 +449,20 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 
 // From this many tokens a product takes gemm (the lanes up to kInt8LanesMaxTokens); fewer go through the row
 // kernels' tiles, which decode a row in registers for each call (one token: they stream a row at the memory's
-// speed). Measured with bench_quant_batch (the scale shape's products from DRAM, one thread, Zen 4), microseconds for
-// 2560 -> 4096, the tiles at 2 / 3 / 4 / 5 tokens against the lanes (whose cost hardly depends on the count up to
-// 8): q4_K 497 / 633 / 812 / 1030-1054 against 812-845; q6_K 584 / 783 / 926-950 / 1331-1362 against 1031-1049;
-// Q8_0 864 / 1459 at 2 / 3 against 919-1190; q5_0 1253 / 1757 at 2 / 3 against 1030-1090. On rows of at most
-// kGemmNarrowRow columns (the 320- and 640-wide ones): q5_0's four-row tiles win below 4 tokens (at 2 / 3 / 4
-// tokens, the lanes against the tiles: 640 -> 2560 160 / 160 / 160 against 108 / 142 / 172 us, 320 -> 10240
-// 300 / 299 / 301 against 218 / 284 / 346), Q8_0's lanes from 2 (640 -> 2560 by 2 tokens 121 against 160-163).
+// speed). Measured with bench_quant_batch (the scale shape's products from DRAM, one thread, Zen 4), microseconds,
+// the tiles against the lanes (up to 4 tokens in 256-bit registers, whose cost hardly depends on the count):
+// q4_K 2560 -> 4096 at 2 / 3 / 4 tokens 490 / 634 / 815 against 533 / 537 / 543, 2560 -> 640 78 / 100 / 128
+// against 79-89 / 88 / 89; q6_K 2560 -> 4096 590 / 780 / 928 against 612 / 638 / 634; q5_0 640 -> 2560 110 / 146
+// against 111-120 / 119, 320 -> 10240 225 / 290 against 220-250 / 250, 2560 -> 4096 973 against 749 at 2; Q8_0
+// 2560 -> 4096 880 against 547 at 2, 640 -> 2560 113 at one token against 89 (two threads: 61-65 against 54-55;
+// its wide rows keep the row kernel for one token, 2560 -> 640 59-60 against 62-64).
 struct MinTokens {
     int wide, narrow;
 };
-constexpr MinTokens kGemmMinTokensQ4K = {5, 5};
-constexpr MinTokens kGemmMinTokensQ6K = {5, 5};
-constexpr MinTokens kGemmMinTokensQ50 = {2, 4};
-constexpr MinTokens kGemmMinTokensQ80 = {3, 2};
+constexpr MinTokens kGemmMinTokensQ4K = {3, 3};
+constexpr MinTokens kGemmMinTokensQ6K = {3, 3};
+constexpr MinTokens kGemmMinTokensQ50 = {2, 3};
+constexpr MinTokens kGemmMinTokensQ80 = {2, 1};
 
 void set_min_tokens(TypeKernels & k, MinTokens m) {
     k.gemm_min_tokens = m.wide;

@@ -1,5 +1,6 @@
 // Few-token products of the 8-bit-activation path at AVX-512 VNNI: up to kInt8LanesMaxTokens tokens (a decode step
-// of several sequences, an expert's share of a batch), in groups of 8, against q4_K, q6_K, q5_0 and Q8_0 rows.
+// of several sequences, an expert's share of a batch), in groups of 8 (of 4 in 256-bit registers when the product
+// has at most 4), against q4_K, q6_K, q5_0 and Q8_0 rows.
 // Reached through the entries' gemm (kernels_quant_int8_gemm_avx512.cpp hands these products here, from a per-type
 // number of tokens).
 //
@@ -34,20 +35,68 @@ namespace offgrid::ops::cpu::quant {
 
 namespace {
 
-constexpr int kLanes = 16;
-constexpr int kTokens = 8;  // tokens in a group: 8 lane pairs
 constexpr int kGroups = 4;  // register groups of two rows sharing each token vector
 
-// Two rows' words (8 bytes) in every lane pair.
-inline __m512i pair_word(const void * p) {
-    int64_t v;
-    std::memcpy(&v, p, 8);
-    return _mm512_set1_epi64(v);
-}
-inline __m512 pair_float(const float * p) { return _mm512_castsi512_ps(pair_word(p)); }
-
-// The 8 tokens' word k, each in its lane pair (64 bytes at p).
-inline __m512i tokens_word(const void * p) { return _mm512_load_si512(p); }
+// The registers of a token group: 8 tokens in 512 bits (Zmm) or 4 in 256 (Ymm), lane 2t + i = (token t, row i of
+// a pair) in both. With at most 4 tokens the 512-bit lanes would be half idle; the 256-bit products take the same
+// decoded rows. (Four tokens in 512 bits as two halves of each block, the weight side a 16-byte broadcast, were
+// no faster on Zen 4: that broadcast costs more than the 8-byte one.)
+struct Zmm {
+    using I = __m512i;
+    using F = __m512;
+    static constexpr int kLanes = 16;
+    static I zero() { return _mm512_setzero_si512(); }
+    static F zero_f() { return _mm512_setzero_ps(); }
+    // Two rows' words (8 bytes) in every lane pair.
+    static I pair(const void * p) {
+        int64_t v;
+        std::memcpy(&v, p, 8);
+        return _mm512_set1_epi64(v);
+    }
+    static F pair_f(const float * p) { return _mm512_castsi512_ps(pair(p)); }
+    // The group's tokens' word k, each in its lane pair.
+    static I load(const void * p) { return _mm512_load_si512(p); }
+    static F load_f(const float * p) { return _mm512_load_ps(p); }
+    static void store_f(float * p, F v) { _mm512_store_ps(p, v); }
+    static I dpbusd(I s, I w, I a) { return _mm512_dpbusd_epi32(s, w, a); }
+    static I dpwssd(I s, I a, I b) { return _mm512_dpwssd_epi32(s, a, b); }
+    static I add(I a, I b) { return _mm512_add_epi32(a, b); }
+    static I sub(I a, I b) { return _mm512_sub_epi32(a, b); }
+    static I mullo(I a, I b) { return _mm512_mullo_epi32(a, b); }
+    template <int N>
+    static I shl(I a) { return _mm512_slli_epi32(a, N); }
+    static F cvt(I a) { return _mm512_cvtepi32_ps(a); }
+    static F add_f(F a, F b) { return _mm512_add_ps(a, b); }
+    static F sub_f(F a, F b) { return _mm512_sub_ps(a, b); }
+    static F mul_f(F a, F b) { return _mm512_mul_ps(a, b); }
+};
+struct Ymm {
+    using I = __m256i;
+    using F = __m256;
+    static constexpr int kLanes = 8;
+    static I zero() { return _mm256_setzero_si256(); }
+    static F zero_f() { return _mm256_setzero_ps(); }
+    static I pair(const void * p) {
+        int64_t v;
+        std::memcpy(&v, p, 8);
+        return _mm256_set1_epi64x(v);
+    }
+    static F pair_f(const float * p) { return _mm256_castsi256_ps(pair(p)); }
+    static I load(const void * p) { return _mm256_load_si256(static_cast<const __m256i *>(p)); }
+    static F load_f(const float * p) { return _mm256_load_ps(p); }
+    static void store_f(float * p, F v) { _mm256_store_ps(p, v); }
+    static I dpbusd(I s, I w, I a) { return _mm256_dpbusd_epi32(s, w, a); }
+    static I dpwssd(I s, I a, I b) { return _mm256_dpwssd_epi32(s, a, b); }
+    static I add(I a, I b) { return _mm256_add_epi32(a, b); }
+    static I sub(I a, I b) { return _mm256_sub_epi32(a, b); }
+    static I mullo(I a, I b) { return _mm256_mullo_epi32(a, b); }
+    template <int N>
+    static I shl(I a) { return _mm256_slli_epi32(a, N); }
+    static F cvt(I a) { return _mm256_cvtepi32_ps(a); }
+    static F add_f(F a, F b) { return _mm256_add_ps(a, b); }
+    static F sub_f(F a, F b) { return _mm256_sub_ps(a, b); }
+    static F mul_f(F a, F b) { return _mm256_mul_ps(a, b); }
+};
 
 // Two rows' vectors of 16 words interleaved: lo = words 0-7 of a and b in turn (a0 b0 a1 b1 ...), hi = words 8-15.
 inline __m512i interleave_lo(__m512i a, __m512i b) {
@@ -79,10 +128,13 @@ inline void prefetch_ahead(const void * block, size_t bytes) {
 
 // ---- the tokens ------------------------------------------------------------------------------------------
 
-// A super-block of 8 q8_K tokens: word k of token t at q[k][2t] and q[k][2t + 1]; per lane pair t, token t's
-// 16-element sums (bs16, pairs 2p and 2p + 1 as two int16), its 32-element sums (bs32, the same) and its scale.
+// A super-block of V's tokens (8 or 4): word k of token t at q[k][2t] and q[k][2t + 1]; per lane pair t, token
+// t's 16-element sums (bs16, pairs 2p and 2p + 1 as two int16), its 32-element sums (bs32, the same) and its scale.
+template <class V>
 struct alignas(64) TokensK {
-    static constexpr uint64_t kLayout = 5;  // names the layout (the 16-lane gemm's are 10-11)
+    static constexpr int kLanes = V::kLanes;
+    static constexpr int kTokens = kLanes / 2;
+    static constexpr uint64_t kLayout = kLanes == 16 ? 5 : 12;  // names the layout (the 16-lane gemm's are 10-11)
     using Act = BlockQ8_K;
     int32_t q[64][kLanes];
     int16_t bs16[8][kLanes][2];
@@ -111,10 +163,13 @@ struct alignas(64) TokensK {
     }
 };
 
-// A 32-element block of 8 q8_0 tokens: word k of token t at q[k][2t] and q[k][2t + 1]; per lane pair t, token
-// t's block sum and scale.
+// A 32-element block of V's tokens: word k of token t at q[k][2t] and q[k][2t + 1]; per lane pair t, token t's
+// block sum and scale.
+template <class V>
 struct alignas(64) Tokens0 {
-    static constexpr uint64_t kLayout = 6;
+    static constexpr int kLanes = V::kLanes;
+    static constexpr int kTokens = kLanes / 2;
+    static constexpr uint64_t kLayout = kLanes == 16 ? 6 : 13;
     using Act = BlockQ8_0;
     int32_t q[8][kLanes];
     int32_t sum[kLanes];
@@ -137,10 +192,11 @@ struct alignas(64) Tokens0 {
     }
 };
 
-// The product's tokens, 8 to a group: group g's block b at [g * nb + b]. Packed once per product per thread
-// (act_key), as the 16-lane gemm's.
+// The product's tokens, Tok::kTokens to a group: group g's block b at [g * nb + b]. Packed once per product per
+// thread (act_key), as the 16-lane gemm's.
 template <class Tok>
 const Tok * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t n_tok, uint64_t key) {
+    constexpr int kTokens = Tok::kTokens;
     const int64_t groups = (n_tok + kTokens - 1) / kTokens;
     bool fill;
     auto * p = reinterpret_cast<Tok *>(Workspace::scratch().kernel_block_for(
@@ -161,16 +217,16 @@ const Tok * pack_tokens(const void * act, size_t act_stride, int64_t nb, int64_t
 
 // isum[g] += scale j * (sub-block j of group g's rows against the tokens) for the Blocks sub-blocks of Words
 // 4-byte words of a super-block (q4_K: 8 of 8, q6_K: 16 of 4), one sum chain a group.
-template <int Blocks, int Words, class X>
-inline void add_scaled_sub_blocks(const X * const * W, const TokensK & A, __m512i * isum) {
+template <int Blocks, int Words, class V, class X>
+inline void add_scaled_sub_blocks(const X * const * W, const TokensK<V> & A, typename V::I * isum) {
     for (int j = 0; j < Blocks; ++j) {
-        __m512i s[kGroups];
-        for (int g = 0; g < kGroups; ++g) s[g] = _mm512_setzero_si512();
+        typename V::I s[kGroups];
+        for (int g = 0; g < kGroups; ++g) s[g] = V::zero();
         for (int k = 0; k < Words; ++k) {
-            const __m512i a = tokens_word(A.q[Words * j + k]);
-            for (int g = 0; g < kGroups; ++g) s[g] = _mm512_dpbusd_epi32(s[g], pair_word(W[g]->q[Words * j + k]), a);
+            const auto a = V::load(A.q[Words * j + k]);
+            for (int g = 0; g < kGroups; ++g) s[g] = V::dpbusd(s[g], V::pair(W[g]->q[Words * j + k]), a);
         }
-        for (int g = 0; g < kGroups; ++g) isum[g] = _mm512_add_epi32(isum[g], _mm512_mullo_epi32(s[g], pair_word(W[g]->sc[j])));
+        for (int g = 0; g < kGroups; ++g) isum[g] = V::add(isum[g], V::mullo(s[g], V::pair(W[g]->sc[j])));
     }
 }
 
@@ -178,7 +234,8 @@ inline void add_scaled_sub_blocks(const X * const * W, const TokensK & A, __m512
 // min pairs (2p, 2p + 1) of row i, and the f16 scales converted.
 struct alignas(64) Q4K {
     using Weight = BlockQ4_K;
-    using Tokens = TokensK;
+    template <class V>
+    using Tokens = TokensK<V>;
     static constexpr int kBlock = 256;
     uint32_t q[64][2];
     int32_t sc[8][2];
@@ -212,20 +269,20 @@ struct alignas(64) Q4K {
     }
 
     // acc[g] += the super-block of kGroups register groups (W[g]) against the tokens.
-    static void block(const Q4K * const * W, const TokensK & A, __m512 * acc) {
-        __m512i isum[kGroups], imin[kGroups];
-        for (int g = 0; g < kGroups; ++g) isum[g] = imin[g] = _mm512_setzero_si512();
-        add_scaled_sub_blocks<8, 8>(W, A, isum);  // 32-element sub-blocks
+    template <class V>
+    static void block(const Q4K * const * W, const TokensK<V> & A, typename V::F * acc) {
+        typename V::I isum[kGroups], imin[kGroups];
+        for (int g = 0; g < kGroups; ++g) isum[g] = imin[g] = V::zero();
+        add_scaled_sub_blocks<8, 8, V>(W, A, isum);  // 32-element sub-blocks
         for (int p = 0; p < 4; ++p) {
-            const __m512i bs = _mm512_load_si512(A.bs32[p]);
-            for (int g = 0; g < kGroups; ++g) imin[g] = _mm512_dpwssd_epi32(imin[g], bs, pair_word(W[g]->mn[p]));
+            const auto bs = V::load(A.bs32[p]);
+            for (int g = 0; g < kGroups; ++g) imin[g] = V::dpwssd(imin[g], bs, V::pair(W[g]->mn[p]));
         }
-        const __m512 ad = _mm512_load_ps(A.d);
+        const auto ad = V::load_f(A.d);
         for (int g = 0; g < kGroups; ++g) {  // fold_q8_k_min
-            const __m512 d = _mm512_mul_ps(ad, pair_float(W[g]->d));
-            const __m512 dmin = _mm512_mul_ps(ad, pair_float(W[g]->dmin));
-            acc[g] = _mm512_add_ps(acc[g], _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[g])),
-                                                         _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin[g]))));
+            const auto d = V::mul_f(ad, V::pair_f(W[g]->d));
+            const auto dmin = V::mul_f(ad, V::pair_f(W[g]->dmin));
+            acc[g] = V::add_f(acc[g], V::sub_f(V::mul_f(d, V::cvt(isum[g])), V::mul_f(dmin, V::cvt(imin[g]))));
         }
     }
 };
@@ -234,7 +291,8 @@ struct alignas(64) Q4K {
 // of row i as int32 (sc) and in int16 pairs (2p, 2p + 1) for the correction (sc2).
 struct alignas(64) Q6K {
     using Weight = BlockQ6_K;
-    using Tokens = TokensK;
+    template <class V>
+    using Tokens = TokensK<V>;
     static constexpr int kBlock = 256;
     uint32_t q[64][2];
     int32_t sc[16][2];
@@ -275,19 +333,20 @@ struct alignas(64) Q6K {
         d[1] = h2f(B1.d);
     }
 
-    static void block(const Q6K * const * W, const TokensK & A, __m512 * acc) {
-        __m512i isum[kGroups], corr[kGroups];
-        for (int g = 0; g < kGroups; ++g) isum[g] = corr[g] = _mm512_setzero_si512();
-        add_scaled_sub_blocks<16, 4>(W, A, isum);  // 16-element sub-blocks
+    template <class V>
+    static void block(const Q6K * const * W, const TokensK<V> & A, typename V::F * acc) {
+        typename V::I isum[kGroups], corr[kGroups];
+        for (int g = 0; g < kGroups; ++g) isum[g] = corr[g] = V::zero();
+        add_scaled_sub_blocks<16, 4, V>(W, A, isum);  // 16-element sub-blocks
         for (int p = 0; p < 8; ++p) {  // sum of scale * 16-element sum: the values' 32 taken off below
-            const __m512i bs = _mm512_load_si512(A.bs16[p]);
-            for (int g = 0; g < kGroups; ++g) corr[g] = _mm512_dpwssd_epi32(corr[g], bs, pair_word(W[g]->sc2[p]));
+            const auto bs = V::load(A.bs16[p]);
+            for (int g = 0; g < kGroups; ++g) corr[g] = V::dpwssd(corr[g], bs, V::pair(W[g]->sc2[p]));
         }
-        const __m512 ad = _mm512_load_ps(A.d);
+        const auto ad = V::load_f(A.d);
         for (int g = 0; g < kGroups; ++g) {  // fold_q8_k
-            const __m512i total = _mm512_sub_epi32(isum[g], _mm512_slli_epi32(corr[g], 5));
-            const __m512 d = _mm512_mul_ps(ad, pair_float(W[g]->d));
-            acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(d, _mm512_cvtepi32_ps(total)));
+            const auto total = V::sub(isum[g], V::template shl<5>(corr[g]));
+            const auto d = V::mul_f(ad, V::pair_f(W[g]->d));
+            acc[g] = V::add_f(acc[g], V::mul_f(d, V::cvt(total)));
         }
     }
 };
@@ -297,7 +356,8 @@ struct alignas(64) Q6K {
 template <class W, int Shift>
 struct alignas(64) Rows32 {
     using Weight = W;
-    using Tokens = Tokens0;
+    template <class V>
+    using Tokens = Tokens0<V>;
     static constexpr int kBlock = 32;
     uint32_t q[8][2];
     float d[2];
@@ -319,18 +379,19 @@ struct alignas(64) Rows32 {
         d[1] = h2f(B1.d);
     }
 
-    static void block(const Rows32 * const * W2, const Tokens0 & A, __m512 * acc) {
-        const __m512i neg = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(_mm512_load_si512(A.sum), Shift));
-        __m512i s[kGroups];
+    template <class V>
+    static void block(const Rows32 * const * W2, const Tokens0<V> & A, typename V::F * acc) {
+        const auto neg = V::sub(V::zero(), V::template shl<Shift>(V::load(A.sum)));
+        typename V::I s[kGroups];
         for (int g = 0; g < kGroups; ++g) s[g] = neg;
         for (int k = 0; k < 8; ++k) {
-            const __m512i a = tokens_word(A.q[k]);
-            for (int g = 0; g < kGroups; ++g) s[g] = _mm512_dpbusd_epi32(s[g], pair_word(W2[g]->q[k]), a);
+            const auto a = V::load(A.q[k]);
+            for (int g = 0; g < kGroups; ++g) s[g] = V::dpbusd(s[g], V::pair(W2[g]->q[k]), a);
         }
-        const __m512 ad = _mm512_load_ps(A.d);
+        const auto ad = V::load_f(A.d);
         for (int g = 0; g < kGroups; ++g) {  // fold_q8_0: (d_w * d_a) * isum
-            const __m512 d = _mm512_mul_ps(pair_float(W2[g]->d), ad);
-            acc[g] = _mm512_add_ps(acc[g], _mm512_mul_ps(d, _mm512_cvtepi32_ps(s[g])));
+            const auto d = V::mul_f(V::pair_f(W2[g]->d), ad);
+            acc[g] = V::add_f(acc[g], V::mul_f(d, V::cvt(s[g])));
         }
     }
 };
@@ -339,81 +400,118 @@ using Q80 = Rows32<BlockQ8_0, 7>;
 
 // ---- the product -----------------------------------------------------------------------------------------
 
-// Rows [0, n_rows) against every token, 2 * kGroups rows a pass: the pass's rows decoded (rows past n_rows repeat
-// the last one, their results unwritten), then each group of 8 tokens through every block.
-template <class X>
+template <class X, class V>
 void product(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
              int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) {
-    using Tok = typename X::Tokens;
+    using Tok = typename X::template Tokens<V>;
     using Weight = typename X::Weight;
     constexpr int kPassRows = 2 * kGroups;
+    constexpr int kTokens = Tok::kTokens;
     const int64_t nb = n / X::kBlock;
     if (nb == 0 || n_rows <= 0 || n_tok <= 0) return;
     const int64_t groups = (n_tok + kTokens - 1) / kTokens;
     const auto * wb = static_cast<const uint8_t *>(w);
     const Tok * tokens = pack_tokens<Tok>(act, act_stride, nb, n_tok, act_key);
     auto * decoded = reinterpret_cast<X *>(
-        Workspace::scratch().kernel_block(KernelBlock::tile_weights, kGroups * static_cast<size_t>(nb) * sizeof(X)));
+        Workspace::scratch().kernel_block(KernelBlock::tile_weights, kGroups * static_cast<size_t>(std::max<int64_t>(nb, 2)) * sizeof(X)));
     for (int64_t r = 0; r < n_rows; r += kPassRows) {
         const int rows = static_cast<int>(std::min<int64_t>(kPassRows, n_rows - r));
-        for (int g = 0; g < kGroups; ++g) {
-            const auto * B0 = reinterpret_cast<const Weight *>(wb + (r + std::min(2 * g, rows - 1)) * w_stride);
-            const auto * B1 = reinterpret_cast<const Weight *>(wb + (r + std::min(2 * g + 1, rows - 1)) * w_stride);
-            for (int64_t b = 0; b < nb; ++b) decoded[g * nb + b].decode(B0[b], B1[b]);
-        }
-        for (int64_t tg = 0; tg < groups; ++tg) {
-            __m512 acc[kGroups];
-            for (int g = 0; g < kGroups; ++g) acc[g] = _mm512_setzero_ps();
-            const Tok * A = tokens + tg * nb;
-            // While this pass computes (its products touch no weight memory), the rows kPassesAhead passes on are
-            // fetched into L2, whole, in address order, a share at each block: the memory then works while the
-            // passes compute instead of in turn with them. (With only the next pass's first 3 KiB fetched, into
-            // L1, a product from DRAM took about the sum of its arithmetic and its reading. One pass ahead gained
-            // on rows of 1 KiB and more only, two passes on every shape, three or four no more.)
-            const int64_t ahead = r + kPassesAhead * kPassRows;
-            const char * next = reinterpret_cast<const char *>(wb + std::min(ahead, n_rows) * w_stride);
-            const int64_t ahead_rows = std::max<int64_t>(0, std::min<int64_t>(kPassRows, n_rows - ahead));
-            const int64_t next_lines = ahead_rows * static_cast<int64_t>(w_stride) / 64;
-            const int64_t lines_per_block = (next_lines + nb - 1) / nb;
-            for (int64_t b = 0; b < nb; ++b) {
-                if (tg == 0) {
-                    const int64_t l0 = b * lines_per_block, l1 = std::min(next_lines, l0 + lines_per_block);
-                    for (int64_t l = l0; l < l1; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
-                }
-                const X * W[kGroups];
-                for (int g = 0; g < kGroups; ++g) W[g] = decoded + g * nb + b;
-                X::block(W, A[b], acc);
-            }
+        const Weight * B[kPassRows];
+        for (int i = 0; i < kPassRows; ++i) B[i] = reinterpret_cast<const Weight *>(wb + (r + std::min(i, rows - 1)) * w_stride);
+        // While this pass computes, the rows kPassesAhead passes on are fetched into L2, whole, in address order, a
+        // share at each block: the memory then works while the passes compute instead of in turn with them. (With
+        // only the next pass's first 3 KiB fetched, into L1, a product from DRAM took about the sum of its
+        // arithmetic and its reading. One pass ahead gained on rows of 1 KiB and more only, two passes on every
+        // shape, three or four no more.)
+        const int64_t ahead = r + kPassesAhead * kPassRows;
+        const char * next = reinterpret_cast<const char *>(wb + std::min(ahead, n_rows) * w_stride);
+        const int64_t ahead_rows = std::max<int64_t>(0, std::min<int64_t>(kPassRows, n_rows - ahead));
+        const int64_t next_lines = ahead_rows * static_cast<int64_t>(w_stride) / 64;
+        const int64_t lines_per_block = (next_lines + nb - 1) / nb;
+        const auto fetch_share = [&](int64_t b) {
+            const int64_t l0 = b * lines_per_block, l1 = std::min(next_lines, l0 + lines_per_block);
+            for (int64_t l = l0; l < l1; ++l) _mm_prefetch(next + 64 * l, _MM_HINT_T1);
+        };
+        const auto write = [&](int64_t tg, const typename V::F * acc) {
             const int toks = static_cast<int>(std::min<int64_t>(kTokens, n_tok - tg * kTokens));
             for (int g = 0; g < kGroups; ++g) {
-                alignas(64) float out[kLanes];
-                _mm512_store_ps(out, acc[g]);
+                alignas(64) float out[V::kLanes];
+                V::store_f(out, acc[g]);
                 for (int i = 0; i < 2 && 2 * g + i < rows; ++i) {
                     for (int t = 0; t < toks; ++t) y[(tg * kTokens + t) * static_cast<int64_t>(y_stride) + r + 2 * g + i] = out[2 * t + i];
                 }
             }
+        };
+        typename V::F acc[kGroups];
+        for (int g = 0; g < kGroups; ++g) acc[g] = V::zero_f();
+        const X * W[kGroups];
+        if (groups == 1) {
+            // One group of tokens: each block is decoded while the one before it computes (two blocks' buffers), so
+            // the decoding's shuffles and the products' `vpdpbusd` overlap instead of taking turns pass by pass.
+            for (int g = 0; g < kGroups; ++g) decoded[g].decode(B[2 * g][0], B[2 * g + 1][0]);
+            for (int64_t b = 0; b < nb; ++b) {
+                fetch_share(b);
+                if (b + 1 < nb) {
+                    X * const following = decoded + ((b + 1) & 1) * kGroups;
+                    for (int g = 0; g < kGroups; ++g) following[g].decode(B[2 * g][b + 1], B[2 * g + 1][b + 1]);
+                }
+                for (int g = 0; g < kGroups; ++g) W[g] = decoded + (b & 1) * kGroups + g;
+                X::template block<V>(W, tokens[b], acc);
+            }
+            write(0, acc);
+            continue;
+        }
+        // Several groups: the pass decoded whole, then each group through every block.
+        for (int g = 0; g < kGroups; ++g) {
+            for (int64_t b = 0; b < nb; ++b) decoded[g * nb + b].decode(B[2 * g][b], B[2 * g + 1][b]);
+        }
+        for (int64_t tg = 0; tg < groups; ++tg) {
+            const Tok * A = tokens + tg * nb;
+            for (int64_t b = 0; b < nb; ++b) {
+                if (tg == 0) fetch_share(b);
+                for (int g = 0; g < kGroups; ++g) W[g] = decoded + g * nb + b;
+                X::template block<V>(W, A[b], acc);
+            }
+            write(tg, acc);
+            for (int g = 0; g < kGroups; ++g) acc[g] = V::zero_f();
         }
     }
 }
 
+// Products of up to 4 tokens in 256-bit registers, larger ones 8 tokens to a group in 512-bit ones.
+template <class X>
+void product_by_count(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
+                      int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) {
+    if (n_tok <= Ymm::kLanes / 2) {
+        product<X, Ymm>(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride, act_key);
+    } else {
+        product<X, Zmm>(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride, act_key);
+    }
+}
+
+template <class Tok>
+size_t packed_bytes(int64_t blocks, int64_t n_tok) {
+    return static_cast<size_t>((n_tok + Tok::kTokens - 1) / Tok::kTokens * blocks) * sizeof(Tok);
+}
 template <class X>
 size_t token_bytes(int64_t n, int64_t n_tok) {
-    return static_cast<size_t>((n_tok + kTokens - 1) / kTokens * (n / X::kBlock)) * sizeof(typename X::Tokens);
+    return std::max(packed_bytes<typename X::template Tokens<Zmm>>(n / X::kBlock, n_tok),
+                    packed_bytes<typename X::template Tokens<Ymm>>(n / X::kBlock, n_tok));
 }
 
 template <class X>
 size_t weight_bytes(int64_t n) {
-    return kGroups * static_cast<size_t>(n / X::kBlock) * sizeof(X);
+    return kGroups * static_cast<size_t>(std::max<int64_t>(n / X::kBlock, 2)) * sizeof(X);
 }
 
 }  // namespace
 
 Int8Product int8_lanes_avx512(tensor::ElemType type) {
     switch (type) {
-        case tensor::ElemType::Q4_K: return product<Q4K>;
-        case tensor::ElemType::Q6_K: return product<Q6K>;
-        case tensor::ElemType::Q5_0: return product<Q50>;
-        case tensor::ElemType::Q8_0: return product<Q80>;
+        case tensor::ElemType::Q4_K: return product_by_count<Q4K>;
+        case tensor::ElemType::Q6_K: return product_by_count<Q6K>;
+        case tensor::ElemType::Q5_0: return product_by_count<Q50>;
+        case tensor::ElemType::Q8_0: return product_by_count<Q80>;
         default: return nullptr;
     }
 }
