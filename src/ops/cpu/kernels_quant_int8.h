@@ -30,9 +30,9 @@ void add_q8_0_int8_gemm_avx512(TypeKernels & k);
 size_t int8_gemm_avx512_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok);
 size_t int8_gemm_avx512_weight_bytes(tensor::ElemType type, int64_t n);
 
-// Products of 2 to kInt8LanesMaxTokens tokens at AVX-512 VNNI (kernels_quant_int8_lanes_avx512.cpp: two weight rows
-// by eight tokens in a register's lanes, groups of eight sharing each pass's decoded rows), the gemm of the q4_K,
-// q6_K, q5_0 and Q8_0 entries for those products (TypeKernels::gemm's contract; null for other types or when the
+// Products of up to kInt8LanesMaxTokens tokens at AVX-512 VNNI (kernels_quant_int8_lanes_avx512.cpp: two weight rows
+// by eight tokens in a register's lanes, by four in 256-bit registers up to 4 tokens, groups of eight sharing each
+// pass's decoded rows), the gemm of the q4_K, q6_K, q5_0 and Q8_0 entries for those products (TypeKernels::gemm's contract; null for other types or when the
 // compiler cannot target the level), and the bytes of the kernel blocks they take. Up to 16 tokens: two groups of
 // eight cost 20-30 % less than the 16-lane gemm's one group of 16 (bench_quant_batch, 2560 -> 4096 from DRAM, one
 // thread, Zen 4: q4_K 1383 against 1967 us, q6_K 1572 / 1949, Q8_0 1563 / 2102, q5_0 1553 / 1901); for prompts
