@@ -32,11 +32,12 @@ size_t int8_gemm_avx512_weight_bytes(tensor::ElemType type, int64_t n);
 
 // Products of up to kInt8LanesMaxTokens tokens at AVX-512 VNNI (kernels_quant_int8_lanes_avx512.cpp: two weight rows
 // by eight tokens in a register's lanes, by four in 256-bit registers up to 4 tokens, groups of eight sharing each
-// pass's decoded rows), the gemm of the q4_K, q6_K, q5_0 and Q8_0 entries for those products (TypeKernels::gemm's contract; null for other types or when the
-// compiler cannot target the level), and the bytes of the kernel blocks they take. Up to 16 tokens: two groups of
-// eight cost 20-30 % less than the 16-lane gemm's one group of 16 (bench_quant_batch, 2560 -> 4096 from DRAM, one
-// thread, Zen 4: q4_K 1383 against 1967 us, q6_K 1572 / 1949, Q8_0 1563 / 2102, q5_0 1553 / 1901); for prompts
-// the gemm stays (pp512 of scale Q4_K_M with the lanes for every product: no faster, 49.8-65.0 against 71.0-76.1 t/s).
+// pass's decoded rows), the gemm of the q4_K, q6_K, q5_0 and Q8_0 entries for those products (TypeKernels::gemm's
+// contract; null for other types or when the compiler cannot target the level), and the bytes of the kernel blocks
+// they take. Up to 16 tokens: two groups of eight cost 20-30 % less than the 16-lane gemm's one group of 16
+// (bench_quant_batch, 2560 -> 4096 from DRAM, one thread, Zen 4: q4_K 1383 against 1967 us, q6_K 1572 / 1949, Q8_0
+// 1563 / 2102, q5_0 1553 / 1901); for prompts the gemm stays (pp512 of scale Q4_K_M with the lanes for every
+// product: no faster, 49.8-65.0 against 71.0-76.1 t/s).
 constexpr int kInt8LanesMaxTokens = 16;
 using Int8Product = void (*)(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n,
                              int64_t n_rows, int64_t n_tok, float * y, size_t y_stride, uint64_t act_key);
