@@ -53,10 +53,11 @@ struct TypeKernels {
     // sequential weight stream per thread). Entries with Q16_K activations run every product of at most
     // tile_tokens tokens that way (their one-row tiles take tile_tokens).
     int row_tile_min_tokens = 0;
-    // Optional prompt product (F32 weights and activations, ops/cpu/gemm_float.h; the 8-bit entries of q4_K, q6_K
-    // and q5_0 at Avx2, ops/cpu/kernels_quant_int8_gemm_avx2.cpp; those and Q8_0's at Avx512,
-    // ops/cpu/kernels_quant_int8_gemm_avx512.cpp, which hands products of up to 16 tokens to
-    // ops/cpu/kernels_quant_int8_lanes_avx512.cpp, and on the tile unit at Amx, ops/cpu/kernels_quant_int8_amx.cpp):
+    // Optional product of many tokens (F32 weights and activations, ops/cpu/gemm_float.h; the 8-bit entries of q4_K,
+    // q6_K and q5_0 at Avx2, ops/cpu/kernels_quant_int8_gemm_avx2.cpp; those and Q8_0's at Avx512,
+    // ops/cpu/kernels_quant_int8_gemm_avx512.cpp, which hands products of up to 16 tokens, from one token on some
+    // rows, to ops/cpu/kernels_quant_int8_lanes_avx512.cpp, and on the tile unit at Amx,
+    // ops/cpu/kernels_quant_int8_amx.cpp):
     // y[t * y_stride + r] = vec_dot(w + r * w_stride, act + t * act_stride, n) for every r < n_rows and t < n_tok,
     // bit-identical to vec_dot, with the entry's own register and cache blocking. The driver calls it for products
     // of at least gemm_min_tokens tokens (fewer go through dot_tile). act_key: 0, or a number that names these activation rows
