@@ -67,9 +67,14 @@ struct TypeKernels {
                  int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) = nullptr;
     // Products of this many tokens or more go through gemm (for F32 rows narrower than 512, at least 32), and on
     // rows of at most kGemmNarrowRow columns from gemm_min_tokens_narrow (where a type's row kernels and its gemm
-    // cross elsewhere on short rows). Whoever sets one sets both.
+    // cross elsewhere on short rows). Set both through set_gemm_min_tokens.
     int gemm_min_tokens = kGemmMinTokens;
     int gemm_min_tokens_narrow = kGemmMinTokens;
+
+    void set_gemm_min_tokens(int wide, int narrow) {
+        gemm_min_tokens = wide;
+        gemm_min_tokens_narrow = narrow;
+    }
 };
 
 constexpr size_t kTypeTableSize = 64;  // indexed by the ggml type id

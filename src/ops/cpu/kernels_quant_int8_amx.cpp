@@ -502,7 +502,7 @@ constexpr int kTileUnitMinTokens = 8;
 void add_q8_0_int8_gemm_amx(TypeKernels & k) {
     if (k.act_type != tensor::ElemType::Q8_0) return;
     k.gemm = gemm<Q80>;
-    k.gemm_min_tokens = k.gemm_min_tokens_narrow = kTileUnitMinTokens;
+    k.set_gemm_min_tokens(kTileUnitMinTokens, kTileUnitMinTokens);
 }
 
 namespace quant {
@@ -511,7 +511,7 @@ void add_int8_gemm_amx(TypeKernels * table) {
     table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm = gemm<Q6K>;
     table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm = gemm<Q50>;
     for (auto type : {tensor::ElemType::Q4_K, tensor::ElemType::Q6_K, tensor::ElemType::Q5_0}) {
-        table[static_cast<uint32_t>(type)].gemm_min_tokens = table[static_cast<uint32_t>(type)].gemm_min_tokens_narrow = kTileUnitMinTokens;
+        table[static_cast<uint32_t>(type)].set_gemm_min_tokens(kTileUnitMinTokens, kTileUnitMinTokens);
     }
 }
 }  // namespace quant

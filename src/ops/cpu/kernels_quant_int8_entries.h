@@ -91,7 +91,7 @@ void set_entry(TypeKernels * table, tensor::ElemType type) {
     k.tile_tokens = kMaxTokens;
     k.row_tile_min_tokens = 0;
     k.gemm = nullptr;
-    k.gemm_min_tokens = k.gemm_min_tokens_narrow = kGemmMinTokens;
+    k.set_gemm_min_tokens(kGemmMinTokens, kGemmMinTokens);
 }
 
 // Every q8_K entry of the table takes a level's quantiser (it writes the twin's bytes).

@@ -354,7 +354,7 @@ void add_int8_gemm_avx2(TypeKernels * table) {
     table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm = gemm<Q6K>;
     table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm = gemm<Q50>;
     for (auto type : {tensor::ElemType::Q4_K, tensor::ElemType::Q6_K, tensor::ElemType::Q5_0}) {
-        table[static_cast<uint32_t>(type)].gemm_min_tokens = table[static_cast<uint32_t>(type)].gemm_min_tokens_narrow = kGemmMinTokensAvx2;
+        table[static_cast<uint32_t>(type)].set_gemm_min_tokens(kGemmMinTokensAvx2, kGemmMinTokensAvx2);
     }
 }
 

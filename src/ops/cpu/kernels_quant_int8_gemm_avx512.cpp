@@ -464,10 +464,7 @@ constexpr MinTokens kGemmMinTokensQ6K = {3, 3};
 constexpr MinTokens kGemmMinTokensQ50 = {2, 3};
 constexpr MinTokens kGemmMinTokensQ80 = {2, 1};
 
-void set_min_tokens(TypeKernels & k, MinTokens m) {
-    k.gemm_min_tokens = m.wide;
-    k.gemm_min_tokens_narrow = m.narrow;
-}
+void set_min_tokens(TypeKernels & k, MinTokens m) { k.set_gemm_min_tokens(m.wide, m.narrow); }
 
 }  // namespace
 

@@ -400,6 +400,8 @@ using Q80 = Rows32<BlockQ8_0, 7>;
 
 // ---- the product -----------------------------------------------------------------------------------------
 
+// Rows [0, n_rows) against every token, 2 * kGroups rows a pass (rows past n_rows repeat the last one, their results
+// unwritten), the tokens in groups of V's (8 or 4).
 template <class X, class V>
 void product(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int64_t n_rows,
              int64_t n_tok, float * y, size_t y_stride, uint64_t act_key) {
