@@ -1,6 +1,8 @@
 #include "ops/sequence.h"
 
+#include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <vector>
 
 #include "ops/cpu/vec.h"
@@ -57,6 +59,62 @@ void causal_conv_step_into(const float * weights, size_t kernel, size_t dilation
             for (size_t j = 0; j + 1 < h; ++j) next[j] = hist[j + 1];
             next[h - 1] = x[c];
         }
+    }
+}
+
+namespace {
+
+// causal_conv_frames for K taps (K - 1 history frames a channel), kChunk channels at a time in lanes.
+template <size_t K>
+void conv_frames(const float * weights, size_t kernel, size_t c0, size_t c1, const float * history_in,
+                 float * history_out, const float * x, size_t x_stride, const uint32_t * rows, size_t n, float * out,
+                 size_t out_stride, const ConvHistoryCopy * copies, size_t n_copies) {
+    constexpr size_t kChunk = 16;
+    constexpr size_t kMax = 8;
+    const size_t taps = K != 0 ? K : kernel;  // K = 0: any count up to kMax
+    const size_t h = taps - 1;
+    for (size_t c = c0; c < c1; c += kChunk) {
+        const size_t m = std::min(kChunk, c1 - c);
+        float hist[kMax][kChunk] = {}, w[kMax][kChunk] = {};
+        for (size_t i = 0; i < m; ++i) {
+            for (size_t k = 0; k < h; ++k) hist[k][i] = history_in[(c + i) * h + k];
+            for (size_t k = 0; k < taps; ++k) w[k][i] = weights[(c + i) * taps + k];
+        }
+        auto write_history = [&](float * dst) {
+            for (size_t i = 0; i < m; ++i) {
+                for (size_t k = 0; k < h; ++k) dst[(c + i) * h + k] = hist[k][i];
+            }
+        };
+        for (size_t f = 0; f < n; ++f) {
+            const float * xf = x + rows[f] * x_stride + c;
+            float * of = out + f * out_stride + c;
+            for (size_t i = 0; i < m; ++i) {
+                // The taps in order, the newest frame last: causal_conv_step_into's sum.
+                float sum = 0.0f;
+                for (size_t k = 0; k < h; ++k) sum += w[k][i] * hist[k][i];
+                sum += w[h][i] * xf[i];
+                of[i] = sum;
+                for (size_t k = 0; k + 1 < h; ++k) hist[k][i] = hist[k + 1][i];
+                if (h > 0) hist[h - 1][i] = xf[i];
+            }
+            for (size_t j = 0; j < n_copies; ++j) {
+                if (copies[j].frames == f + 1) write_history(copies[j].history);
+            }
+        }
+        write_history(history_out);
+    }
+}
+
+}  // namespace
+
+void causal_conv_frames(const float * weights, size_t kernel, size_t c0, size_t c1, const float * history_in,
+                        float * history_out, const float * x, size_t x_stride, const uint32_t * rows, size_t n,
+                        float * out, size_t out_stride, const ConvHistoryCopy * copies, size_t n_copies) {
+    if (kernel == 0 || kernel > 8) throw std::invalid_argument("causal_conv_frames: 1 to 8 taps");
+    if (kernel == 4) {
+        conv_frames<4>(weights, kernel, c0, c1, history_in, history_out, x, x_stride, rows, n, out, out_stride, copies, n_copies);
+    } else {
+        conv_frames<0>(weights, kernel, c0, c1, history_in, history_out, x, x_stride, rows, n, out, out_stride, copies, n_copies);
     }
 }
 

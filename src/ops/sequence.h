@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace offgrid::ops {
 
@@ -19,6 +20,22 @@ void causal_conv_step(const float * weights, size_t kernel, size_t dilation, siz
 // may be history_in itself, or a buffer that does not overlap it): the bits of causal_conv_step either way.
 void causal_conv_step_into(const float * weights, size_t kernel, size_t dilation, size_t channels,
                            const float * history_in, float * history_out, const float * x, float * out);
+
+// A history to copy on the way (a snapshot): after `frames` frames, the history is also written at `history`
+// (channels [c0, c1) of it, laid out as above).
+struct ConvHistoryCopy {
+    size_t frames;
+    float * history;
+};
+
+// Frames f < n of channels [c0, c1) with no dilation, each channel's history kept in registers from frame to
+// frame: frame f reads x + rows[f] * x_stride and writes out + f * out_stride; the history is read from
+// history_in and the one after the last frame written to history_out (history_in itself, or a buffer that does
+// not overlap it). The bits of causal_conv_step_into frame after frame. Channel ranges are independent, so a
+// prompt's frames spread over threads by channels.
+void causal_conv_frames(const float * weights, size_t kernel, size_t c0, size_t c1, const float * history_in,
+                        float * history_out, const float * x, size_t x_stride, const uint32_t * rows, size_t n,
+                        float * out, size_t out_stride, const ConvHistoryCopy * copies, size_t n_copies);
 
 // Plain twin over a whole sequence: frames x[t * channels + c], t < n_frames, history as above (updated).
 void causal_conv_ref(const float * weights, size_t kernel, size_t dilation, size_t channels, float * history,

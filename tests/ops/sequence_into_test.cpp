@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "ops/cpu/dispatch.h"
@@ -121,6 +122,40 @@ TEST(SequenceInto, ConvStepOutOfPlaceHasTheInPlaceBits) {
             EXPECT_EQ(o1, o2) << "dilation " << dilation << " step " << t;
             EXPECT_EQ(in_place, chained_out) << "dilation " << dilation << " step " << t;
             std::swap(chained_in, chained_out);
+        }
+    }
+}
+
+TEST(SequenceInto, ConvFramesHaveTheStepBitsWithCopiesAndChannelRanges) {
+    for (size_t kernel : {1u, 2u, 4u, 5u}) {
+        const size_t C = 37, h = kernel - 1, n = 9;
+        const auto weights = random_floats(C * kernel, 100 + kernel);
+        const auto start = random_floats(C * h, 200 + kernel);
+        // The frames are rows 3, 0, 7, ... of a 10-row input (a sequence's tokens among others in a ubatch).
+        const auto x = random_floats(10 * C, 300 + kernel);
+        const std::vector<uint32_t> rows = {3, 0, 7, 1, 2, 9, 4, 8, 5};
+        // The reference: causal_conv_step frame after frame, with the history after frames 2 and 8 kept.
+        std::vector<float> hist = start, want(n * C), want_after2, want_after8;
+        for (size_t f = 0; f < n; ++f) {
+            causal_conv_step(weights.data(), kernel, 1, C, hist.data(), &x[rows[f] * C], &want[f * C]);
+            if (f + 1 == 2) want_after2 = hist;
+            if (f + 1 == 8) want_after8 = hist;
+        }
+        for (bool in_place : {true, false}) {
+            std::vector<float> in = start, out_hist(C * h, -1.0f), got(n * C, -1.0f), after2(C * h, -1.0f),
+                               after8(C * h, -1.0f);
+            const ConvHistoryCopy copies[2] = {{2, after2.data()}, {8, after8.data()}};
+            float * hist_out = in_place ? in.data() : out_hist.data();
+            // Three uneven channel ranges, as threads would take them.
+            for (auto [c0, c1] : {std::pair<size_t, size_t>{0, 5}, {5, 22}, {22, C}}) {
+                causal_conv_frames(weights.data(), kernel, c0, c1, in.data(), hist_out, x.data(), C, rows.data(), n,
+                                   got.data(), C, copies, 2);
+            }
+            EXPECT_EQ(got, want) << "kernel " << kernel;
+            EXPECT_EQ(std::vector<float>(hist_out, hist_out + C * h), hist) << "kernel " << kernel;
+            EXPECT_EQ(after2, want_after2) << "kernel " << kernel;
+            EXPECT_EQ(after8, want_after8) << "kernel " << kernel;
+            if (!in_place) EXPECT_EQ(in, start) << "the input history changed";
         }
     }
 }

@@ -191,11 +191,15 @@ void run_experts(const ExpertWeights & m, size_t n_expert, size_t n_ff, const fl
 }
 
 void weighted_sum(const float * out, const Routing & r, size_t T, size_t n_used, size_t E, float * y) {
+    // Element j of token t: 0 + (out_0 w_0) + (out_1 w_1) + ... in slot order. The slots run outside the elements
+    // so that the element loop is contiguous (vectorised); each element's sum keeps that order.
     for (size_t t = 0; t < T; ++t) {
-        for (size_t j = 0; j < E; ++j) {
-            float acc = 0.0f;
-            for (size_t k = 0; k < n_used; ++k) acc += out[(t * n_used + k) * E + j] * r.weight[t * n_used + k];
-            y[t * E + j] = acc;
+        float * yt = y + t * E;
+        std::fill(yt, yt + E, 0.0f);
+        for (size_t k = 0; k < n_used; ++k) {
+            const float w = r.weight[t * n_used + k];
+            const float * o = out + (t * n_used + k) * E;
+            for (size_t j = 0; j < E; ++j) yt[j] += o[j] * w;
         }
     }
 }

@@ -103,6 +103,46 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
     } else {
         for (const memory::SeqGroup & g : groups) {
             memory::Storage::RecurrentRewrite r = group_rows(g);
+            const size_t n = g.tokens.size();
+            constexpr size_t kMaxCopies = 16;  // more snapshots than this (never configured) take the loop below
+            if (n > 1 && g.snapshots.size() <= kMaxCopies) {
+                // A prompt's run of tokens: the conv of every token first, spread over the pool by channels (each
+                // channel's history stays in registers), the histories of the snapshots due on the way written
+                // as it passes them; then activation and norms token by token on the pool; then the delta rule
+                // token by token, snapshotting the state alone. The same bits as the loop below.
+                const std::span<float> cs = scope.take<float>(n * conv_dim);
+                ops::ConvHistoryCopy copies[kMaxCopies];
+                size_t n_copies = 0;
+                for (size_t k = 1; k <= g.snapshots.size(); ++k) {
+                    if (k < n) copies[n_copies++] = {n - k, b.storage.conv_state(ri, g.snapshots[k - 1])};
+                }
+                ops::parallel_for(b.pool, conv_dim, [&](size_t c0, size_t c1) {
+                    ops::causal_conv_frames(w.conv.data(), hp.ssm_d_conv, c0, c1, r.conv_in, r.conv_out, x.data(),
+                                            conv_dim, g.tokens.data(), n, cs.data(), conv_dim, copies, n_copies);
+                }, 256);
+                ops::parallel_for(b.pool, n, [&](size_t s0, size_t s1) {
+                    for (size_t step = s0; step < s1; ++step) {
+                        float * ct = &cs[step * conv_dim];
+                        ops::silu_n(ct, ct, conv_dim);
+                        for (size_t i = 0; i < Hk; ++i) {
+                            ops::l2_norm(&ct[i * dk], dk, hp.rms_eps, &ct[i * dk]);
+                            ops::l2_norm(&ct[key_dim + i * dk], dk, hp.rms_eps, &ct[key_dim + i * dk]);
+                        }
+                    }
+                });
+                auto copy_state = [&](uint32_t from, uint32_t to) {
+                    std::memcpy(b.storage.ssm_state(ri, to), b.storage.ssm_state(ri, from), ssm_floats * sizeof(float));
+                };
+                for (size_t step = 0; step < n; ++step) {
+                    const float * ct = &cs[step * conv_dim];
+                    ops::parallel_for(b.pool, Hv, [&](size_t j_begin, size_t j_end) {
+                        for (size_t j = j_begin; j < j_end; ++j) delta_head(r.ssm_in, r.ssm_out, g.tokens[step], ct, j);
+                    }, min_heads);
+                    r.ssm_in = r.ssm_out;
+                    snapshot_if_due(g, step + 1, copy_state);
+                }
+                continue;
+            }
             for (size_t step = 0; step < g.tokens.size(); ++step) {
                 const size_t t = g.tokens[step];
                 conv_token(r.conv_in, r.conv_out, t, c.data());
