@@ -94,12 +94,12 @@ void attend(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint
             const uint8_t * v_base, size_t v_stride, const uint32_t * cells, size_t n, float scale, float * out,
             size_t out_stride) {
     if (dim > kAttnMaxDim) throw std::invalid_argument("attend: head wider than kAttnMaxDim");
-    alignas(64) float buf[kAttnMaxDim];
+    alignas(64) float buf[kAttnMaxDim], buf1[kAttnMaxDim];
     const size_t bytes = row_bytes<F16>(dim);
     for (size_t i0 = 0; i0 < n_q; i0 += kAttnMaxQueries) {
         const size_t m = std::min(kAttnMaxQueries, n_q - i0);
         float mx[kAttnMaxQueries], sum[kAttnMaxQueries];
-        float s[kAttnMaxQueries][kAttnBlock], d[kAttnMaxQueries];
+        float s[kAttnMaxQueries][kAttnBlock], d[kAttnMaxQueries], d1[kAttnMaxQueries];
         for (size_t i = 0; i < m; ++i) {
             mx[i] = -INFINITY;
             sum[i] = 0.0f;
@@ -107,12 +107,28 @@ void attend(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint
         }
         for (size_t j0 = 0; j0 < n; j0 += kAttnBlock) {
             const size_t j1 = std::min(n, j0 + kAttnBlock);
-            // Scores of the block: each K row widened once for all queries.
-            for (size_t j = j0; j < j1; ++j) {
+            // Scores of the block: each K row widened once for all queries, two rows at a time (each query's
+            // vector then loaded once for both: dots_pair, the bits of dots).
+            auto ahead = [&](size_t j) {
                 if (j + kAhead < n) {
                     P::prefetch(k_base + static_cast<size_t>(cells[j + kAhead]) * k_stride, bytes);
                     P::prefetch(v_base + static_cast<size_t>(cells[j + kAhead]) * v_stride, bytes);
                 }
+            };
+            size_t j = j0;
+            for (; j + 2 <= j1; j += 2) {
+                ahead(j);
+                ahead(j + 1);
+                const float * k0 = widened<P, F16>(k_base + static_cast<size_t>(cells[j]) * k_stride, buf, dim);
+                const float * k1 = widened<P, F16>(k_base + static_cast<size_t>(cells[j + 1]) * k_stride, buf1, dim);
+                P::dots_pair(q + i0 * q_stride, q_stride, m, k0, k1, dim, d, d1);
+                for (size_t i = 0; i < m; ++i) {
+                    s[i][j - j0] = scale * d[i];
+                    s[i][j + 1 - j0] = scale * d1[i];
+                }
+            }
+            if (j < j1) {
+                ahead(j);
                 const float * key = widened<P, F16>(k_base + static_cast<size_t>(cells[j]) * k_stride, buf, dim);
                 P::dots(q + i0 * q_stride, q_stride, m, key, dim, d);
                 for (size_t i = 0; i < m; ++i) s[i][j - j0] = scale * d[i];
