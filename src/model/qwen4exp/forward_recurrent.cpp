@@ -101,6 +101,9 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         }, min_heads);
         for (const memory::SeqGroup & g : groups) snapshot_if_due(g, 1, copy_row);
     } else {
+        // The conv outputs of a prompt's runs (below): every group's run in one buffer, within the layer's budget.
+        const std::span<float> runs = scope.take<float>(T * conv_dim);
+        size_t run_at = 0;
         for (const memory::SeqGroup & g : groups) {
             memory::Storage::RecurrentRewrite r = group_rows(g);
             const size_t n = g.tokens.size();
@@ -110,7 +113,8 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                 // channel's history stays in registers), the histories of the snapshots due on the way written
                 // as it passes them; then activation and norms token by token on the pool; then the delta rule
                 // token by token, snapshotting the state alone. The same bits as the loop below.
-                const std::span<float> cs = scope.take<float>(n * conv_dim);
+                const std::span<float> cs = runs.subspan(run_at * conv_dim, n * conv_dim);
+                run_at += n;
                 ops::ConvHistoryCopy copies[kMaxCopies];
                 size_t n_copies = 0;
                 for (size_t k = 1; k <= g.snapshots.size(); ++k) {
