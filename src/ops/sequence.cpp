@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "ops/cpu/vec.h"
@@ -70,7 +71,7 @@ void conv_frames(const float * weights, size_t kernel, size_t c0, size_t c1, con
                  float * history_out, const float * x, size_t x_stride, const uint32_t * rows, size_t n, float * out,
                  size_t out_stride, const ConvHistoryCopy * copies, size_t n_copies) {
     constexpr size_t kChunk = 16;
-    constexpr size_t kMax = 8;
+    constexpr size_t kMax = kConvFramesMaxTaps;
     const size_t taps = K != 0 ? K : kernel;  // K = 0: any count up to kMax
     const size_t h = taps - 1;
     for (size_t c = c0; c < c1; c += kChunk) {
@@ -110,11 +111,15 @@ void conv_frames(const float * weights, size_t kernel, size_t c0, size_t c1, con
 void causal_conv_frames(const float * weights, size_t kernel, size_t c0, size_t c1, const float * history_in,
                         float * history_out, const float * x, size_t x_stride, const uint32_t * rows, size_t n,
                         float * out, size_t out_stride, const ConvHistoryCopy * copies, size_t n_copies) {
-    if (kernel == 0 || kernel > 8) throw std::invalid_argument("causal_conv_frames: 1 to 8 taps");
+    if (kernel == 0 || kernel > kConvFramesMaxTaps) throw std::invalid_argument("causal_conv_frames: 1 to 8 taps");
+    auto run = [&](auto taps) {
+        conv_frames<decltype(taps)::value>(weights, kernel, c0, c1, history_in, history_out, x, x_stride, rows, n, out,
+                                           out_stride, copies, n_copies);
+    };
     if (kernel == 4) {
-        conv_frames<4>(weights, kernel, c0, c1, history_in, history_out, x, x_stride, rows, n, out, out_stride, copies, n_copies);
+        run(std::integral_constant<size_t, 4>{});
     } else {
-        conv_frames<0>(weights, kernel, c0, c1, history_in, history_out, x, x_stride, rows, n, out, out_stride, copies, n_copies);
+        run(std::integral_constant<size_t, 0>{});
     }
 }
 

@@ -28,11 +28,13 @@ struct ConvHistoryCopy {
     float * history;
 };
 
-// Frames f < n of channels [c0, c1) with no dilation, each channel's history kept in registers from frame to
-// frame: frame f reads x + rows[f] * x_stride and writes out + f * out_stride; the history is read from
-// history_in and the one after the last frame written to history_out (history_in itself, or a buffer that does
-// not overlap it). The bits of causal_conv_step_into frame after frame. Channel ranges are independent, so a
-// prompt's frames spread over threads by channels.
+inline constexpr size_t kConvFramesMaxTaps = 8;
+
+// Frames f < n of channels [c0, c1) with no dilation and 1 to kConvFramesMaxTaps taps, each channel's history
+// kept in registers from frame to frame: frame f reads x + rows[f] * x_stride and writes out + f * out_stride;
+// the history is read from history_in and the one after the last frame written to history_out (history_in
+// itself, or a buffer that does not overlap it). The bits of causal_conv_step_into frame after frame. Channel
+// ranges are independent, so a prompt's frames spread over threads by channels.
 void causal_conv_frames(const float * weights, size_t kernel, size_t c0, size_t c1, const float * history_in,
                         float * history_out, const float * x, size_t x_stride, const uint32_t * rows, size_t n,
                         float * out, size_t out_stride, const ConvHistoryCopy * copies, size_t n_copies);

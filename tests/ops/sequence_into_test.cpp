@@ -155,7 +155,9 @@ TEST(SequenceInto, ConvFramesHaveTheStepBitsWithCopiesAndChannelRanges) {
             EXPECT_EQ(std::vector<float>(hist_out, hist_out + C * h), hist) << "kernel " << kernel;
             EXPECT_EQ(after2, want_after2) << "kernel " << kernel;
             EXPECT_EQ(after8, want_after8) << "kernel " << kernel;
-            if (!in_place) EXPECT_EQ(in, start) << "the input history changed";
+            if (!in_place) {
+                EXPECT_EQ(in, start) << "the input history changed";
+            }
         }
     }
 }

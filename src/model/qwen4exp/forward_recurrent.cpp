@@ -107,8 +107,10 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         for (const memory::SeqGroup & g : groups) {
             memory::Storage::RecurrentRewrite r = group_rows(g);
             const size_t n = g.tokens.size();
-            constexpr size_t kMaxCopies = 16;  // more snapshots than this (never configured) take the loop below
-            if (n > 1 && g.snapshots.size() <= kMaxCopies) {
+            // More snapshots than this (never configured) or a wider conv take the loop below.
+            constexpr size_t kMaxCopies = 16;
+            const bool runs_conv = hp.ssm_d_conv >= 1 && hp.ssm_d_conv <= ops::kConvFramesMaxTaps;
+            if (n > 1 && g.snapshots.size() <= kMaxCopies && runs_conv) {
                 // A prompt's run of tokens: the conv of every token first, spread over the pool by channels (each
                 // channel's history stays in registers), the histories of the snapshots due on the way written
                 // as it passes them; then activation and norms token by token on the pool; then the delta rule
