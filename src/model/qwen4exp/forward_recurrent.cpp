@@ -38,15 +38,19 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
         std::memcpy(b.storage.conv_state(ri, to), b.storage.conv_state(ri, from), conv_floats * sizeof(float));
         std::memcpy(b.storage.ssm_state(ri, to), b.storage.ssm_state(ri, from), ssm_floats * sizeof(float));
     };
-    // Conv, activation and key/query norms of token t (the conv history advances by one token, read from hist_in
-    // and written to hist_out, which may be the same rows).
-    auto conv_token = [&](const float * hist_in, float * hist_out, size_t t, float * ct) {
-        ops::causal_conv_step_into(w.conv.data(), hp.ssm_d_conv, 1, conv_dim, hist_in, hist_out, &x[t * conv_dim], ct);
+    // Activation and key/query norms of a token's conv output, in place.
+    auto activate = [&](float * ct) {
         ops::silu_n(ct, ct, conv_dim);  // ops::silu's bits
         for (size_t i = 0; i < Hk; ++i) {
             ops::l2_norm(&ct[i * dk], dk, hp.rms_eps, &ct[i * dk]);
             ops::l2_norm(&ct[key_dim + i * dk], dk, hp.rms_eps, &ct[key_dim + i * dk]);
         }
+    };
+    // Conv, activation and key/query norms of token t (the conv history advances by one token, read from hist_in
+    // and written to hist_out, which may be the same rows).
+    auto conv_token = [&](const float * hist_in, float * hist_out, size_t t, float * ct) {
+        ops::causal_conv_step_into(w.conv.data(), hp.ssm_d_conv, 1, conv_dim, hist_in, hist_out, &x[t * conv_dim], ct);
+        activate(ct);
     };
     // The delta rule of value head j for token t of a sequence whose state is read from ssm_in and written to
     // ssm_out (the same rows, or the memory's other bank).
@@ -127,14 +131,7 @@ void recurrent_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                                             conv_dim, g.tokens.data(), n, cs.data(), conv_dim, copies, n_copies);
                 }, 256);
                 ops::parallel_for(b.pool, n, [&](size_t s0, size_t s1) {
-                    for (size_t step = s0; step < s1; ++step) {
-                        float * ct = &cs[step * conv_dim];
-                        ops::silu_n(ct, ct, conv_dim);
-                        for (size_t i = 0; i < Hk; ++i) {
-                            ops::l2_norm(&ct[i * dk], dk, hp.rms_eps, &ct[i * dk]);
-                            ops::l2_norm(&ct[key_dim + i * dk], dk, hp.rms_eps, &ct[key_dim + i * dk]);
-                        }
-                    }
+                    for (size_t step = s0; step < s1; ++step) activate(&cs[step * conv_dim]);
                 });
                 auto copy_state = [&](uint32_t from, uint32_t to) {
                     std::memcpy(b.storage.ssm_state(ri, to), b.storage.ssm_state(ri, from), ssm_floats * sizeof(float));
