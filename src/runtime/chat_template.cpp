@@ -1,6 +1,8 @@
 // ChatML rendering and the choice of template.
 #include "runtime/chat_template.h"
 
+#include <string_view>
+
 #include "common/error.h"
 
 namespace offgrid {
@@ -17,8 +19,9 @@ ChatTemplate choose_chat_template(const std::string & flag, const std::string & 
                 "start with --chat-template chatml to use ChatML anyway, or --chat-template none to disable chat");
 }
 
-std::vector<int32_t> render_chatml(const Tokenizer & tok, const std::vector<ChatMessage> & messages) {
-    return runtime::render_chatml(tok.impl(), messages);
+std::vector<int32_t> render_chatml(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
+                                   const ChatOptions & options) {
+    return runtime::render_chatml(tok.impl(), messages, options);
 }
 
 bool has_control_token(const Tokenizer & tok, const std::string & text) {
@@ -53,12 +56,33 @@ public:
         }
     }
     void text(const std::string & t) { run_ += t; }
+    // The template's own text: its tool-call and tool-response tags are markers, the rest plain text.
+    void tagged(std::string_view t) {
+        while (!t.empty()) {
+            size_t at = std::string_view::npos, len = 0;
+            for (const std::string_view tag : kTags) {
+                const size_t p = t.find(tag);
+                if (p < at) {
+                    at = p;
+                    len = tag.size();
+                }
+            }
+            if (at == std::string_view::npos) {
+                run_ += t;
+                return;
+            }
+            run_ += t.substr(0, at);
+            marker(std::string(t.substr(at, len)));
+            t.remove_prefix(at + len);
+        }
+    }
     std::vector<int32_t> finish() {
         flush();
         return std::move(out_);
     }
 
 private:
+    static constexpr std::string_view kTags[] = {kToolCallOpen, kToolCallClose, "<tool_response>", "</tool_response>"};
     void flush() {
         if (!run_.empty()) tok_.tokenize(run_, false, out_);
         run_.clear();
@@ -70,21 +94,79 @@ private:
 
 }  // namespace
 
-std::vector<int32_t> render_chatml(const Tokenizer & tok, const std::vector<ChatMessage> & messages) {
+// The Qwen family's tool prompt (its chat template's wording), around the tool definitions.
+constexpr const char * kToolsIntro =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+constexpr const char * kToolsOutro =
+    "\n</tools>\n\nFor each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": "
+    "<args-json-object>}\n</tool_call>";
+
+std::vector<int32_t> render_chatml(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
+                                   const ChatOptions & options) {
     Builder b(tok);
     if (tok.add_bos() && tok.bos()) {
         // ChatML models do not add BOS; one that asks for it gets it first.
         b.marker(tok.token_text(*tok.bos()));
     }
-    for (const auto & m : messages) {
+    const auto is_system = [](const ChatMessage & m) { return m.role == "system" || m.role == "developer"; };
+    size_t first = 0;
+    if (!options.tools.empty()) {
+        // One system turn: the conversation's system message (if it opens the conversation), then the tools.
         b.marker("<|im_start|>");
-        b.text((m.role == "developer" ? std::string("system") : m.role) + "\n");
+        b.text("system\n");
+        if (!messages.empty() && is_system(messages[0])) {
+            b.text(messages[0].content);
+            b.text("\n\n");
+            first = 1;
+        }
+        b.tagged(kToolsIntro);
+        for (const std::string & t : options.tools) {
+            b.text("\n");
+            b.text(t);
+        }
+        b.tagged(kToolsOutro);
+        b.marker(kChatMLEnd);
+        b.text("\n");
+    }
+    for (size_t i = first; i < messages.size(); ++i) {
+        const ChatMessage & m = messages[i];
+        if (m.role == "tool") {
+            // A run of tool results is one user turn of <tool_response> blocks.
+            if (i == first || messages[i - 1].role != "tool") {
+                b.marker("<|im_start|>");
+                b.text("user");
+            }
+            b.text("\n");
+            b.tagged("<tool_response>");
+            b.text("\n");
+            b.text(m.content);
+            b.text("\n");
+            b.tagged("</tool_response>");
+            if (i + 1 == messages.size() || messages[i + 1].role != "tool") {
+                b.marker(kChatMLEnd);
+                b.text("\n");
+            }
+            continue;
+        }
+        b.marker("<|im_start|>");
+        b.text((is_system(m) ? std::string("system") : m.role) + "\n");
         b.text(m.content);
+        if (m.role == "assistant") {
+            for (size_t k = 0; k < m.tool_calls.size(); ++k) {
+                if (k > 0 || !m.content.empty()) b.text("\n");
+                b.tagged(kToolCallOpen);
+                b.text("\n{\"name\": \"" + m.tool_calls[k].name + "\", \"arguments\": " + m.tool_calls[k].arguments + "}\n");
+                b.tagged(kToolCallClose);
+            }
+        }
         b.marker(kChatMLEnd);
         b.text("\n");
     }
     b.marker("<|im_start|>");
     b.text("assistant\n");
+    b.tagged(options.assistant_start);
     return b.finish();
 }
 

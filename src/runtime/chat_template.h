@@ -10,7 +10,8 @@
 
 namespace offgrid::runtime {
 
-std::vector<int32_t> render_chatml(const Tokenizer & tok, const std::vector<ChatMessage> & messages);
+std::vector<int32_t> render_chatml(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
+                                   const ChatOptions & options = {});
 bool has_control_token(const Tokenizer & tok, const std::string & text);
 
 }  // namespace offgrid::runtime

@@ -384,6 +384,7 @@ void HttpServer::routes() {
                             return j;
                         };
                         std::vector<bool> started(n_choices, false);
+                        std::vector<ReplyTools> tools = reply_tools(p.tools, id, n_choices);
                         size_t done = 0;
                         Usage usage;
                         auto idle = std::chrono::steady_clock::now();
@@ -413,17 +414,22 @@ void HttpServer::routes() {
                                 lb.add(e.logprobs);
                                 c["logprobs"] = lb.get();
                             }
+                            ReplyTools & rt = tools[static_cast<size_t>(e.index)];
                             if (chat) {
                                 json delta = json::object();
                                 if (!started[static_cast<size_t>(e.index)]) delta["role"] = "assistant";
-                                if (!e.done || !e.text.empty()) delta["content"] = e.text;
+                                std::string content;
+                                json calls = json::array();
+                                rt.add(e.text, e.done, content, calls);
+                                if (!e.done || !content.empty()) delta["content"] = content;
+                                if (!calls.empty()) delta["tool_calls"] = calls;
                                 c["delta"] = delta;
                             } else {
                                 c["text"] = e.text;
                             }
                             started[static_cast<size_t>(e.index)] = true;
                             if (e.done) {
-                                c["finish_reason"] = e.finish_reason;
+                                c["finish_reason"] = rt.finish_reason(e.finish_reason);
                                 usage.add(e, p.n);
                                 ++done;
                             }
@@ -479,10 +485,22 @@ void HttpServer::routes() {
                 return;
             }
             json choices = json::array();
+            std::vector<ReplyTools> tools = reply_tools(pr.tools, id, n_choices);
             for (size_t i = 0; i < n_choices; ++i) {
                 json c = {{"index", i}, {"logprobs", pr.logprobs ? lps[i].get() : json(nullptr)}, {"finish_reason", reasons[i]}};
-                if (chat) c["message"] = {{"role", "assistant"}, {"content", texts[i]}};
-                else c["text"] = texts[i];
+                if (chat) {
+                    std::string content;
+                    json calls = json::array();
+                    tools[i].add(texts[i], true, content, calls);
+                    c["finish_reason"] = tools[i].finish_reason(reasons[i]);
+                    c["message"] = {{"role", "assistant"}, {"content", content}};
+                    if (!calls.empty()) {
+                        if (content.empty()) c["message"]["content"] = nullptr;
+                        c["message"]["tool_calls"] = calls;
+                    }
+                } else {
+                    c["text"] = texts[i];
+                }
                 choices.push_back(std::move(c));
             }
             send_json(res, 200, {{"id", id}, {"object", object}, {"created", created}, {"model", cfg_.model_id},

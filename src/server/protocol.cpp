@@ -141,7 +141,40 @@ struct ChatPrompt {
     std::vector<size_t> message_ends;
 };
 
-ChatPrompt chat_prompt(const json & body, const Tokenizer & tok) {
+bool valid_function_name(const std::string & name) {
+    if (name.empty() || name.size() > 64) return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '-';
+    });
+}
+
+// An assistant message's tool_calls: [{"id", "type": "function", "function": {"name", "arguments"}}], the
+// arguments a JSON string (as OpenAI sends them; an object is taken too).
+std::vector<ChatToolCall> message_tool_calls(const json & m, const std::string & param) {
+    const json * calls = field(m, "tool_calls");
+    std::vector<ChatToolCall> out;
+    if (!calls) return out;
+    const std::string p = param + ".tool_calls";
+    if (!calls->is_array()) bad(p, "'" + p + "' must be an array", "invalid_type");
+    for (size_t k = 0; k < calls->size(); ++k) {
+        const json & c = (*calls)[k];
+        const std::string pk = p + "[" + std::to_string(k) + "]";
+        if (!c.is_object()) bad(pk, "'" + pk + "' must be an object", "invalid_type");
+        const json * f = field(c, "function");
+        if (!f || !f->is_object()) bad(pk + ".function", "'" + pk + ".function' must be an object", "invalid_type");
+        const json * name = field(*f, "name");
+        if (!name || !name->is_string()) bad(pk + ".function.name", "'" + pk + ".function.name' must be a string", "invalid_type");
+        const json * args = field(*f, "arguments");
+        std::string a = "{}";
+        if (args && args->is_string()) a = args->get<std::string>();
+        else if (args && args->is_object()) a = template_json(*args);
+        else if (args) bad(pk + ".function.arguments", "'" + pk + ".function.arguments' must be a JSON string", "invalid_type");
+        out.push_back({name->get<std::string>(), std::move(a)});
+    }
+    return out;
+}
+
+std::vector<ChatMessage> chat_messages(const json & body) {
     const json * msgs = field(body, "messages");
     if (!msgs) bad("messages", "you must provide 'messages'", "missing_required_parameter");
     if (!msgs->is_array() || msgs->empty()) bad("messages", "'messages' must be a non-empty array", "invalid_type");
@@ -157,11 +190,80 @@ ChatPrompt chat_prompt(const json & body, const Tokenizer & tok) {
         if (r != "system" && r != "developer" && r != "user" && r != "assistant" && r != "tool") {
             bad(param + ".role", "unknown role '" + r + "' (system, developer, user, assistant, tool)");
         }
-        out.push_back({r, message_content(m, i)});
+        std::vector<ChatToolCall> calls;
+        if (r == "assistant") calls = message_tool_calls(m, param);
+        out.emplace_back(r, message_content(m, i), std::move(calls));
     }
+    return out;
+}
+
+// The request's tools, tool_choice and parallel_tool_calls: the tools section of the prompt and the replies' parser.
+void chat_tools(const json & body, ChatOptions & options, ToolUse & use) {
+    const json * tools = field(body, "tools");
+    const json * choice = field(body, "tool_choice");
+    use.parallel = boolean(body, "parallel_tool_calls", true);
+    std::vector<std::string> names, rendered;
+    if (tools) {
+        if (!tools->is_array()) bad("tools", "'tools' must be an array", "invalid_type");
+        if (tools->size() > kMaxTools) bad("tools", "at most " + std::to_string(kMaxTools) + " tools, got " + std::to_string(tools->size()));
+        for (size_t i = 0; i < tools->size(); ++i) {
+            const json & t = (*tools)[i];
+            const std::string p = "tools[" + std::to_string(i) + "]";
+            if (!t.is_object()) bad(p, "'" + p + "' must be an object", "invalid_type");
+            const json * type = field(t, "type");
+            if (!type || *type != "function") bad(p + ".type", "'" + p + ".type' must be \"function\"");
+            const json * f = field(t, "function");
+            if (!f || !f->is_object()) bad(p + ".function", "'" + p + ".function' must be an object", "invalid_type");
+            const json * name = field(*f, "name");
+            if (!name || !name->is_string() || !valid_function_name(name->get<std::string>())) {
+                bad(p + ".function.name", "'" + p + ".function.name' must be 1-64 letters, digits, '_' or '-'");
+            }
+            const json * desc = field(*f, "description");
+            if (desc && !desc->is_string()) bad(p + ".function.description", "'" + p + ".function.description' must be a string", "invalid_type");
+            const json * params = field(*f, "parameters");
+            if (params && !params->is_object()) bad(p + ".function.parameters", "'" + p + ".function.parameters' must be an object", "invalid_type");
+            const std::string n = name->get<std::string>();
+            if (std::find(names.begin(), names.end(), n) != names.end()) bad(p + ".function.name", "two tools are named '" + n + "'");
+            names.push_back(n);
+            rendered.push_back(template_json(t));
+        }
+    }
+    std::string mode = names.empty() ? "none" : "auto";
+    std::string forced;
+    if (choice) {
+        if (choice->is_string()) {
+            mode = choice->get<std::string>();
+            if (mode != "none" && mode != "auto" && mode != "required") {
+                bad("tool_choice", "'tool_choice' must be \"none\", \"auto\", \"required\" or a function");
+            }
+        } else if (choice->is_object()) {
+            const json * f = field(*choice, "function");
+            const json * n = f && f->is_object() ? field(*f, "name") : nullptr;
+            if (!n || !n->is_string()) bad("tool_choice", "'tool_choice' names a function as {\"type\": \"function\", \"function\": {\"name\": ...}}", "invalid_type");
+            mode = "function";
+            forced = n->get<std::string>();
+            if (std::find(names.begin(), names.end(), forced) == names.end()) bad("tool_choice", "'tool_choice' names '" + forced + "', which is not among 'tools'");
+        } else {
+            bad("tool_choice", "'tool_choice' must be a string or an object", "invalid_type");
+        }
+        if (names.empty() && mode != "none") bad("tool_choice", "'tool_choice' needs 'tools'");
+    }
+    if (mode == "none") return;  // the tools are not shown; replies are text
+    options.tools = std::move(rendered);
+    use.functions = std::move(names);
+    // A call is made sure of by opening the reply with one (no grammar: the model writes the rest).
+    if (mode == "required") use.reply_start = std::string(kToolCallOpen) + "\n";
+    if (mode == "function") use.reply_start = std::string(kToolCallOpen) + "\n{\"name\": \"" + forced + "\", \"arguments\": ";
+    options.assistant_start = use.reply_start;
+}
+
+ChatPrompt chat_prompt(const json & body, const Tokenizer & tok, ToolUse & use) {
+    const std::vector<ChatMessage> messages = chat_messages(body);
+    ChatOptions options;
+    chat_tools(body, options, use);
     ChatPrompt cp;
-    cp.tokens = render_chatml(tok, out);
-    cp.message_ends = chat_message_ends(tok, out, cp.tokens);
+    cp.tokens = render_chatml(tok, messages, options);
+    cp.message_ends = chat_message_ends(tok, messages, cp.tokens, options);
     return cp;
 }
 
@@ -206,16 +308,56 @@ void check_model(const json & body, const std::string & model_id) {
     }
 }
 
+std::string template_json(const json & v) {
+    if (v.is_object()) {
+        std::string out = "{";
+        bool first = true;
+        for (auto it = v.begin(); it != v.end(); ++it) {
+            if (!first) out += ", ";
+            first = false;
+            out += json(it.key()).dump(-1, ' ', false, json::error_handler_t::replace);
+            out += ": ";
+            out += template_json(it.value());
+        }
+        return out + "}";
+    }
+    if (v.is_array()) {
+        std::string out = "[";
+        for (size_t i = 0; i < v.size(); ++i) {
+            if (i > 0) out += ", ";
+            out += template_json(v[i]);
+        }
+        return out + "]";
+    }
+    return v.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
 std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
-                                      std::span<const int32_t> rendered) {
+                                      std::span<const int32_t> rendered, const ChatOptions & options) {
     // The conversation without messages is BOS (when the tokenizer asks for it) and the assistant's opener.
     const std::vector<int32_t> bare = render_chatml(tok, {});
     const size_t bos = tok.add_bos() && tok.bos() && !bare.empty() && bare[0] == *tok.bos() ? 1 : 0;
     if (bare.size() > rendered.size()) return {};
+    // The template's turns, each rendered alone: the tools' system turn (with the system message that opens the
+    // conversation), each other message, each run of tool messages.
+    std::vector<std::pair<std::vector<ChatMessage>, bool>> turns;  // messages, with the tools
+    size_t i = 0;
+    if (!options.tools.empty()) {
+        std::vector<ChatMessage> first;
+        if (!messages.empty() && (messages[0].role == "system" || messages[0].role == "developer")) first.push_back(messages[i++]);
+        turns.emplace_back(std::move(first), true);
+    }
+    while (i < messages.size()) {
+        std::vector<ChatMessage> turn{messages[i++]};
+        while (turn.back().role == "tool" && i < messages.size() && messages[i].role == "tool") turn.push_back(messages[i++]);
+        turns.emplace_back(std::move(turn), false);
+    }
     std::vector<size_t> ends;
     size_t at = bos;
-    for (const ChatMessage & m : messages) {
-        const std::vector<int32_t> alone = render_chatml(tok, {m});
+    for (const auto & [turn, with_tools] : turns) {
+        ChatOptions o;
+        if (with_tools) o.tools = options.tools;
+        const std::vector<int32_t> alone = render_chatml(tok, turn, o);
         if (alone.size() < bare.size()) break;
         const size_t n = alone.size() - bare.size();
         if (at + n > rendered.size() || !std::equal(alone.begin() + static_cast<std::ptrdiff_t>(bos),
@@ -272,7 +414,7 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
 
     std::vector<size_t> message_ends;
     if (chat) {
-        ChatPrompt cp = chat_prompt(body, tok);
+        ChatPrompt cp = chat_prompt(body, tok, pr.tools);
         pr.prompts.push_back(std::move(cp.tokens));
         message_ends = std::move(cp.message_ends);
     } else pr.prompts = completion_prompts(body, tok, lim.n_vocab);
@@ -315,6 +457,43 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
         bad("", e.what());
     }
     return pr;
+}
+
+ReplyTools::ReplyTools(const ToolUse & use, std::string call_id_base)
+    : active_(!use.functions.empty()), parser_(use.functions, use.parallel), id_base_(std::move(call_id_base)) {
+    if (active_) parser_.feed(use.reply_start);  // the opened block: nothing to give out yet
+}
+
+void ReplyTools::add(const std::string & text, bool done, std::string & content, json & calls) {
+    if (!active_) {
+        content += text;
+        return;
+    }
+    std::vector<ToolCallParser::Event> events = parser_.feed(text);
+    if (done) {
+        std::vector<ToolCallParser::Event> rest = parser_.finish();
+        events.insert(events.end(), rest.begin(), rest.end());
+    }
+    for (const auto & e : events) {
+        if (!e.call) {
+            content += e.text;
+            continue;
+        }
+        const size_t k = n_calls_++;
+        calls.push_back({{"index", k}, {"id", "call_" + id_base_ + "_" + std::to_string(k)}, {"type", "function"},
+                         {"function", {{"name", e.name}, {"arguments", e.arguments}}}});
+    }
+}
+
+std::string ReplyTools::finish_reason(const std::string & reason) const {
+    return n_calls_ > 0 && reason == "stop" ? "tool_calls" : reason;
+}
+
+std::vector<ReplyTools> reply_tools(const ToolUse & use, const std::string & id, size_t n_choices) {
+    std::vector<ReplyTools> out;
+    out.reserve(n_choices);
+    for (size_t i = 0; i < n_choices; ++i) out.emplace_back(use, id.substr(id.find('-') + 1) + "_" + std::to_string(i));
+    return out;
 }
 
 }  // namespace offgrid::server

@@ -18,7 +18,7 @@
 
 namespace offgrid::server {
 
-using json = nlohmann::json;
+using json = nlohmann::ordered_json;  // objects keep their keys' order (a tool's definition is rendered as sent)
 
 struct ApiError : std::runtime_error {
     ApiError(int status, std::string message, std::string type = "invalid_request_error", std::string param = {},
@@ -34,12 +34,20 @@ json error_body(const std::string & message, const std::string & type, const std
 inline constexpr size_t kMaxStopStrings = 4;  // as OpenAI
 inline constexpr int32_t kMaxChoices = 16;
 inline constexpr int32_t kMaxTopLogprobs = 20;
+inline constexpr size_t kMaxTools = 128;  // as OpenAI
 
 struct ParseLimits {
     std::string model_id;     // the name /v1/models lists; requests must name it
     uint32_t seq_capacity;    // most tokens one sequence holds (prompt + generated)
     int32_t n_vocab;
     ChatTemplate chat_template;
+};
+
+// A chat request's tools: what its replies' ToolCallParser needs.
+struct ToolUse {
+    std::vector<std::string> functions;  // the functions a reply may call; empty: replies are text only
+    bool parallel = true;                // parallel_tool_calls
+    std::string reply_start;             // text the prompt already opened the reply with (tool_choice forcing a call)
 };
 
 struct ParsedRequest {
@@ -50,14 +58,43 @@ struct ParsedRequest {
     int32_t n = 1;
     std::vector<std::vector<int32_t>> prompts;  // one per prompt (the chat has one)
     std::vector<GenRequest> choices;            // prompts x n, index = prompt * n + k
+    ToolUse tools;                              // chat only
 };
 
 // Where each message of a rendered chat ends in its tokens (after the message's closing marker and newline),
 // ascending, for every message whose end is exact: the rendered prompt starts with the messages rendered one by
 // one up to there. The ends stop at the first message whose tokens merge with the next one's (template markers
 // that are plain text in the vocabulary); with control-token markers every message's end is exact.
+// With tools, the system turn that holds them ends first (with the conversation's system message, if it opens it),
+// and a run of tool messages (one user turn) ends once, after its last message.
 std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
-                                      std::span<const int32_t> rendered);
+                                      std::span<const int32_t> rendered, const ChatOptions & options = {});
+
+// A value as the chat template writes it (Python's json.dumps: ", " and ": " between items, keys in their order,
+// non-ASCII characters as they are).
+std::string template_json(const json & value);
+
+// A chat choice's reply split into text and tool calls, as OpenAI's fields: a ToolCallParser fed the reply's
+// start (what the prompt opened it with), then the generated text. Without the request's tools the text passes
+// through unchanged.
+class ReplyTools {
+public:
+    ReplyTools(const ToolUse & use, std::string call_id_base);
+    // Adds the next piece of the reply (done: the last): appends the text that became certain to `content` and
+    // each finished call to `calls` ({"index", "id", "type": "function", "function": {"name", "arguments"}}).
+    void add(const std::string & text, bool done, std::string & content, json & calls);
+    size_t calls() const { return n_calls_; }
+    // The choice's finish_reason: "tool_calls" for a reply that called a tool and stopped by itself.
+    std::string finish_reason(const std::string & reason) const;
+
+private:
+    bool active_;
+    ToolCallParser parser_;
+    std::string id_base_;
+    size_t n_calls_ = 0;
+};
+// One per choice of a request whose id is `id` (call ids: call_<id's hex>_<choice>_<k>).
+std::vector<ReplyTools> reply_tools(const ToolUse & use, const std::string & id, size_t n_choices);
 
 // Parses a body. Throws ApiError.
 json parse_body(const std::string & body);

@@ -121,6 +121,40 @@ test('chat completions, plain and streamed', async () => {
   assert.equal(usage.completion_tokens, r.usage.completion_tokens);
 });
 
+test('chat with tools: definitions, a call and its result in the history, a forced call', async () => {
+  const tools = [{
+    type: 'function',
+    function: {
+      name: 'lookup', description: 'Looks a word up.',
+      parameters: { type: 'object', properties: { word: { type: 'string' } }, required: ['word'] },
+    },
+  }];
+  const messages = [
+    { role: 'user', content: 'Define cabin.' },
+    { role: 'assistant', content: null, tool_calls: [
+      { id: 'call_1', type: 'function', function: { name: 'lookup', arguments: '{"word":"cabin"}' } }] },
+    { role: 'tool', tool_call_id: 'call_1', content: 'a small house' },
+  ];
+  const r = await client.chat.completions.create({ ...base, messages, tools, max_tokens: 6 });
+  const m = r.choices[0].message;
+  assert.equal(m.role, 'assistant');
+  // The random model writes text (a reply that called a tool would carry tool_calls and finish with tool_calls).
+  if (m.tool_calls) assert.equal(r.choices[0].finish_reason, 'tool_calls');
+  else assert.equal(typeof m.content, 'string');
+  const forced = await client.chat.completions.create({
+    ...base, messages, tools, tool_choice: { type: 'function', function: { name: 'lookup' } }, max_tokens: 6,
+  });
+  assert.ok(forced.usage.prompt_tokens > r.usage.prompt_tokens, 'a forced call opens the reply in the prompt');
+  const none = await client.chat.completions.create({ ...base, messages, tools, tool_choice: 'none', max_tokens: 6 });
+  assert.ok(none.usage.prompt_tokens < r.usage.prompt_tokens, 'tool_choice none leaves the tools out');
+  const stream = await client.chat.completions.create({ ...base, messages, tools, max_tokens: 6, stream: true });
+  let text = '';
+  for await (const chunk of stream) for (const c of chunk.choices) text += c.delta.content ?? '';
+  assert.equal(text, m.content ?? '');
+  await assert.rejects(client.chat.completions.create({ ...base, messages, tool_choice: 'required', max_tokens: 2 }),
+    (e) => e.status === 400);
+});
+
 test('stop strings cut the text and are never emitted', async () => {
   const req = { ...base, prompt: 'The cabin stands at the end of a long gravel road', max_tokens: 24, ignore_eos: true };
   const full = (await client.completions.create(req)).choices[0].text;
