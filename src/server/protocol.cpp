@@ -419,6 +419,24 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
         message_ends = std::move(cp.message_ends);
     } else pr.prompts = completion_prompts(body, tok, lim.n_vocab);
 
+    // A reply held to JSON: a call the request forced (the rest of the opened <tool_call> block), or
+    // response_format json_object.
+    GenRequest::JsonReply json_reply;
+    if (const json * rf = field(body, "response_format")) {
+        const json * type = rf->is_object() ? field(*rf, "type") : nullptr;
+        if (!type || !type->is_string()) bad("response_format", "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}", "invalid_type");
+        const std::string t = type->get<std::string>();
+        if (t == "json_schema") {
+            bad("response_format", "response_format json_schema is not supported (no schema is enforced); json_object holds the reply to a JSON object");
+        }
+        if (t != "text" && t != "json_object") bad("response_format", "'response_format.type' must be \"text\" or \"json_object\"");
+        json_reply.on = t == "json_object";
+    }
+    if (!pr.tools.reply_start.empty()) {
+        json_reply.on = true;
+        json_reply.prefix = pr.tools.reply_start.substr(kToolCallOpen.size() + 1);  // after "<tool_call>\n"
+        json_reply.suffix = "\n" + std::string(kToolCallClose);
+    }
     const char * max_name = field(body, "max_completion_tokens") ? "max_completion_tokens" : "max_tokens";
     const bool max_given = field(body, max_name) != nullptr;
     const int64_t max_tokens = integer(body, max_name, chat ? 0 : 16, 1, INT32_MAX);
@@ -444,7 +462,8 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
             g.sampling.seed = (seeded ? seed : fresh_seed()) + static_cast<uint64_t>(k);
             g.stop = stop;
             g.ignore_eos = ignore_eos;
-            g.speculative = speculative;
+            g.speculative = speculative && !json_reply.on;
+            g.json = json_reply;
             g.top_logprobs = top_logprobs;
             g.index = static_cast<int32_t>(p) * pr.n + k;
             g.message_ends = message_ends;

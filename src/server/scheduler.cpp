@@ -93,6 +93,8 @@ struct Scheduler::Slot {
     int32_t pending = -1;       // sampled, not yet decoded
     std::vector<int32_t> generated;
     std::unique_ptr<Sampler> sampler;
+    std::unique_ptr<JsonConstraint> json;  // the reply held to JSON (GenRequest::json)
+    std::vector<float> masked;             // the logits row with the constraint's -inf
     std::unique_ptr<StopText> stop;
     std::vector<float> cached_logits;
     // The cached snapshot the sequence's first base_len tokens are (restored or taken last): the next snapshot
@@ -352,6 +354,11 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
     s.pins.clear();
     s.sampler = std::make_unique<Sampler>(j.req.sampling);
     for (const int32_t t : prompt) s.sampler->accept(t);
+    s.json.reset();
+    if (j.req.json.on) {
+        if (!token_texts_) token_texts_ = std::make_shared<const TokenTexts>(tok_);
+        s.json = std::make_unique<JsonConstraint>(token_texts_, j.req.json.prefix, j.req.json.object_only, j.req.json.suffix);
+    }
     s.stop = std::make_unique<StopText>(j.req.stop);
     ++stats_.slots_busy;
     stats_.prompt_tokens += prompt.size();
@@ -522,7 +529,7 @@ bool Scheduler::step() {
     std::vector<Slot *> speculating;  // generating slots that draft: a verify call of their own after this batch
     for (auto & s : slots_) {
         if (!s.job || s.prefilling || s.pending < 0) continue;
-        if (spec_ && s.job->req.speculative && s.job->req.top_logprobs < 0) {
+        if (spec_ && s.job->req.speculative && s.job->req.top_logprobs < 0 && !s.job->req.json.on) {
             speculating.push_back(&s);
             continue;
         }
@@ -591,8 +598,7 @@ bool Scheduler::step() {
             s.pending = -1;
         }
         const float * logits = ctx_.logits(row++);
-        const int32_t t = s.sampler->sample({logits, static_cast<size_t>(n_vocab_)});
-        s.sampler->accept(t);
+        const int32_t t = draw(s, logits);
         drawn.push_back({&s, t, logits, prompt_end, {}});
     }
     // 2. Out to the channels (queues the HTTP threads drain: a slow client never holds a step), before the
@@ -672,9 +678,21 @@ void Scheduler::speculate(const std::vector<Slot *> & slots) {
     }
 }
 
-void Scheduler::sample(Slot & s, const float * logits) {
-    const int32_t t = s.sampler->sample({logits, static_cast<size_t>(n_vocab_)});
+int32_t Scheduler::draw(Slot & s, const float * logits) {
+    const size_t n = static_cast<size_t>(n_vocab_);
+    if (s.json) {
+        s.masked.assign(logits, logits + n);
+        s.json->mask(s.masked.data(), n);
+        logits = s.masked.data();
+    }
+    const int32_t t = s.sampler->sample({logits, n});
     s.sampler->accept(t);
+    if (s.json) s.json->accept(t);
+    return t;
+}
+
+void Scheduler::sample(Slot & s, const float * logits) {
+    const int32_t t = draw(s, logits);
     const std::string ending = emit(s, t, logits);
     if (!ending.empty()) finish(s, ending);
 }
@@ -695,6 +713,9 @@ std::string Scheduler::emit(Slot & s, int32_t t, const float * logits) {
     } else {
         e.text = s.stop->push(tok_.token_to_piece(t, false));
         if (s.stop->stopped()) {
+            ending = "stop";
+        } else if (s.json && s.json->complete()) {  // the JSON value (and what follows it) is written
+            e.text += s.stop->flush();
             ending = "stop";
         } else if (static_cast<int32_t>(s.generated.size()) >= j.req.max_tokens || s.n_past + 1 >= capacity_) {
             e.text += s.stop->flush();
@@ -742,6 +763,7 @@ void Scheduler::finish(Slot & s, const std::string & reason, const std::string &
     s.prompt_snap.reset();
     s.chunk_snap.reset();
     s.sampler.reset();
+    s.json.reset();
     s.stop.reset();
     s.prefilling = false;
     s.logits_ready = false;

@@ -25,6 +25,7 @@
 #include "offgrid/sampler.h"
 #include "offgrid/speculative.h"
 #include "offgrid/tokenizer.h"
+#include "server/json_constraint.h"
 #include "server/prefix_cache.h"
 
 namespace offgrid::server {
@@ -46,6 +47,14 @@ struct GenRequest {
     int32_t index = 0;            // choice index in the response
     bool speculative = true;      // with a speculative server: draft and verify this choice (off: one token a step)
     std::vector<size_t> message_ends;  // chat: where each message ends in the prompt (ascending), worth a snapshot
+    // The reply held to JSON (server/json_constraint.h): the text it already holds, whether the next value must be
+    // an object, the literal due after the value; the reply ends when both are written.
+    struct JsonReply {
+        bool on = false;
+        std::string prefix;
+        bool object_only = true;
+        std::string suffix;
+    } json;
 };
 
 struct ChoiceEvent {
@@ -139,6 +148,8 @@ private:
     void start_job(Slot & s, std::unique_ptr<Job> job);
     bool step();
     void sample(Slot & s, const float * logits);
+    // Draws the slot's next token from its logits (held to its JSON constraint, if any) and accepts it.
+    int32_t draw(Slot & s, const float * logits);
     // Streams one sampled (and accepted) token; logits (for logprobs) may be null. Returns why the request ends
     // with it ("stop", "length"), or empty; the caller then calls finish().
     std::string emit(Slot & s, int32_t t, const float * logits);
@@ -160,6 +171,7 @@ private:
     std::unique_ptr<SpeculativeDecoder> spec_;  // null: no speculation
     uint32_t capacity_ = 0;
     int32_t n_vocab_ = 0;
+    std::shared_ptr<const TokenTexts> token_texts_;  // built at the first request with a JSON reply
     size_t cell_row_bytes_ = 0;  // K, V and indexer bytes of one cell
     size_t snapshot_fixed_bytes_ = 0;  // a snapshot's bytes besides rows (recurrent state, books), once one was taken
     PrefixCache cache_;
