@@ -6,7 +6,9 @@
 // JSON the parser accepts, with no whitespace before or after it, within the automaton's limits (whitespace runs,
 // nesting, digits) and not a bare number, the automaton takes whole and calls done(). For any input: a byte the
 // automaton refuses ends every longer input too (it is a prefix automaton); a prefix taken that is not done has a
-// byte that continues it; no crash, no sanitizer report.
+// byte that continues it; no crash, no sanitizer report. Inputs that start with a byte 1-3 are the rest under a
+// schema (an object with typed and enum properties, a recursive tree, a tool call): no dead end, prefixes, and
+// JSON when done.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -56,9 +58,48 @@ bool within_limits(std::string_view s) {
     return true;
 }
 
+// Schemas for the inputs that start with '\x01'..'\x03' (the rest of those inputs is the text): the contract then
+// asks for no dead end, prefixes, and JSON when done.
+const offgrid::server::JsonSchema & schema(int which) {
+    using offgrid::server::JsonSchema;
+    static const auto person = JsonSchema::compile(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+        "name": {"type": "string"}, "age": {"type": "integer"}, "tags": {"type": "array", "items": {"enum": ["a", "bc", 1, 12]},
+        "minItems": 1, "maxItems": 3}, "opt": {"anyOf": [{"type": "string"}, {"type": "null"}, {"type": "number"}]},
+        "pet": {"$ref": "#/$defs/Pet"}}, "required": ["name", "age"], "additionalProperties": false,
+        "$defs": {"Pet": {"type": "object", "properties": {"legs": {"type": "number"}}, "additionalProperties": {"type": "boolean"}}}})"));
+    static const auto tree = JsonSchema::compile(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
+        "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}}, "required": ["v"],
+        "additionalProperties": false})"));
+    static const auto call = JsonSchema::tool_call({"f", "get"}, nullptr);
+    return which == 1 ? *person : which == 2 ? *tree : *call;
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t * data, size_t size) {
+    if (size > 0 && data[0] >= 1 && data[0] <= 3) {
+        const offgrid::server::JsonSchema & sc = schema(data[0]);
+        const std::string_view s(reinterpret_cast<const char *>(data + 1), size - 1);
+        offgrid::server::JsonPrefix j(sc);
+        size_t taken = 0;
+        while (taken < s.size() && j.feed(static_cast<unsigned char>(s[taken]))) ++taken;
+        if (taken == s.size() && !j.done()) {
+            bool continues = false;
+            for (int b = 0; b < 256 && !continues; ++b) {
+                offgrid::server::JsonPrefix k = j;
+                continues = k.feed(static_cast<unsigned char>(b));
+            }
+            if (!continues) violated("a prefix with no continuation under a schema", s);
+        }
+        offgrid::server::JsonPrefix k(sc);
+        if (!k.feed(s.substr(0, taken))) violated("a prefix taken once is refused again under a schema", s);
+        bool plain = true;
+        for (const char c : s) plain = plain && static_cast<unsigned char>(c) < 0x80 && c != '\0';
+        if (plain && taken == s.size() && j.done() && !nlohmann::json::accept(s.begin(), s.end())) {
+            violated("completed under a schema what the parser refuses", s);
+        }
+        return 0;
+    }
     const std::string_view s(reinterpret_cast<const char *>(data), size);
     offgrid::server::JsonPrefix j;
     size_t taken = 0;

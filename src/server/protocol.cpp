@@ -203,6 +203,7 @@ void chat_tools(const json & body, ChatOptions & options, ToolUse & use) {
     const json * choice = field(body, "tool_choice");
     use.parallel = boolean(body, "parallel_tool_calls", true);
     std::vector<std::string> names, rendered;
+    std::vector<json> parameters;
     if (tools) {
         if (!tools->is_array()) bad("tools", "'tools' must be an array", "invalid_type");
         if (tools->size() > kMaxTools) bad("tools", "at most " + std::to_string(kMaxTools) + " tools, got " + std::to_string(tools->size()));
@@ -226,6 +227,7 @@ void chat_tools(const json & body, ChatOptions & options, ToolUse & use) {
             if (std::find(names.begin(), names.end(), n) != names.end()) bad(p + ".function.name", "two tools are named '" + n + "'");
             names.push_back(n);
             rendered.push_back(template_json(t));
+            parameters.push_back(params ? *params : json{{"type", "object"}});  // OpenAI: absent is any object
         }
     }
     std::string mode = names.empty() ? "none" : "auto";
@@ -250,10 +252,22 @@ void chat_tools(const json & body, ChatOptions & options, ToolUse & use) {
     }
     if (mode == "none") return;  // the tools are not shown; replies are text
     options.tools = std::move(rendered);
+    // A call is made sure of by opening the reply with one and holding the rest to the call's JSON: a function's
+    // name and arguments of its parameters' schema (of any object when the schema is not one JsonSchema follows,
+    // or when several functions may be called: their arguments are not told apart by their first byte).
+    if (mode == "required" || mode == "function") {
+        use.reply_start = std::string(kToolCallOpen) + "\n";
+        if (mode == "function") use.reply_start += "{\"name\": \"" + forced + "\", \"arguments\": ";
+        const size_t only = mode == "function" ? static_cast<size_t>(std::find(names.begin(), names.end(), forced) - names.begin())
+                                               : names.size() == 1 ? 0 : names.size();
+        const std::vector<std::string> callable = only < names.size() ? std::vector<std::string>{names[only]} : names;
+        try {
+            use.call = JsonSchema::tool_call(callable, only < names.size() ? &parameters[only] : nullptr);
+        } catch (const std::invalid_argument &) {
+            use.call = JsonSchema::tool_call(callable, nullptr);
+        }
+    }
     use.functions = std::move(names);
-    // A call is made sure of by opening the reply with one (no grammar: the model writes the rest).
-    if (mode == "required") use.reply_start = std::string(kToolCallOpen) + "\n";
-    if (mode == "function") use.reply_start = std::string(kToolCallOpen) + "\n{\"name\": \"" + forced + "\", \"arguments\": ";
     options.assistant_start = use.reply_start;
 }
 
@@ -426,14 +440,24 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
         const json * type = rf->is_object() ? field(*rf, "type") : nullptr;
         if (!type || !type->is_string()) bad("response_format", "'response_format' must be {\"type\": \"text\"} or {\"type\": \"json_object\"}", "invalid_type");
         const std::string t = type->get<std::string>();
-        if (t == "json_schema") {
-            bad("response_format", "response_format json_schema is not supported (no schema is enforced); json_object holds the reply to a JSON object");
+        if (t != "text" && t != "json_object" && t != "json_schema") {
+            bad("response_format", "'response_format.type' must be \"text\", \"json_object\" or \"json_schema\"");
         }
-        if (t != "text" && t != "json_object") bad("response_format", "'response_format.type' must be \"text\" or \"json_object\"");
-        json_reply.on = t == "json_object";
+        json_reply.on = t != "text";
+        if (t == "json_schema") {
+            const json * js = field(*rf, "json_schema");
+            const json * schema = js && js->is_object() ? field(*js, "schema") : nullptr;
+            if (!schema) bad("response_format", "'response_format.json_schema.schema' is missing", "missing_required_parameter");
+            try {
+                json_reply.schema = JsonSchema::compile(*schema);
+            } catch (const std::invalid_argument & e) {
+                bad("response_format", std::string("response_format.json_schema.") + e.what());
+            }
+        }
     }
     if (!pr.tools.reply_start.empty()) {
         json_reply.on = true;
+        json_reply.schema = pr.tools.call;
         json_reply.prefix = pr.tools.reply_start.substr(kToolCallOpen.size() + 1);  // after "<tool_call>\n"
         json_reply.suffix = "\n" + std::string(kToolCallClose);
     }

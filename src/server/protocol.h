@@ -48,6 +48,7 @@ struct ToolUse {
     std::vector<std::string> functions;  // the functions a reply may call; empty: replies are text only
     bool parallel = true;                // parallel_tool_calls
     std::string reply_start;             // text the prompt already opened the reply with (tool_choice forcing a call)
+    std::shared_ptr<const JsonSchema> call;  // a forced call's object: a function's name and its parameters
 };
 
 struct ParsedRequest {

@@ -357,7 +357,7 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
     s.json.reset();
     if (j.req.json.on) {
         if (!token_texts_) token_texts_ = std::make_shared<const TokenTexts>(tok_);
-        s.json = std::make_unique<JsonConstraint>(token_texts_, j.req.json.prefix, j.req.json.object_only, j.req.json.suffix);
+        s.json = std::make_unique<JsonConstraint>(token_texts_, j.req.json.schema, true, j.req.json.prefix, j.req.json.suffix);
     }
     s.stop = std::make_unique<StopText>(j.req.stop);
     ++stats_.slots_busy;
@@ -682,7 +682,12 @@ int32_t Scheduler::draw(Slot & s, const float * logits) {
     const size_t n = static_cast<size_t>(n_vocab_);
     if (s.json) {
         s.masked.assign(logits, logits + n);
-        s.json->mask(s.masked.data(), n);
+        if (s.json->mask(s.masked.data(), n) == 0 && !tok_.end_of_generation_tokens().empty()) {
+            // Nothing continues the value (a schema that nests deeper than the automaton allows): the reply ends.
+            const int32_t end = tok_.end_of_generation_tokens().front();
+            s.sampler->accept(end);
+            return end;
+        }
         logits = s.masked.data();
     }
     const int32_t t = s.sampler->sample({logits, n});

@@ -47,12 +47,12 @@ struct GenRequest {
     int32_t index = 0;            // choice index in the response
     bool speculative = true;      // with a speculative server: draft and verify this choice (off: one token a step)
     std::vector<size_t> message_ends;  // chat: where each message ends in the prompt (ascending), worth a snapshot
-    // The reply held to JSON (server/json_constraint.h): the text it already holds, whether the next value must be
-    // an object, the literal due after the value; the reply ends when both are written.
+    // The reply held to JSON (server/json_constraint.h): its schema, the text it already holds, the literal due
+    // after the value; the reply ends when both are written.
     struct JsonReply {
         bool on = false;
+        std::shared_ptr<const JsonSchema> schema;  // null: any object
         std::string prefix;
-        bool object_only = true;
         std::string suffix;
     } json;
 };

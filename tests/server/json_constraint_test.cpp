@@ -3,6 +3,7 @@
 // and a forced tool call.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <memory>
@@ -165,7 +166,7 @@ TEST(JsonReply, TheMaskKeepsTheReplyJsonUntilItIsComplete) {
     std::mt19937 rng(5);
     int completed_runs = 0;
     for (int r = 0; r < 40; ++r) {
-        JsonConstraint c(byte_texts(), "", true, "");
+        JsonConstraint c(byte_texts(), nullptr, true, "", "");
         bool done = false;
         const std::string out = run(c, rng, 400, done);
         EXPECT_TRUE(prefix_ok(out, true)) << out;
@@ -177,7 +178,7 @@ TEST(JsonReply, TheMaskKeepsTheReplyJsonUntilItIsComplete) {
     }
     EXPECT_GT(completed_runs, 20);
     // Nothing but '{' and whitespace may open an object-only reply; control tokens never come.
-    JsonConstraint c(byte_texts(), "", true, "");
+    JsonConstraint c(byte_texts(), nullptr, true, "", "");
     const auto & texts = byte_texts()->text;
     for (size_t i = 0; i < texts.size(); ++i) {
         const bool expect = texts[i] == "{" || texts[i] == " " || texts[i] == "\n" || texts[i] == "\t" || texts[i] == "\r" ||
@@ -189,12 +190,18 @@ TEST(JsonReply, TheMaskKeepsTheReplyJsonUntilItIsComplete) {
     }
 }
 
+std::shared_ptr<const JsonSchema> call_schema() {
+    const nlohmann::ordered_json params = nlohmann::ordered_json::parse(
+        R"({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "additionalProperties": false})");
+    return JsonSchema::tool_call({"f"}, &params);
+}
+
 TEST(JsonReply, AForcedCallEndsWithItsClosingTag) {
     std::mt19937 rng(9);
     int calls = 0;
     for (int r = 0; r < 30; ++r) {
         const std::string start = "{\"name\": \"f\", \"arguments\": ";
-        JsonConstraint c(byte_texts(), start, true, "\n</tool_call>");
+        JsonConstraint c(byte_texts(), call_schema(), true, start, "\n</tool_call>");
         bool done = false;
         const std::string out = run(c, rng, 400, done);
         if (!done) continue;
@@ -210,13 +217,128 @@ TEST(JsonReply, AForcedCallEndsWithItsClosingTag) {
     EXPECT_GT(calls, 10);
 }
 
-}  // namespace
-}  // namespace offgrid::server
 
-namespace offgrid::test {
-namespace {
+using ojson = nlohmann::ordered_json;
 
+bool schema_prefix(const JsonSchema & s, std::string_view text) {
+    JsonPrefix j(s);
+    return j.feed(text);
+}
+bool schema_complete(const JsonSchema & s, std::string_view text) {
+    JsonPrefix j(s);
+    return j.feed(text) && j.done();
+}
+
+const char * const kPerson = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "description": "ignored"},
+    "age": {"type": "integer", "minimum": 0},
+    "tags": {"type": "array", "items": {"enum": ["a", "bc"]}, "minItems": 1, "maxItems": 2},
+    "kind": {"enum": [1, 12, "x", true, {"k": null}]},
+    "opt": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+    "pet": {"$ref": "#/$defs/Pet"}
+  },
+  "required": ["name", "age"],
+  "additionalProperties": false,
+  "$defs": {"Pet": {"type": "object", "properties": {"legs": {"type": "number"}}, "additionalProperties": {"type": "boolean"}}}
+})";
+
+TEST(JsonReply, ASchemaHoldsKeysTypesEnumsAndCounts) {
+    const auto s = JsonSchema::compile(ojson::parse(kPerson));
+    const JsonSchema & p = *s;
+    EXPECT_TRUE(schema_complete(p, R"({"name": "A", "age": 3})"));
+    EXPECT_TRUE(schema_complete(p, R"({"age":-3,"name":"\u00e9","tags":["bc"],"kind":12,"opt":null,"pet":{"legs":3.5,"x":true}})"));
+    EXPECT_TRUE(schema_complete(p, R"({"name": "A", "age": 3, "kind": {"k":null}, "opt": "s", "tags": ["a", "a"]})"));
+    EXPECT_TRUE(schema_complete(p, R"({"name": "A", "age": 3, "kind": 1})"));
+    EXPECT_TRUE(schema_complete(p, R"({"name": "A", "age": 3, "kind": true})"));
+    EXPECT_TRUE(schema_prefix(p, R"({"nam)"));
+    EXPECT_FALSE(schema_prefix(p, R"({"nam")"));                     // not a property
+    EXPECT_FALSE(schema_prefix(p, R"({"size")"));
+    EXPECT_FALSE(schema_prefix(p, R"({"age": 3.5)"));                 // an integer
+    EXPECT_FALSE(schema_prefix(p, R"({"age": 3e2)"));
+    EXPECT_FALSE(schema_prefix(p, R"({"name": 1)"));                  // a string
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A"})"));               // age is required
+    EXPECT_FALSE(schema_prefix(p, R"({})"));
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "name")"));        // once
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "age": 1, "tags": [])"));           // minItems 1
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "age": 1, "tags": ["a", "bc",)"));  // maxItems 2
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "age": 1, "tags": ["b"])"));
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "age": 1, "kind": 2)"));
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "age": 1, "kind": 123)"));
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "age": 1, "kind": "y")"));
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "age": 1, "kind": {"k": null})"));  // enum values as compact JSON
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "age": 1, "opt": 1)"));
+    EXPECT_FALSE(schema_prefix(p, R"({"name": "A", "age": 1, "pet": {"x": 1)"));        // other keys: booleans
+    EXPECT_FALSE(schema_prefix(p, R"([)"));
+
+    // A recursive schema through "#".
+    const auto tree = JsonSchema::compile(ojson::parse(R"({"type": "object", "properties": {"v": {"type": "integer"},
+        "kids": {"type": "array", "items": {"$ref": "#"}}}, "required": ["v"], "additionalProperties": false})"));
+    EXPECT_TRUE(schema_complete(*tree, R"({"v": 1, "kids": [{"v": 2}, {"v": 3, "kids": [{"v": 4, "kids": []}]}]})"));
+    EXPECT_FALSE(schema_prefix(*tree, R"({"v": 1, "kids": [{"kids": []})"));
+
+    // What the compiler refuses, with where and why.
+    for (const char * bad : {R"({"type": "object", "not": {}})", R"({"anyOf": [{"type": "object"}, {"type": "object"}]})",
+                             R"({"type": "array", "minItems": 3, "maxItems": 2})", R"({"properties": {"a": {}}, "required": ["b"]})",
+                             R"({"type": "integer"})", R"({"$ref": "#/$defs/Missing"})", R"({"properties": {"a": false}})",
+                             R"({"type": "array", "items": [{}, {}]})", R"({"type": "strnig"})", R"({"enum": []})"}) {
+        EXPECT_THROW(JsonSchema::compile(ojson::parse(bad)), std::invalid_argument) << bad;
+    }
+    EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(R"({})")));
+    EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(R"({"allOf": [{"type": "object"}], "title": "t", "format": "x"})")));
+}
+
+// An independent check of a finished value against kPerson's keywords, for the generation test.
+bool person_ok(const nlohmann::json & v) {
+    if (!v.is_object() || !v.contains("name") || !v.contains("age")) return false;
+    for (auto it = v.begin(); it != v.end(); ++it) {
+        const std::string & k = it.key();
+        const nlohmann::json & x = it.value();
+        if (k == "name" && !x.is_string()) return false;
+        if (k == "age" && !x.is_number_integer()) return false;
+        if (k == "tags") {
+            if (!x.is_array() || x.empty() || x.size() > 2) return false;
+            for (const auto & t : x)
+                if (t != "a" && t != "bc") return false;
+        }
+        if (k == "kind" && x != 1 && x != 12 && x != "x" && x != true && x != nlohmann::json::parse(R"({"k": null})")) return false;
+        if (k == "opt" && !x.is_string() && !x.is_null()) return false;
+        if (k == "pet") {
+            if (!x.is_object()) return false;
+            for (auto p = x.begin(); p != x.end(); ++p)
+                if (p.key() == "legs" ? !p.value().is_number() : !p.value().is_boolean()) return false;
+        }
+        if (k != "name" && k != "age" && k != "tags" && k != "kind" && k != "opt" && k != "pet") return false;
+    }
+    return true;
+}
+
+TEST(JsonReply, TheMaskKeepsTheReplyInItsSchema) {
+    const auto schema = JsonSchema::compile(ojson::parse(kPerson));
+    std::mt19937 rng(21);
+    int completed = 0;
+    for (int r = 0; r < 60; ++r) {
+        JsonConstraint c(byte_texts(), schema, true, "", "");
+        bool done = false;
+        const std::string out = run(c, rng, 600, done);
+        EXPECT_TRUE(schema_prefix(*schema, out)) << out;
+        if (!done) continue;
+        // String bytes are the tokens' own: a byte token may leave invalid UTF-8, which the parser refuses.
+        if (std::any_of(out.begin(), out.end(), [](char ch) { return static_cast<unsigned char>(ch) >= 0x80; })) continue;
+        ++completed;
+        const auto v = nlohmann::json::parse(out, nullptr, false);
+        EXPECT_TRUE(person_ok(v)) << nlohmann::json(out).dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
+    }
+    EXPECT_GT(completed, 20);
+}
 TEST(JsonReply, ServerHoldsRepliesToJson) {
+    using test::json;
+    using test::post;
+    using test::Reply;
+    using test::ServerProcess;
+    using test::Stream;
+    using test::post_stream;
     ServerProcess s({"-np", "2", "-c", "4096", "-t", "1", "--quiet"});
     const json msgs = {{{"role", "user"}, {"content", "Give me a JSON object."}}};
     json body = {{"model", "tiny"}, {"messages", msgs}, {"max_tokens", 40}, {"temperature", 0}};
@@ -244,8 +366,11 @@ TEST(JsonReply, ServerHoldsRepliesToJson) {
         server::JsonPrefix j(true);
         EXPECT_TRUE(j.feed(text)) << text;
         EXPECT_NE(text.find('{'), std::string::npos) << text;
-        if (reason == "stop") EXPECT_TRUE(nlohmann::json::accept(text)) << text;
-        else EXPECT_EQ(reason, "length");
+        if (reason == "stop") {
+            EXPECT_TRUE(nlohmann::json::accept(text)) << text;
+        } else {
+            EXPECT_EQ(reason, "length");
+        }
     }
     // A forced call: the reply continues the opened block as JSON.
     json forced = {{"model", "tiny"}, {"messages", msgs}, {"max_tokens", 40}, {"temperature", 0},
@@ -264,11 +389,44 @@ TEST(JsonReply, ServerHoldsRepliesToJson) {
         server::JsonPrefix j;
         EXPECT_TRUE(j.feed(t.substr(start.size() - std::string("{\"name\": \"lookup\", \"arguments\": ").size()))) << t;
     }
-    Reply bad = post(s, "/v1/chat/completions", json{{"model", "tiny"}, {"messages", msgs}, {"response_format", {{"type", "json_schema"}}}});
-    EXPECT_EQ(bad.status, 400);
-    EXPECT_EQ(bad.j["error"]["param"], "response_format");
+    // json_schema: the reply is a prefix of a value of the schema (the random model rarely finishes one).
+    const json schema = json::parse(server::kPerson);
+    json structured = {{"model", "tiny"}, {"messages", msgs}, {"max_tokens", 60}, {"temperature", 0},
+                       {"response_format", {{"type", "json_schema"}, {"json_schema", {{"name", "person"}, {"schema", schema}}}}}};
+    Reply sr = post(s, "/v1/chat/completions", structured);
+    ASSERT_EQ(sr.status, 200) << sr.body;
+    const std::string st = sr.j["choices"][0]["message"]["content"];
+    const auto compiled = server::JsonSchema::compile(ojson::parse(schema.dump()));
+    server::JsonPrefix sp(*compiled);
+    EXPECT_TRUE(sp.feed(st)) << st;
+    if (sr.j["choices"][0]["finish_reason"] == "stop") {
+        EXPECT_TRUE(server::person_ok(json::parse(st))) << st;
+    }
+    // A forced call holds its arguments to the function's parameters.
+    json typed = forced;
+    typed["tools"] = json::array({{{"type", "function"}, {"function", {{"name", "lookup"}, {"parameters", schema}}}}});
+    Reply tr = post(s, "/v1/chat/completions", typed);
+    ASSERT_EQ(tr.status, 200) << tr.body;
+    const json & tm = tr.j["choices"][0]["message"];
+    if (tm.contains("tool_calls")) {
+        EXPECT_TRUE(server::person_ok(json::parse(tm["tool_calls"][0]["function"]["arguments"].get<std::string>())));
+    } else {
+        const std::string t = tm["content"];
+        const std::string start = "<tool_call>\n";
+        ASSERT_TRUE(t.starts_with(start)) << t;
+        const ojson params = ojson::parse(schema.dump());
+        const auto call = server::JsonSchema::tool_call({"lookup"}, &params);
+        server::JsonPrefix cp(*call);
+        EXPECT_TRUE(cp.feed(t.substr(start.size()))) << t;
+    }
+    for (const json & rf : {json{{"type", "json_schema"}}, json{{"type", "json_schema"}, {"json_schema", {{"schema", {{"not", json::object()}}}}}},
+                            json{{"type", "xml"}}}) {
+        Reply bad = post(s, "/v1/chat/completions", json{{"model", "tiny"}, {"messages", msgs}, {"response_format", rf}});
+        EXPECT_EQ(bad.status, 400) << rf.dump();
+        EXPECT_EQ(bad.j["error"]["param"], "response_format") << bad.body;
+    }
     EXPECT_EQ(s.stop(), 0) << s.log();
 }
 
 }  // namespace
-}  // namespace offgrid::test
+}  // namespace offgrid::server

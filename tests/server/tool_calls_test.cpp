@@ -11,6 +11,7 @@
 #include "common/shared_dir.h"
 #include "runtime/byte_vocab.h"
 #include "server/chat_template.h"
+#include "server/json_constraint.h"
 #include "server/protocol.h"
 #include "server_helpers.h"
 
@@ -282,6 +283,30 @@ TEST(ToolCalls, RequestFieldsAndTheirErrors) {
         true, tok, limits());
     EXPECT_TRUE(text(named).ends_with("<|im_start|>assistant\n<tool_call>\n{\"name\": \"g\", \"arguments\": "));
     EXPECT_FALSE(named.tools.parallel);
+    // The reply is held to the call's JSON, then its closing tag; it never speculates.
+    const GenRequest::JsonReply & jr = named.choices[0].json;
+    ASSERT_TRUE(jr.on && jr.schema);
+    EXPECT_EQ(jr.prefix, "{\"name\": \"g\", \"arguments\": ");
+    EXPECT_EQ(jr.suffix, "\n</tool_call>");
+    EXPECT_FALSE(named.choices[0].speculative);
+    EXPECT_TRUE(JsonPrefix(*jr.schema).feed(jr.prefix + "{\"x\": [1]}}"));
+    EXPECT_FALSE(JsonPrefix(*jr.schema).feed(jr.prefix + "[1]"));  // arguments are an object
+    EXPECT_FALSE(JsonPrefix(*jr.schema).feed("{\"name\": \"f\""));  // the named function only
+    // Parameters JsonSchema cannot follow leave the arguments any object.
+    const json odd = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+                                       "properties": {"a": {"not": {"type": "null"}}}}}}])");
+    const ParsedRequest loose = parse_generation(chat_body({{"tools", odd}, {"tool_choice", "required"}}), true, tok, limits());
+    ASSERT_TRUE(loose.choices[0].json.schema);
+    EXPECT_TRUE(JsonPrefix(*loose.choices[0].json.schema).feed("{\"name\": \"f\", \"arguments\": {\"a\": null, \"b\": 2}}"));
+    // With the parameters' schema, and its $defs resolved in the parameters' own document.
+    const json typed = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"p": {"$ref": "#/$defs/P"}}, "required": ["p"], "additionalProperties": false,
+        "$defs": {"P": {"enum": ["x", "y"]}}}}}])");
+    const ParsedRequest strict = parse_generation(chat_body({{"tools", typed}, {"tool_choice", "required"}}), true, tok, limits());
+    const JsonSchema & cs = *strict.choices[0].json.schema;
+    EXPECT_TRUE(JsonPrefix(cs).feed("{\"arguments\": {\"p\": \"y\"}, \"name\": \"f\"}"));
+    EXPECT_FALSE(JsonPrefix(cs).feed("{\"name\": \"f\", \"arguments\": {\"p\": \"z"));
+    EXPECT_FALSE(JsonPrefix(cs).feed("{\"name\": \"f\", \"arguments\": {}"));
 
     // An assistant's calls in the history, arguments as a string or an object.
     const json history = {{"model", "m"},
