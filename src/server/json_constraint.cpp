@@ -1,5 +1,7 @@
 #include "server/json_constraint.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <map>
@@ -330,6 +332,12 @@ void JsonPrefix::close_value() {
         return;
     }
     mode_ = stack_[static_cast<size_t>(depth_ - 1)].object ? Mode::ObjectNext : Mode::ArrayNext;
+}
+
+bool JsonPrefix::free_string() const {
+    if (mode_ != Mode::String) return false;
+    if (!key_) return true;
+    return candidates_ == 0 && node(stack_[static_cast<size_t>(depth_ - 1)].node).additional != JsonSchema::kNone;
 }
 
 bool JsonPrefix::number_allows_fraction() const { return (node(value_).types & JsonSchema::kNumber) != 0; }
@@ -670,6 +678,15 @@ TokenTexts::TokenTexts(const Tokenizer & tok) {
         if (type == TokenType::Control || type == TokenType::Unused || tok.is_end_of_generation(id)) continue;
         text[static_cast<size_t>(id)] = tok.token_to_piece(id, false);
     }
+    plain.resize(text.size());
+    first.resize(text.size());
+    for (size_t id = 0; id < text.size(); ++id) {
+        const std::string & t = text[id];
+        first[id] = t.empty() ? 0 : static_cast<uint8_t>(t[0]);
+        plain[id] = !t.empty() && std::none_of(t.begin(), t.end(), [](char c) {
+            return c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20;
+        });
+    }
 }
 
 JsonConstraint::JsonConstraint(std::shared_ptr<const TokenTexts> texts, std::shared_ptr<const JsonSchema> schema,
@@ -703,9 +720,26 @@ bool JsonConstraint::allowed(int32_t token) const {
 
 size_t JsonConstraint::mask(float * logits, size_t n) const {
     const float off = -std::numeric_limits<float>::infinity();
+    // Most tokens fail at their first byte: the bytes that may come next, tried once, turn those away without
+    // running the automaton on them.
+    std::array<bool, 256> first{};
+    if (!complete()) {
+        for (int c = 0; c < 256; ++c) {
+            const char b = static_cast<char>(c);
+            first[static_cast<size_t>(c)] = continues(std::string_view(&b, 1));
+        }
+    }
+    // Inside a string that takes anything, a token without quote, backslash or control byte continues it.
+    const bool free = !complete() && json_.free_string();
+    const TokenTexts & tt = *texts_;
     size_t kept = 0;
     for (size_t id = 0; id < n; ++id) {
-        if (allowed(static_cast<int32_t>(id))) ++kept;
+        bool ok = false;
+        if (id < tt.text.size()) {
+            if (free && tt.plain[id]) ok = true;
+            else if (first[tt.first[id]] && !tt.text[id].empty()) ok = tt.text[id].size() == 1 || continues(tt.text[id]);
+        }
+        if (ok) ++kept;
         else logits[id] = off;
     }
     return kept;

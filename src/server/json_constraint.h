@@ -100,6 +100,8 @@ public:
         return true;
     }
     bool done() const { return mode_ == Mode::Done; }
+    // Inside a string that takes any bytes but '"', '\\' and control bytes (a value, or a key nothing constrains).
+    bool free_string() const;
 
 private:
     enum class Mode : uint8_t {
@@ -161,6 +163,8 @@ private:
 struct TokenTexts {
     explicit TokenTexts(const Tokenizer & tok);
     std::vector<std::string> text;  // empty: a control token
+    std::vector<uint8_t> plain;     // the text has no '"', '\\' or control byte: it continues any free string
+    std::vector<uint8_t> first;     // the text's first byte (0 for an empty text), read without touching the text
 };
 
 class JsonConstraint {
