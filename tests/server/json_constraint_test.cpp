@@ -148,7 +148,17 @@ std::string run(JsonConstraint & c, std::mt19937 & rng, size_t max_steps, bool &
             const std::string & t = texts[i];
             if (t == "}" || t == "]" || t == "\"" || t == "1" || t == "\n" || t == "<" || t == "/") logits[i] += 4.0f;
         }
-        c.mask(logits.data(), logits.size());
+        const size_t kept = c.mask(logits.data(), logits.size());
+        // The mask's shortcuts decide as allowed() does, token by token.
+        size_t finite = 0;
+        for (size_t i = 0; i < logits.size(); ++i) {
+            finite += std::isfinite(logits[i]) ? 1 : 0;
+            if (std::isfinite(logits[i]) != c.allowed(static_cast<int32_t>(i))) {
+                ADD_FAILURE() << "token " << i << " after " << out;
+                break;
+            }
+        }
+        EXPECT_EQ(kept, finite);
         size_t best = 0;
         for (size_t i = 1; i < logits.size(); ++i)
             if (logits[i] > logits[best]) best = i;
