@@ -70,7 +70,10 @@ const offgrid::server::JsonSchema & schema(int which) {
     static const auto tree = JsonSchema::compile(nlohmann::ordered_json::parse(R"({"type": "object", "properties": {
         "v": {"type": "integer"}, "kids": {"type": "array", "items": {"$ref": "#"}, "maxItems": 2}}, "required": ["v"],
         "additionalProperties": false})"));
-    static const auto call = JsonSchema::tool_call({"f", "get"}, nullptr);
+    static const nlohmann::ordered_json get = nlohmann::ordered_json::parse(
+        R"({"type": "object", "properties": {"q": {"type": "string"}, "n": {"enum": [1, 2]}}, "required": ["q"],
+            "additionalProperties": false})");
+    static const auto call = JsonSchema::tool_call({"f", "get"}, {nullptr, &get});
     return which == 1 ? *person : which == 2 ? *tree : *call;
 }
 

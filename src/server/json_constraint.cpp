@@ -48,30 +48,19 @@ bool ignored_keyword(const std::string & k) {
 
 class Compiler {
 public:
-    explicit Compiler(const ordered_json & root) : root_(root), s_(std::make_shared<JsonSchema>()) {
-        s_->nodes.emplace_back();  // kAny
+    // Adds to `into` (a new schema when null) the nodes of the document `root` (its $refs resolve in it).
+    explicit Compiler(const ordered_json & root, std::shared_ptr<JsonSchema> into = nullptr) : root_(root), s_(std::move(into)) {
+        if (!s_) {
+            s_ = std::make_shared<JsonSchema>();
+            s_->nodes.emplace_back();  // kAny
+        }
     }
+    int document(const std::string & where) { return compile(root_, where, 0); }
     std::shared_ptr<const JsonSchema> run() {
         s_->root = compile(root_, "schema", 0);
         check_root();
         return s_;
     }
-    // The tool call's object around the parameters (the compiler's document).
-    std::shared_ptr<const JsonSchema> call(const std::vector<std::string> & names) {
-        const int args = compile(root_, "parameters", 0);
-        const int name = alloc();
-        for (const std::string & n : names) at(name).literals.push_back(compact(ordered_json(n)));
-        if (at(name).literals.empty() || at(name).literals.size() > JsonSchema::kMaxLiterals) fail("tools", "1-64 function names");
-        const int obj = alloc();
-        at(obj).types = JsonSchema::kObject;
-        at(obj).keys = {"name", "arguments"};
-        at(obj).key_nodes = {name, args};
-        at(obj).required = 3;
-        at(obj).additional = JsonSchema::kNone;
-        s_->root = obj;
-        return s_;
-    }
-
 private:
     void check_root() {
         bool completes = false;
@@ -261,9 +250,50 @@ JsonSchema make_any(bool object) {
 std::shared_ptr<const JsonSchema> JsonSchema::compile(const nlohmann::ordered_json & schema) { return Compiler(schema).run(); }
 
 std::shared_ptr<const JsonSchema> JsonSchema::tool_call(const std::vector<std::string> & names,
-                                                        const nlohmann::ordered_json * parameters) {
-    static const ordered_json kAnyObject = {{"type", "object"}};
-    return Compiler(parameters ? *parameters : kAnyObject).call(names);
+                                                        const std::vector<const nlohmann::ordered_json *> & parameters) {
+    if (names.empty() || names.size() > kMaxLiterals || parameters.size() != names.size()) {
+        throw std::invalid_argument("tools: 1-64 functions, each with its parameters");
+    }
+    auto s = std::make_shared<JsonSchema>();
+    s->nodes.emplace_back();  // kAny
+    auto alloc = [&] {
+        s->nodes.emplace_back();
+        return static_cast<int>(s->nodes.size() - 1);
+    };
+    auto node = [&](int n) -> Node & { return s->nodes[static_cast<size_t>(n)]; };
+    const int name = alloc();
+    std::vector<int> args;
+    for (size_t i = 0; i < names.size(); ++i) {
+        node(name).literals.push_back(compact(ordered_json(names[i])));
+        int a = -1;
+        if (parameters[i]) {
+            const size_t before = s->nodes.size();
+            try {
+                a = Compiler(*parameters[i], s).document("tools[" + std::to_string(i) + "].parameters");
+            } catch (const std::invalid_argument &) {
+                s->nodes.resize(before);  // what it added is unused: any object instead
+                a = -1;
+            }
+        }
+        if (a < 0) {
+            a = alloc();
+            node(a).types = kObject;
+        }
+        args.push_back(a);
+    }
+    const int call = alloc();
+    Node & c = node(call);
+    c.types = kObject;
+    c.keys = {"name", "arguments"};
+    c.key_nodes = {name, args[0]};
+    c.required = 3;
+    c.additional = kNone;
+    c.ordered = true;
+    c.switch_on = 0;
+    c.switch_key = 1;
+    c.switch_nodes = std::move(args);
+    s->root = call;
+    return s;
 }
 
 const JsonSchema & JsonSchema::any() {
@@ -340,6 +370,17 @@ bool JsonPrefix::free_string() const {
     return candidates_ == 0 && node(stack_[static_cast<size_t>(depth_ - 1)].node).additional != JsonSchema::kNone;
 }
 
+void JsonPrefix::enum_closes() {
+    if (depth_ == 0) return;
+    Frame & f = stack_[static_cast<size_t>(depth_ - 1)];
+    if (!f.object || prop_ < 0 || node(f.node).switch_on != prop_) return;
+    const std::vector<std::string> & lits = node(value_).literals;
+    for (uint64_t m = candidates_; m; m &= m - 1) {
+        const size_t k = static_cast<size_t>(__builtin_ctzll(m));
+        if (lits[k].size() == pos_) f.choice = static_cast<int32_t>(k);
+    }
+}
+
 bool JsonPrefix::number_allows_fraction() const { return (node(value_).types & JsonSchema::kNumber) != 0; }
 
 bool JsonPrefix::more_keys(const Frame & f) const {
@@ -354,6 +395,7 @@ bool JsonPrefix::key_start() {
     const JsonSchema::Node & nd = node(f.node);
     const uint64_t all = nd.keys.size() == 64 ? ~uint64_t{0} : (uint64_t{1} << nd.keys.size()) - 1;
     candidates_ = all & ~f.seen;
+    if (nd.ordered) candidates_ &= ~candidates_ + 1;  // the first key not yet written
     pos_ = 0;
     key_ = true;
     mode_ = Mode::String;
@@ -428,7 +470,7 @@ bool JsonPrefix::value_start(unsigned char c) {
         case '{':
         case '[':
             if (depth_ == kMaxDepth) return false;
-            stack_[static_cast<size_t>(depth_++)] = Frame{0, 0, n, c == '{'};
+            stack_[static_cast<size_t>(depth_++)] = Frame{0, 0, n, -1, c == '{'};
             mode_ = c == '{' ? Mode::ObjectFirst : Mode::ArrayFirst;
             return true;
         case '"':
@@ -482,8 +524,13 @@ bool JsonPrefix::feed(unsigned char c) {
             if (is_space(c)) return space(c);
             if (c != ':') return false;
             spaces_ = 0;
-            const JsonSchema::Node & nd = node(stack_[static_cast<size_t>(depth_ - 1)].node);
-            pending_ = prop_ >= 0 ? nd.key_nodes[static_cast<size_t>(prop_)] : nd.additional;
+            const Frame & f = stack_[static_cast<size_t>(depth_ - 1)];
+            const JsonSchema::Node & nd = node(f.node);
+            if (prop_ >= 0 && prop_ == nd.switch_key && f.choice >= 0) {
+                pending_ = nd.switch_nodes[static_cast<size_t>(f.choice)];
+            } else {
+                pending_ = prop_ >= 0 ? nd.key_nodes[static_cast<size_t>(prop_)] : nd.additional;
+            }
             mode_ = Mode::Value;
             return true;
         }
@@ -601,13 +648,18 @@ bool JsonPrefix::feed(unsigned char c) {
                 if (lits[k].size() > pos_ && static_cast<unsigned char>(lits[k][pos_]) == c) next |= uint64_t{1} << k;
                 complete = complete || lits[k].size() == pos_;
             }
-            if (next == 0) return complete && after_value(c);  // a number ends at the byte after it
+            if (next == 0) {  // a number ends at the byte after it
+                if (!complete) return false;
+                enum_closes();
+                return after_value(c);
+            }
             candidates_ = next;
             ++pos_;
             for (uint64_t m = next; m; m &= m - 1) {
                 const std::string & l = lits[static_cast<size_t>(__builtin_ctzll(m))];
                 const char last = l.back();
                 if (l.size() == pos_ && (last == '"' || last == '}' || last == ']' || last == 'e' || last == 'l')) {
+                    enum_closes();
                     close_value();  // a value that ends itself
                     break;
                 }

@@ -4,8 +4,9 @@
 //
 // JsonSchema: a JSON schema compiled into nodes the automaton follows: types, enum / const, an object's properties,
 // required keys and additionalProperties, an array's items and minItems / maxItems, anyOf / oneOf whose
-// alternatives start with different bytes, local $ref. Annotations and the value checks this does not enforce
-// (format, pattern, lengths, bounds, ...) are ignored; the structural keywords it cannot follow are refused.
+// alternatives start with different bytes, local $ref; and a tool call's object, whose name (written first)
+// chooses its arguments' schema. Annotations and the value checks this does not enforce (format, pattern,
+// lengths, bounds, ...) are ignored; the structural keywords it cannot follow are refused.
 //
 // JsonPrefix: a pushdown automaton over bytes that accepts exactly the prefixes of one JSON value (RFC 8259) that
 // the schema allows (no schema: any value). Not a bare number at the top (nothing after it could end it); at most
@@ -59,14 +60,19 @@ public:
         int items = kAny;
         uint32_t min_items = 0, max_items = UINT32_MAX;
         std::vector<int> alternatives;      // anyOf / oneOf, each starting with other bytes (no literals, no types)
+        bool ordered = false;               // the keys come in their declared order
+        // A tool call's object: the value of key switch_key is of switch_nodes[i], where i is the literal that the
+        // value of key switch_on took (the function's name chooses the arguments' schema).
+        int switch_on = -1, switch_key = -1;
+        std::vector<int> switch_nodes;
     };
 
     // Throws std::invalid_argument naming what is not supported.
     static std::shared_ptr<const JsonSchema> compile(const nlohmann::ordered_json & schema);
-    // A tool call's object: {"name": one of `names`, "arguments": a value of `parameters` (its own document for
-    // $ref; null: any object)}, both keys required, no others. Throws as compile().
+    // A tool call's object: {"name": one of `names`, "arguments": a value of that function's parameters (each its
+    // own document for $ref; null, or a schema compile() refuses: any object)}, in that order, no other keys.
     static std::shared_ptr<const JsonSchema> tool_call(const std::vector<std::string> & names,
-                                                       const nlohmann::ordered_json * parameters);
+                                                       const std::vector<const nlohmann::ordered_json *> & parameters);
     static const JsonSchema & any();         // any value
     static const JsonSchema & any_object();  // any object
 
@@ -127,6 +133,7 @@ private:
         uint64_t seen;   // keys written (objects)
         uint32_t count;  // elements started (arrays)
         int32_t node;
+        int32_t choice;  // the literal the switch_on key's value took (-1: none yet)
         bool object;
     };
     const JsonSchema::Node & node(int n) const { return schema_->nodes[static_cast<size_t>(n)]; }
@@ -138,6 +145,7 @@ private:
     bool key_end();
     bool more_keys(const Frame & f) const;
     void close_value();
+    void enum_closes();  // an enum value ends: a tool call's name chooses its arguments' schema
     bool number_allows_fraction() const;
 
     const JsonSchema * schema_;

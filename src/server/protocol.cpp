@@ -252,20 +252,19 @@ void chat_tools(const json & body, ChatOptions & options, ToolUse & use) {
     }
     if (mode == "none") return;  // the tools are not shown; replies are text
     options.tools = std::move(rendered);
-    // A call is made sure of by opening the reply with one and holding the rest to the call's JSON: a function's
-    // name and arguments of its parameters' schema (of any object when the schema is not one JsonSchema follows,
-    // or when several functions may be called: their arguments are not told apart by their first byte).
+    // A call is made sure of by opening the reply with one and holding the rest to the call's JSON: the name of a
+    // function that may be called, then arguments of that function's parameters (JsonSchema::tool_call).
     if (mode == "required" || mode == "function") {
         use.reply_start = std::string(kToolCallOpen) + "\n";
         if (mode == "function") use.reply_start += "{\"name\": \"" + forced + "\", \"arguments\": ";
-        const size_t only = mode == "function" ? static_cast<size_t>(std::find(names.begin(), names.end(), forced) - names.begin())
-                                               : names.size() == 1 ? 0 : names.size();
-        const std::vector<std::string> callable = only < names.size() ? std::vector<std::string>{names[only]} : names;
-        try {
-            use.call = JsonSchema::tool_call(callable, only < names.size() ? &parameters[only] : nullptr);
-        } catch (const std::invalid_argument &) {
-            use.call = JsonSchema::tool_call(callable, nullptr);
+        std::vector<std::string> callable;
+        std::vector<const json *> params;
+        for (size_t i = 0; i < names.size(); ++i) {
+            if (mode == "function" && names[i] != forced) continue;
+            callable.push_back(names[i]);
+            params.push_back(&parameters[i]);
         }
+        use.call = JsonSchema::tool_call(callable, params);
     }
     use.functions = std::move(names);
     options.assistant_start = use.reply_start;

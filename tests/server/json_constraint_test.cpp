@@ -203,7 +203,7 @@ TEST(JsonReply, TheMaskKeepsTheReplyJsonUntilItIsComplete) {
 std::shared_ptr<const JsonSchema> call_schema() {
     const nlohmann::ordered_json params = nlohmann::ordered_json::parse(
         R"({"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"], "additionalProperties": false})");
-    return JsonSchema::tool_call({"f"}, &params);
+    return JsonSchema::tool_call({"f"}, {&params});
 }
 
 TEST(JsonReply, AForcedCallEndsWithItsClosingTag) {
@@ -297,6 +297,46 @@ TEST(JsonReply, ASchemaHoldsKeysTypesEnumsAndCounts) {
     }
     EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(R"({})")));
     EXPECT_NO_THROW(JsonSchema::compile(ojson::parse(R"({"allOf": [{"type": "object"}], "title": "t", "format": "x"})")));
+}
+
+TEST(JsonReply, AToolCallsNameChoosesItsArgumentsSchema) {
+    const ojson pf = ojson::parse(R"({"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"],
+                                      "additionalProperties": false})");
+    const ojson pg = ojson::parse(R"({"type": "object", "properties": {"b": {"type": "string"}}, "required": ["b"],
+                                      "additionalProperties": false})");
+    const auto call = JsonSchema::tool_call({"f", "g"}, {&pf, &pg});
+    EXPECT_TRUE(schema_complete(*call, R"({"name": "f", "arguments": {"a": 1}})"));
+    EXPECT_TRUE(schema_complete(*call, R"({"name":"g","arguments":{"b":"x"}})"));
+    EXPECT_FALSE(schema_prefix(*call, R"({"name": "f", "arguments": {"b")"));  // g's argument under f
+    EXPECT_FALSE(schema_prefix(*call, R"({"name": "g", "arguments": {"a")"));
+    EXPECT_FALSE(schema_prefix(*call, R"({"arguments")"));                     // the name comes first
+    EXPECT_FALSE(schema_prefix(*call, R"({"name": "h")"));
+    EXPECT_FALSE(schema_prefix(*call, R"({"name": "f", "arguments": {"a": 1}, ")"));
+    // Parameters compile() refuses, or none: any object.
+    const ojson odd = ojson::parse(R"({"type": "object", "properties": {"a": {"not": {}}}})");
+    const auto loose = JsonSchema::tool_call({"f", "g"}, {&odd, nullptr});
+    EXPECT_TRUE(schema_complete(*loose, R"({"name": "f", "arguments": {"zz": [1]}})"));
+    EXPECT_TRUE(schema_complete(*loose, R"({"name": "g", "arguments": {}})"));
+    EXPECT_FALSE(schema_prefix(*loose, R"({"name": "g", "arguments": [)"));
+    EXPECT_THROW(JsonSchema::tool_call({}, {}), std::invalid_argument);
+
+    // Generated calls: each one's arguments are its function's.
+    std::mt19937 rng(17);
+    int checked = 0;
+    for (int r = 0; r < 60; ++r) {
+        JsonConstraint c(byte_texts(), call, true, "", "");
+        bool done = false;
+        const std::string out = run(c, rng, 400, done);
+        EXPECT_TRUE(schema_prefix(*call, out)) << out;
+        if (!done || std::any_of(out.begin(), out.end(), [](char ch) { return static_cast<unsigned char>(ch) >= 0x80; })) continue;
+        const auto v = nlohmann::json::parse(out, nullptr, false);
+        ASSERT_TRUE(v.is_object()) << out;
+        const nlohmann::json & a = v["arguments"];
+        if (v["name"] == "f") EXPECT_TRUE(a.size() == 1 && a["a"].is_number_integer()) << out;
+        else EXPECT_TRUE(v["name"] == "g" && a.size() == 1 && a["b"].is_string()) << out;
+        ++checked;
+    }
+    EXPECT_GT(checked, 20);
 }
 
 // An independent check of a finished value against kPerson's keywords, for the generation test.
@@ -425,7 +465,7 @@ TEST(JsonReply, ServerHoldsRepliesToJson) {
         const std::string start = "<tool_call>\n";
         ASSERT_TRUE(t.starts_with(start)) << t;
         const ojson params = ojson::parse(schema.dump());
-        const auto call = server::JsonSchema::tool_call({"lookup"}, &params);
+        const auto call = server::JsonSchema::tool_call({"lookup"}, {&params});
         server::JsonPrefix cp(*call);
         EXPECT_TRUE(cp.feed(t.substr(start.size()))) << t;
     }

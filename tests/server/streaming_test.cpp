@@ -59,8 +59,10 @@ std::string body_of(const std::string & response) {
 }
 
 TEST(Streaming, ASlowReaderDoesNotHoldTheOthersSteps) {
-    ServerProcess s({"-np", "2", "-c", "4096", "-t", "2", "--quiet"}, "slow_reader");
-    const int n_slow = 1500, n_fast = 64;
+    // The slow request is long enough to outlast the fast one even when a loaded machine delays the HTTP side while
+    // the scheduler runs on (with 1,500 tokens it once ended 31 steps before the fast request did).
+    ServerProcess s({"-np", "2", "-c", "8192", "-t", "2", "--quiet"}, "slow_reader");
+    const int n_slow = 4000, n_fast = 64;  // (the tiny model's context is 4,096)
     const std::string slow_prompt = "a client that reads one byte at a time", fast_prompt = "a client that reads at once";
 
     // The slow client: a small receive buffer, a request written by hand, then one byte per 100 ms.
@@ -89,13 +91,14 @@ TEST(Streaming, ASlowReaderDoesNotHoldTheOthersSteps) {
     });
     // The slow request is generating before the other starts.
     for (int i = 0; i < 500 && metric(s, "generated_tokens_total") < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    const std::vector<std::string> counters = {"decode_steps_total", "generated_tokens_total"};
+    const std::vector<std::string> counters = {"decode_steps_total", "generated_tokens_total", "slots_busy"};
     const std::vector<double> before = metrics(s, counters);
     const Stream fast = post_stream(s, "/v1/completions", request(fast_prompt, n_fast, true));
     const std::vector<double> after = metrics(s, counters);
     const double steps = after[0] - before[0], generated = after[1] - before[1];
     ASSERT_EQ(fast.status, 200);
     ASSERT_TRUE(fast.done);
+    ASSERT_EQ(after[2], 1) << "the slow request ended before the fast one: the count below would not mean anything";
     ASSERT_GE(steps, n_fast);
     // Every step while the fast request ran also gave the slow one its token: nothing waited for its reader.
     // (Give or take the steps between two reads of /metrics.)

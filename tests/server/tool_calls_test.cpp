@@ -304,9 +304,20 @@ TEST(ToolCalls, RequestFieldsAndTheirErrors) {
         "$defs": {"P": {"enum": ["x", "y"]}}}}}])");
     const ParsedRequest strict = parse_generation(chat_body({{"tools", typed}, {"tool_choice", "required"}}), true, tok, limits());
     const JsonSchema & cs = *strict.choices[0].json.schema;
-    EXPECT_TRUE(JsonPrefix(cs).feed("{\"arguments\": {\"p\": \"y\"}, \"name\": \"f\"}"));
+    EXPECT_TRUE(JsonPrefix(cs).feed("{\"name\": \"f\", \"arguments\": {\"p\": \"y\"}}"));
+    EXPECT_FALSE(JsonPrefix(cs).feed("{\"arguments\""));  // the name first: it chooses the arguments' schema
     EXPECT_FALSE(JsonPrefix(cs).feed("{\"name\": \"f\", \"arguments\": {\"p\": \"z"));
     EXPECT_FALSE(JsonPrefix(cs).feed("{\"name\": \"f\", \"arguments\": {}"));
+    // required among several functions: the name chooses the arguments' schema.
+    const json two = json::parse(R"([{"type": "function", "function": {"name": "f", "parameters": {"type": "object",
+        "properties": {"a": {"type": "integer"}}, "additionalProperties": false}}},
+        {"type": "function", "function": {"name": "g", "parameters": {"type": "object",
+        "properties": {"b": {"type": "boolean"}}, "additionalProperties": false}}}])");
+    const ParsedRequest either = parse_generation(chat_body({{"tools", two}, {"tool_choice", "required"}}), true, tok, limits());
+    const JsonSchema & es = *either.choices[0].json.schema;
+    EXPECT_TRUE(JsonPrefix(es).feed("{\"name\": \"g\", \"arguments\": {\"b\": true}}"));
+    EXPECT_FALSE(JsonPrefix(es).feed("{\"name\": \"g\", \"arguments\": {\"a\""));
+    EXPECT_TRUE(JsonPrefix(es).feed("{\"name\": \"f\", \"arguments\": {\"a\": 5}}"));
 
     // An assistant's calls in the history, arguments as a string or an object.
     const json history = {{"model", "m"},
