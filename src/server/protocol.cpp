@@ -264,7 +264,12 @@ void chat_tools(const json & body, ChatOptions & options, ToolUse & use) {
             callable.push_back(names[i]);
             params.push_back(&parameters[i]);
         }
-        use.call = JsonSchema::tool_call(callable, params);
+        try {
+            use.call = JsonSchema::tool_call(callable, params);
+        } catch (const std::invalid_argument &) {
+            bad("tool_choice", "'tool_choice' " + mode + " holds a reply to at most " + std::to_string(JsonSchema::kMaxLiterals) +
+                                   " functions; this request has " + std::to_string(callable.size()));
+        }
     }
     use.functions = std::move(names);
     options.assistant_start = use.reply_start;

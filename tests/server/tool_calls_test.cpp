@@ -351,6 +351,10 @@ TEST(ToolCalls, RequestFieldsAndTheirErrors) {
     fails({{"tools", kTools}, {"tool_choice", {{"type", "function"}, {"function", {{"name", "h"}}}}}}, "tool_choice");
     fails({{"tool_choice", "required"}}, "tool_choice");
     fails({{"tools", kTools}, {"parallel_tool_calls", 1}}, "parallel_tool_calls");
+    json many = json::array();
+    for (int i = 0; i < 65; ++i) many.push_back({{"type", "function"}, {"function", {{"name", "f" + std::to_string(i)}}}});
+    EXPECT_NO_THROW(parse_generation(chat_body({{"tools", many}}), true, tok, limits()));
+    fails({{"tools", many}, {"tool_choice", "required"}}, "tool_choice");
     json bad_call = chat_body({});
     bad_call["messages"].push_back({{"role", "assistant"}, {"tool_calls", {{{"type", "function"}, {"function", {{"name", 3}}}}}}});
     try {
