@@ -73,7 +73,8 @@ bool has_control_token(const Tokenizer & tok, const std::string & text);
 
 // Splits an assistant's reply, as it is generated, into its text and its tool calls. A `<tool_call>` block
 // whose body is a JSON object with a "name" among the known functions (and "arguments", an object or a JSON
-// string; absent: {}) is a call; any other block, and a block never closed, stays text. Whitespace next to a
+// string; absent: {}) is a call (bytes that are not valid UTF-8 read as U+FFFD); any other block, and a block never
+// closed, stays text. Whitespace next to a
 // call is dropped (the newline before it, the newlines between calls). A text that might still grow into
 // `<tool_call>` is held back until it cannot. With parallel false only the first call is kept (later blocks are
 // dropped).

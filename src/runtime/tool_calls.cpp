@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "offgrid/chat.h"
+#include "runtime/unicode.h"
 
 namespace offgrid {
 
@@ -25,8 +26,23 @@ size_t partial_tag(std::string_view s, std::string_view tag) {
 
 std::string compact(const ordered_json & j) { return j.dump(-1, ' ', false, ordered_json::error_handler_t::replace); }
 
+// The text with each byte that is not part of valid UTF-8 replaced by U+FFFD (as the server sends such bytes), so a
+// model's stray byte inside a string does not make its call unreadable to the JSON parser.
+std::string valid_utf8(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t at = 0; at < text.size();) {
+        const runtime::unicode::Decoded d = runtime::unicode::decode_utf8(text, at);
+        if (d.valid) out.append(text.substr(at, d.len));
+        else runtime::unicode::append_utf8(out, runtime::unicode::kReplacementChar);
+        at += d.len;
+    }
+    return out;
+}
+
 // A block's body as a call: {"name": a known function, "arguments": an object or a JSON string of one}.
-bool as_call(std::string_view body, const std::vector<std::string> & functions, std::string & name, std::string & args) {
+bool as_call(std::string_view raw, const std::vector<std::string> & functions, std::string & name, std::string & args) {
+    const std::string body = valid_utf8(raw);
     const ordered_json j = ordered_json::parse(body.begin(), body.end(), nullptr, false);
     if (!j.is_object() || !j.contains("name") || !j["name"].is_string()) return false;
     name = j["name"].get<std::string>();

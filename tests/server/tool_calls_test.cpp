@@ -194,6 +194,10 @@ TEST(ToolCalls, TheParserTakesCallsOutOfTheReply) {
     EXPECT_EQ(parse({open}).text, open);
     EXPECT_TRUE(parse({open}).calls.empty());
 
+    // A stray byte inside a string argument (a byte token of the model) becomes U+FFFD, as the server sends it.
+    Parsed stray = parse({"<tool_call>{\"name\": \"f\", \"arguments\": {\"s\": \"a\xff\"}}</tool_call>"});
+    EXPECT_EQ(stray.calls, (std::vector<std::string>{"f({\"s\":\"a\xef\xbf\xbd\"})"}));
+
     // parallel_tool_calls false: the first call only.
     Parsed one = parse({"<tool_call>{\"name\": \"f\"}</tool_call><tool_call>{\"name\": \"g\"}</tool_call>"}, {"f", "g"}, false);
     EXPECT_EQ(one.calls, (std::vector<std::string>{"f({})"}));
