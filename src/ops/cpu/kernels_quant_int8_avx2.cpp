@@ -43,38 +43,6 @@ inline int32_t sum8(__m256i v) {
     return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
 }
 
-// Runs of Max blocks over a row of nb blocks, then its shorter last run: run.template operator()<M>(b) for each,
-// M a template argument so that a run's sums stay in registers.
-template <int M, class Run>
-inline void last_run(int64_t m, int64_t b, Run & run) {
-    if constexpr (M > 0) {
-        if (m == M) {
-            run.template operator()<M>(b);
-        } else {
-            last_run<M - 1>(m, b, run);
-        }
-    }
-}
-
-template <int Max, class Run>
-inline void in_runs(int64_t nb, Run && run) {
-    int64_t b = 0;
-    for (; b + Max <= nb; b += Max) run.template operator()<Max>(b);
-    last_run<Max - 1>(nb - b, b, run);
-}
-
-// The per-token sums of a run's first M of 4 super-blocks (sums(i, out): block i of the run), zero after them.
-template <int NT, int M, class Sums>
-inline void run_sums(__m256i (&x)[4][NT], Sums && sums) {
-    for (int i = 0; i < 4; ++i) {
-        if (i < M) {
-            sums(i, x[i]);
-        } else {
-            for (int t = 0; t < NT; ++t) x[i][t] = _mm256_setzero_si256();
-        }
-    }
-}
-
 // The byte shuffle that gives, from 8 int16 values in each 128-bit lane, int16 lanes 0-3 value a and 4-7 value b
 // of the low 128 bits, c and d of the high 128 bits.
 inline __m256i pick4(int a, int b, int c, int d) {
@@ -139,43 +107,12 @@ inline void q4_k_sums(const BlockQ4_K & B, const void * const * act, int64_t b, 
     }
 }
 
-// Four halfway sums of q4_k_sums as one vector of whole sums: [isum0 imin0 isum1 imin1 | isum2 imin2 isum3 imin3].
-inline __m256i sums_of4(__m256i h0, __m256i h1, __m256i h2, __m256i h3) {
-    const __m256i u01 = _mm256_hadd_epi32(h0, h1), u23 = _mm256_hadd_epi32(h2, h3);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(u01, u23, 0x20), _mm256_permute2x128_si256(u01, u23, 0x31));
-}
-
-// The twin's contract (kernels_quant_scalar.cpp, dot_q4_k): the super-block's exact integer sums of scale * quant
-// * a and of min * block sums, folded once per super-block. A run of M <= 4 super-blocks from block b on reduces
-// its sums together (the horizontal sums of one super-block are a long chain; four at once let the next blocks'
-// products overlap it) and forms the twin's products in a vector, lane for lane the same roundings: d = a_d * w_d
-// and dmin = a_d * w_dmin, then d * isum and dmin * imin, their difference; the additions to the accumulator stay
-// one after another, in block order.
+// A run of M <= 4 super-blocks from block b on (fold_q4_k_run, kernels_quant_int8_avx2.h).
 template <int NT, int M>
 inline void run_q4_k(const BlockQ4_K * w, const void * const * act, int64_t b, float * acc) {
     __m256i h[4][NT];
     run_sums<NT, M>(h, [&](int i, __m256i * out) { q4_k_sums<NT>(w[b + i], act, b + i, out); });
-    // [d0 dmin0 d1 dmin1 d2 dmin2 d3 dmin3]: each block starts with its two f16 scales.
-    auto pair = [&](int i) {
-        uint32_t v = 0;
-        if (i < M) std::memcpy(&v, &w[b + i].d, 4);
-        return static_cast<int>(v);
-    };
-    const __m256 wd = _mm256_cvtph_ps(_mm_setr_epi32(pair(0), pair(1), pair(2), pair(3)));
-    for (int t = 0; t < NT; ++t) {
-        const auto * A = static_cast<const BlockQ8_K *>(act[t]) + b;
-        auto ad = [&](int i) { return i < M ? A[i].d : 0.0f; };
-        const __m256 d = _mm256_mul_ps(_mm256_setr_ps(ad(0), ad(0), ad(1), ad(1), ad(2), ad(2), ad(3), ad(3)), wd);
-        const __m256 prod = _mm256_mul_ps(d, _mm256_cvtepi32_ps(sums_of4(h[0][t], h[1][t], h[2][t], h[3][t])));
-        alignas(32) float r[8];
-        _mm256_store_ps(r, _mm256_hsub_ps(prod, prod));  // [r0 r1 r0 r1 | r2 r3 r2 r3]
-        float s = acc[t];
-        s = s + r[0];
-        if (M > 1) s = s + r[1];
-        if (M > 2) s = s + r[4];
-        if (M > 3) s = s + r[5];
-        acc[t] = s;
-    }
+    fold_q4_k_run<NT, M>(w, act, b, h, acc);
 }
 
 template <int NT>

@@ -1,16 +1,19 @@
-// AVX-512 VNNI kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q6_K
-// against q8_K activations, q5_0 against q8_0. q4_K keeps the AVX2 level's rows, which reduce runs of 4
-// super-blocks together (on Zen 4 one row streams at 19.3 GB/s from cache against 14.2 for a VNNI row that reduced
-// each super-block alone; docs/kernels.md), and takes the 16-lane gemm here for prompts. Each is bit-identical to
-// its scalar twin (kernels_quant_scalar.cpp): the integer sums of a block are exact whatever the grouping, so
-// `vpdpbusd` (64 multiply-adds of unsigned weight bytes by signed activation bytes) computes them, and the float
-// part is the twin's own fold, block after block.
+// AVX-512 VNNI kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q4_K and
+// q6_K against q8_K activations, q5_0 against q8_0. Each is bit-identical to its scalar twin
+// (kernels_quant_scalar.cpp): the integer sums of a block are exact whatever the grouping, so `vpdpbusd` (64
+// multiply-adds of unsigned weight bytes by signed activation bytes) computes them, and the float part is the
+// twin's own fold, block after block.
 //  - Signed weights are made unsigned for vpdpbusd and corrected with the activations' block sums: q6_K stores
 //    q - 32 (q in 0..63), so sum(scale * (q - 32) * a) = sum(scale * q * a) - 32 * sum(scale * bsum16); q5_0
 //    stores q - 16, corrected with 16 * sum(a) (one more vpdpbusd against a vector of 16s).
-//  - Sub-block scales multiply the int32 lanes (vpmulld) before the one horizontal sum per block.
-// One call computes one weight row against up to 4 token rows (the row's blocks are decoded once for all of
-// them); dot_tile runs its rows one after another, so each row is one sequential stream, fetched ahead.
+//  - Sub-block scales multiply the int32 lanes (vpmulld for q6_K; q4_K's lanes fit int16, and one vpdpwssd
+//    scales two chunks).
+//  - The fold's scalar chain and the horizontal sums of one block are what a lone row waits on (a q4_K row that
+//    reduced each super-block alone streamed at 14.2 GB/s from cache on Zen 4, against 19.3 for the AVX2 rows,
+//    docs/kernels.md). So the q4_K rows reduce runs of 4 super-blocks together, and the 4-row tiles of q4_K and
+//    q6_K (a decode step's tiles) reduce the four rows' block together and fold in the lanes of one vector.
+// A row kernel computes one weight row against up to 4 token rows (the row's blocks are decoded once for all of
+// them); the other tiles run their rows one after another, each row one sequential stream, fetched ahead.
 #include "ops/cpu/kernels_quant_int8.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
@@ -21,6 +24,7 @@
 
 #include <cstring>
 
+#include "ops/cpu/kernels_quant_int8_avx2.h"
 #include "ops/cpu/kernels_quant_int8_entries.h"
 #include "ops/cpu/hsum_avx512.h"
 #include "tensor/half.h"
@@ -52,49 +56,240 @@ inline int32_t sum16(__m512i v) {
     return sum8(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
 }
 
+// ---- q4_K x q8_K ----------------------------------------------------------------------------------------
+
+// vpshufb controls that spread the 8 int16 scales [s0..s7] of every 128-bit lane over the words of a
+// _mm512_packs_epi32(P, Q) of two chunks' sums (below): words 0-3 of lanes 0-1 take scale a, words 4-7 scale c,
+// and in lanes 2-3 b and d.
+struct ScalePick {
+    alignas(64) uint8_t bytes[64];
+    constexpr ScalePick(int a, int b, int c, int d) : bytes{} {
+        for (int lane = 0; lane < 4; ++lane) {
+            for (int word = 0; word < 8; ++word) {
+                const int s = word < 4 ? (lane < 2 ? a : b) : (lane < 2 ? c : d);
+                bytes[16 * lane + 2 * word] = static_cast<uint8_t>(2 * s);
+                bytes[16 * lane + 2 * word + 1] = static_cast<uint8_t>(2 * s + 1);
+            }
+        }
+    }
+};
+constexpr ScalePick kScales0123(0, 1, 2, 3), kScales4567(4, 5, 6, 7);
+
+// Per token, one super-block's integer sums by lanes, halfway reduced as fold_q4_k_run takes them.
+//  - Chunk c (elements 64c .. 64c + 63, sub-blocks 2c and 2c + 1) is the low and the high nibbles of qs bytes
+//    32c .. 32c + 31: the 32 bytes broadcast to both halves of a register, the upper half shifted by 4, so its
+//    elements line up with the activations' 64 contiguous bytes and one vpdpbusd sums them (dword lanes 0-7:
+//    sub-block 2c, 8-15: 2c + 1; |lane| <= 4 * 15 * 127).
+//  - Two chunks' lanes fit in int16 (packs saturates nothing) and one vpdpwssd multiplies them by their
+//    sub-blocks' scales and adds pairs of the same sub-block.
+template <int NT, bool Fetch = true>
+inline void q4_k_sums_vnni(const BlockQ4_K & B, const void * const * act, int64_t b, __m256i * h) {
+    if (Fetch) prefetch<sizeof(BlockQ4_K)>(&B);
+    uint64_t sc, mn;
+    quant::k4_scales_mins_u64(B.scales, sc, mn);
+    const __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    const __m512i S01 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kScales0123.bytes));
+    const __m512i S23 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kScales4567.bytes));
+    // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
+    const __m128i mv = _mm_cvtsi64_si128(static_cast<long long>(mn));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    __m512i W[4];
+    for (int c = 0; c < 4; ++c) {
+        const __m512i x = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs + 32 * c)));
+        W[c] = _mm512_and_si512(_mm512_mask_srli_epi16(x, 0xffff0000u, x, 4), m4);
+    }
+    const __m512i z = _mm512_setzero_si512();
+    for (int t = 0; t < NT; ++t) {
+        const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
+        __m512i P[4];
+        for (int c = 0; c < 4; ++c) P[c] = _mm512_dpbusd_epi32(z, W[c], _mm512_loadu_si512(A.qs + 64 * c));
+        const __m512i s = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(z, _mm512_packs_epi32(P[0], P[1]), S01),
+                                              _mm512_packs_epi32(P[2], P[3]), S23);
+        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+        h[t] = _mm256_hadd_epi32(s8, _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), mins));
+    }
+}
+
+template <int NT, int M>
+inline void run_q4_k(const BlockQ4_K * w, const void * const * act, int64_t b, float * acc) {
+    __m256i h[4][NT];
+    run_sums<NT, M>(h, [&](int i, __m256i * out) { q4_k_sums_vnni<NT>(w[b + i], act, b + i, out); });
+    fold_q4_k_run<NT, M>(w, act, b, h, acc);
+}
+
+template <int NT>
+void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ4_K *>(wv);
+    float acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    in_runs<4>(n / kQK_K, [&]<int M>(int64_t b) { run_q4_k<NT, M>(w, act, b, acc); });
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+// Four rows at once (a decode step's 4-row tiles). Their block b's sums reduce together as a run's four blocks do
+// (q4_k_sums_of4 over rows), and the fold runs in the lanes of one vector, lane r row r: acc_r + (d_r * isum_r -
+// dmin_r * imin_r), the twin's roundings, block after block, with no scalar chain.
+template <int NT>
+void tile4_q4_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
+    const int64_t nb = n / kQK_K;
+    // The rows are read block by block in turn, so the tile's stream is fetched ahead as one: the next tile's
+    // bytes (rows 4-7), an even share each block, a tile ahead of the reads.
+    const size_t ahead = (4 * ws / static_cast<size_t>(nb) + 63) / 64 * 64;
+    const void * rows[NT];
+    for (int t = 0; t < NT; ++t) rows[t] = act + t * as;
+    __m128 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * next = w + 4 * ws + static_cast<size_t>(b) * ahead;
+        for (size_t off = 0; off < ahead; off += 64) _mm_prefetch(reinterpret_cast<const char *>(next + off), _MM_HINT_T0);
+        __m256i h[4][NT];
+        uint32_t dd[4];
+        for (int r = 0; r < 4; ++r) {
+            const BlockQ4_K & B = reinterpret_cast<const BlockQ4_K *>(w + r * ws)[b];
+            q4_k_sums_vnni<NT, false>(B, rows, b, h[r]);
+            std::memcpy(&dd[r], &B.d, 4);
+        }
+        // [d0 dmin0 d1 dmin1 d2 dmin2 d3 dmin3]: each block starts with its two f16 scales.
+        const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(dd)));
+        for (int t = 0; t < NT; ++t) {
+            const float ad = static_cast<const BlockQ8_K *>(rows[t])[b].d;
+            const __m256 d = _mm256_mul_ps(_mm256_set1_ps(ad), wd);
+            const __m256 prod = _mm256_mul_ps(d, _mm256_cvtepi32_ps(q4_k_sums_of4(h[0][t], h[1][t], h[2][t], h[3][t])));
+            const __m256 r = _mm256_hsub_ps(prod, prod);  // [r0 r1 r0 r1 | r2 r3 r2 r3]
+            acc[t] = _mm_add_ps(acc[t], _mm_shuffle_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1), 0x44));
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, acc[t]);
+        for (int r = 0; r < 4; ++r) y[t * ys + r] = out[r];
+    }
+}
+
+
 // ---- q6_K x q8_K ----------------------------------------------------------------------------------------
+
+// Per token, one super-block's integer sum as 8 int32 lanes (x[t]; their sum is the block's isum): scale * quant
+// * a, less 32 * scale * block sums.
+template <int NT, bool Fetch = true>
+inline void q6_k_sums_vnni(const BlockQ6_K & B, const void * const * act, int64_t b, __m256i * x) {
+    if (Fetch) prefetch<sizeof(BlockQ6_K)>(&B);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03);
+    // Lane groups of 4 (16 elements) take one scale: element runs 0-63 of a half use its scales 0-3, 64-127 4-7.
+    const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
+    __m512i u[4], S[4];
+    for (int h = 0; h < 2; ++h) {
+        const __m512i X = _mm512_loadu_si512(B.ql + 64 * h);
+        const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
+        const __m512i Q01 = _mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1);
+        const __m512i Q23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(Q, 4)), _mm256_srli_epi16(Q, 6), 1);
+        const __m512i H01 = _mm512_slli_epi16(_mm512_and_si512(Q01, m2), 4);
+        const __m512i H23 = _mm512_slli_epi16(_mm512_and_si512(Q23, m2), 4);
+        u[2 * h] = _mm512_or_si512(_mm512_and_si512(X, m4), H01);                            // elements 128h + 0..63
+        u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X, 4), m4), H23);  // 128h + 64..127
+        S[2 * h] = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(8 * h)), sc);
+        S[2 * h + 1] = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(8 * h + 4)), sc);
+    }
+    const __m512i z = _mm512_setzero_si512();
+    for (int t = 0; t < NT; ++t) {
+        const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
+        __m512i s = z;
+        for (int k = 0; k < 4; ++k) {
+            const __m512i a = _mm512_loadu_si512(A.qs + 64 * k);
+            s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, u[k], a), S[k]));
+        }
+        // |32 * lane| <= 32 * 2 * 2032 * 128 < 2^31: exact.
+        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), sc16);
+        x[t] = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)),
+                                _mm256_slli_epi32(corr, 5));
+    }
+}
 
 template <int NT>
 void row_q6_k(const void * wv, const void * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const BlockQ6_K *>(wv);
     float acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03);
-    // Lane groups of 4 (16 elements) take one scale: element runs 0-63 of a half use its scales 0-3, 64-127 4-7.
-    const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const BlockQ6_K & B = w[b];
-        prefetch<sizeof(BlockQ6_K)>(&B);
-        const float wd = h2f(B.d);
-        const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
-        const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
-        __m512i u[4], S[4];
-        for (int h = 0; h < 2; ++h) {
-            const __m512i X = _mm512_loadu_si512(B.ql + 64 * h);
-            const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
-            const __m512i Q01 = _mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1);
-            const __m512i Q23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(Q, 4)), _mm256_srli_epi16(Q, 6), 1);
-            const __m512i H01 = _mm512_slli_epi16(_mm512_and_si512(Q01, m2), 4);
-            const __m512i H23 = _mm512_slli_epi16(_mm512_and_si512(Q23, m2), 4);
-            u[2 * h] = _mm512_or_si512(_mm512_and_si512(X, m4), H01);                            // elements 128h + 0..63
-            u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X, 4), m4), H23);  // 128h + 64..127
-            S[2 * h] = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(8 * h)), sc);
-            S[2 * h + 1] = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(8 * h + 4)), sc);
-        }
-        for (int t = 0; t < NT; ++t) {
-            const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
-            const __m512i z = _mm512_setzero_si512();
-            __m512i s = z;
-            for (int k = 0; k < 4; ++k) {
-                const __m512i a = _mm512_loadu_si512(A.qs + 64 * k);
-                s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, u[k], a), S[k]));
-            }
-            const __m256i bs = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums));
-            const int32_t corr = sum8(_mm256_madd_epi16(bs, sc16));
-            acc[t] = fold_k(acc[t], wd, A.d, sum16(s) - 32 * corr);
-        }
+        __m256i x[NT];
+        q6_k_sums_vnni<NT>(w[b], act, b, x);
+        const float wd = h2f(w[b].d);
+        for (int t = 0; t < NT; ++t) acc[t] = fold_k(acc[t], wd, static_cast<const BlockQ8_K *>(act[t])[b].d, sum8(x[t]));
     }
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+// Four rows at once, as tile4_q4_k: block b's sums of the four rows reduce together and fold in the lanes of one
+// vector (lane r: row r, acc_r + (a_d * w_d_r) * isum_r, the twin's roundings).
+template <int NT>
+void tile4_q6_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
+    const int64_t nb = n / kQK_K;
+    const size_t ahead = (4 * ws / static_cast<size_t>(nb) + 63) / 64 * 64;  // as tile4_q4_k
+    const void * rows[NT];
+    for (int t = 0; t < NT; ++t) rows[t] = act + t * as;
+    __m128 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t * next = w + 4 * ws + static_cast<size_t>(b) * ahead;
+        for (size_t off = 0; off < ahead; off += 64) _mm_prefetch(reinterpret_cast<const char *>(next + off), _MM_HINT_T0);
+        __m256i x[4][NT];
+        alignas(16) uint16_t dh[8] = {};
+        for (int r = 0; r < 4; ++r) {
+            const BlockQ6_K & B = reinterpret_cast<const BlockQ6_K *>(w + r * ws)[b];
+            q6_k_sums_vnni<NT, false>(B, rows, b, x[r]);
+            dh[r] = B.d;
+        }
+        const __m128 wd = _mm_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(dh)));
+        for (int t = 0; t < NT; ++t) {
+            const float ad = static_cast<const BlockQ8_K *>(rows[t])[b].d;
+            // [isum0 isum1 isum2 isum3]: two rounds of pairwise sums, then the 128-bit halves.
+            const __m256i v = _mm256_hadd_epi32(_mm256_hadd_epi32(x[0][t], x[1][t]), _mm256_hadd_epi32(x[2][t], x[3][t]));
+            const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            acc[t] = _mm_add_ps(acc[t], _mm_mul_ps(_mm_mul_ps(_mm_set1_ps(ad), wd), _mm_cvtepi32_ps(isum)));
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, acc[t]);
+        for (int r = 0; r < 4; ++r) y[t * ys + r] = out[r];
+    }
+}
+
+// A type's entry: the row kernels, and four rows at once.
+template <class Rows, void (*Tile1)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t),
+          void (*Tile2)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t),
+          void (*Tile3)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t),
+          void (*Tile4)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t)>
+struct FourRowEntry {
+    using RowEntry = Rows;
+    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                         int n_tok, float * y, size_t y_stride) {
+        const auto * wb = static_cast<const uint8_t *>(w);
+        const auto * ab = static_cast<const uint8_t *>(act);
+        if (n_rows == 4) {
+            switch (n_tok) {
+                case 1: return Tile1(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 2: return Tile2(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 3: return Tile3(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 4: return Tile4(wb, w_stride, ab, act_stride, n, y, y_stride);
+            }
+        }
+        Rows::dot_tile(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
+    }
+};
+
+using Q4KEntry = FourRowEntry<Entry<row_q4_k<1>, row_q4_k<2>, row_q4_k<3>, row_q4_k<4>>, tile4_q4_k<1>, tile4_q4_k<2>,
+                              tile4_q4_k<3>, tile4_q4_k<4>>;
+using Q6KEntry = FourRowEntry<Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>, tile4_q6_k<1>, tile4_q6_k<2>,
+                              tile4_q6_k<3>, tile4_q6_k<4>>;
+
+template <class E>
+void set_four_row_entry(TypeKernels * table, tensor::ElemType type) {
+    set_entry<typename E::RowEntry>(table, type);
+    table[static_cast<uint32_t>(type)].dot_tile = E::dot_tile;
 }
 
 // ---- q5_0 x q8_0 ----------------------------------------------------------------------------------------
@@ -282,8 +477,8 @@ void quantize_row_q8_0_ties_away(const float * x, void * dst, int64_t n) {
 }  // namespace
 
 void add_int8_entries_avx512(TypeKernels * table) {
-    using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
-    set_entry<Q6K>(table, tensor::ElemType::Q6_K);
+    set_four_row_entry<Q4KEntry>(table, tensor::ElemType::Q4_K);
+    set_four_row_entry<Q6KEntry>(table, tensor::ElemType::Q6_K);
     set_entry<Q5_0Entry::Rows>(table, tensor::ElemType::Q5_0);
     table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].dot_tile = Q5_0Entry::dot_tile;
     set_q8_k_quantizer(table, quantize_row_q8_k);

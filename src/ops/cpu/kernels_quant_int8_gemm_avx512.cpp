@@ -455,11 +455,15 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 // against 79-89 / 88 / 89; q6_K 2560 -> 4096 590 / 780 / 928 against 612 / 638 / 634; q5_0 640 -> 2560 110 / 146
 // against 111-120 / 119, 320 -> 10240 225 / 290 against 220-250 / 250, 2560 -> 4096 973 against 749 at 2; Q8_0
 // 2560 -> 4096 880 against 547 at 2, 640 -> 2560 113 at one token against 89 (two threads: 61-65 against 54-55;
-// its wide rows keep the row kernel for one token, 2560 -> 640 59-60 against 62-64).
+// its wide rows keep the row kernel for one token, 2560 -> 640 59-60 against 62-64). Since q4_K and q6_K have
+// 4-row tiles (kernels_quant_int8_avx512.cpp), the same runs (2026-12-06, alternated twice): q4_K at 3 tokens
+// 79 / 493 / 1973-1992 us (2560 -> 640 / 4096 / 16384) against the lanes' 85 / 528-683 / 2080-2638, at 4 tokens
+// 100 / 629-633 / 2517-2742 against 86 / 529 / 2101; q6_K at 3 tokens 105-109 / 645-654 / 2620-2710 against 103 /
+// 634 / 2448-2529.
 struct MinTokens {
     int wide, narrow;
 };
-constexpr MinTokens kGemmMinTokensQ4K = {3, 3};
+constexpr MinTokens kGemmMinTokensQ4K = {4, 4};
 constexpr MinTokens kGemmMinTokensQ6K = {3, 3};
 constexpr MinTokens kGemmMinTokensQ50 = {2, 3};
 constexpr MinTokens kGemmMinTokensQ80 = {2, 1};
