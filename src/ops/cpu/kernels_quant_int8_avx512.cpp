@@ -6,8 +6,8 @@
 //  - Signed weights are made unsigned for vpdpbusd and corrected with the activations' block sums: q6_K stores
 //    q - 32 (q in 0..63), so sum(scale * (q - 32) * a) = sum(scale * q * a) - 32 * sum(scale * bsum16); q5_0
 //    stores q - 16, corrected with 16 * sum(a) (one more vpdpbusd against a vector of 16s).
-//  - Sub-block scales multiply the int32 lanes (vpmulld for q6_K; q4_K's lanes fit int16, and one vpdpwssd
-//    scales two chunks).
+//  - A chunk's int32 lanes fit int16 (q4_K: 4 products of 0..15 by -127..127; q6_K: of 0..63), so two chunks pack
+//    into one register and one vpdpwssd applies their sub-blocks' scales.
 //  - The fold's scalar chain and the horizontal sums of one block are what a lone row waits on (a q4_K row that
 //    reduced each super-block alone streamed at 14.2 GB/s from cache on Zen 4, against 19.3 for the AVX2 rows,
 //    docs/kernels.md). So the q4_K rows reduce runs of 4 super-blocks together, and the 4-row tiles of q4_K and
@@ -170,17 +170,31 @@ void tile4_q4_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
 
 // ---- q6_K x q8_K ----------------------------------------------------------------------------------------
 
+// vpermw indices that spread q6_K's 16 int16 scales over the words of a _mm512_packs_epi32(P, Q) of two chunks'
+// sums (P: elements 128h + 0..63, Q: 128h + 64..127 of half h; a dword lane covers 4 elements, a scale 16): in
+// 128-bit lane L, words 0-3 take scale 8h + L and words 4-7 scale 8h + 4 + L.
+struct Q6ScalePick {
+    alignas(64) uint16_t words[32];
+    constexpr explicit Q6ScalePick(int h) : words{} {
+        for (int lane = 0; lane < 4; ++lane) {
+            for (int w = 0; w < 8; ++w) words[8 * lane + w] = static_cast<uint16_t>(8 * h + lane + (w < 4 ? 0 : 4));
+        }
+    }
+};
+constexpr Q6ScalePick kQ6Scales0(0), kQ6Scales1(1);
+
 // Per token, one super-block's integer sum as 8 int32 lanes (x[t]; their sum is the block's isum): scale * quant
-// * a, less 32 * scale * block sums.
+// * a, less 32 * scale * block sums. A chunk's dword lanes (4 products of 0..63 by -127..127) fit int16, so two
+// chunks' lanes pack into one register and one vpdpwssd applies their scales.
 template <int NT, bool Fetch = true>
 inline void q6_k_sums_vnni(const BlockQ6_K & B, const void * const * act, int64_t b, __m256i * x) {
     if (Fetch) prefetch<sizeof(BlockQ6_K)>(&B);
     const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03);
-    // Lane groups of 4 (16 elements) take one scale: element runs 0-63 of a half use its scales 0-3, 64-127 4-7.
-    const __m512i quad = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
-    const __m512i sc = _mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
-    __m512i u[4], S[4];
+    const __m512i sc = _mm512_castsi256_si512(sc16);
+    const __m512i S[2] = {_mm512_permutexvar_epi16(_mm512_load_si512(kQ6Scales0.words), sc),
+                          _mm512_permutexvar_epi16(_mm512_load_si512(kQ6Scales1.words), sc)};
+    __m512i u[4];
     for (int h = 0; h < 2; ++h) {
         const __m512i X = _mm512_loadu_si512(B.ql + 64 * h);
         const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
@@ -190,17 +204,14 @@ inline void q6_k_sums_vnni(const BlockQ6_K & B, const void * const * act, int64_
         const __m512i H23 = _mm512_slli_epi16(_mm512_and_si512(Q23, m2), 4);
         u[2 * h] = _mm512_or_si512(_mm512_and_si512(X, m4), H01);                            // elements 128h + 0..63
         u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X, 4), m4), H23);  // 128h + 64..127
-        S[2 * h] = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(8 * h)), sc);
-        S[2 * h + 1] = _mm512_permutexvar_epi32(_mm512_add_epi32(quad, _mm512_set1_epi32(8 * h + 4)), sc);
     }
     const __m512i z = _mm512_setzero_si512();
     for (int t = 0; t < NT; ++t) {
         const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
-        __m512i s = z;
-        for (int k = 0; k < 4; ++k) {
-            const __m512i a = _mm512_loadu_si512(A.qs + 64 * k);
-            s = _mm512_add_epi32(s, _mm512_mullo_epi32(_mm512_dpbusd_epi32(z, u[k], a), S[k]));
-        }
+        __m512i P[4];
+        for (int k = 0; k < 4; ++k) P[k] = _mm512_dpbusd_epi32(z, u[k], _mm512_loadu_si512(A.qs + 64 * k));
+        const __m512i s = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(z, _mm512_packs_epi32(P[0], P[1]), S[0]),
+                                              _mm512_packs_epi32(P[2], P[3]), S[1]);
         // |32 * lane| <= 32 * 2 * 2032 * 128 < 2^31: exact.
         const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), sc16);
         x[t] = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)),
