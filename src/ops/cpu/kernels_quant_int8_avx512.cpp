@@ -75,7 +75,7 @@ struct ScalePick {
 };
 constexpr ScalePick kScales0123(0, 1, 2, 3), kScales4567(4, 5, 6, 7);
 
-// Per token, one super-block's integer sums by lanes, halfway reduced as fold_q4_k_run takes them.
+// Per token, one super-block's sum of scale * quant * a as 8 int32 lanes (s8[t]); returns the 8 mins.
 //  - Chunk c (elements 64c .. 64c + 63, sub-blocks 2c and 2c + 1) is the low and the high nibbles of qs bytes
 //    32c .. 32c + 31: the 32 bytes broadcast to both halves of a register, the upper half shifted by 4, so its
 //    elements line up with the activations' 64 contiguous bytes and one vpdpbusd sums them (dword lanes 0-7:
@@ -83,16 +83,13 @@ constexpr ScalePick kScales0123(0, 1, 2, 3), kScales4567(4, 5, 6, 7);
 //  - Two chunks' lanes fit in int16 (packs saturates nothing) and one vpdpwssd multiplies them by their
 //    sub-blocks' scales and adds pairs of the same sub-block.
 template <int NT, bool Fetch = true>
-inline void q4_k_sums_vnni(const BlockQ4_K & B, const void * const * act, int64_t b, __m256i * h) {
+inline uint64_t q4_k_isums_vnni(const BlockQ4_K & B, const void * const * act, int64_t b, __m256i * s8) {
     if (Fetch) prefetch<sizeof(BlockQ4_K)>(&B);
     uint64_t sc, mn;
     quant::k4_scales_mins_u64(B.scales, sc, mn);
     const __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
     const __m512i S01 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kScales0123.bytes));
     const __m512i S23 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kScales4567.bytes));
-    // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
-    const __m128i mv = _mm_cvtsi64_si128(static_cast<long long>(mn));
-    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i W[4];
     for (int c = 0; c < 4; ++c) {
@@ -106,8 +103,22 @@ inline void q4_k_sums_vnni(const BlockQ4_K & B, const void * const * act, int64_
         for (int c = 0; c < 4; ++c) P[c] = _mm512_dpbusd_epi32(z, W[c], _mm512_loadu_si512(A.qs + 64 * c));
         const __m512i s = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(z, _mm512_packs_epi32(P[0], P[1]), S01),
                                               _mm512_packs_epi32(P[2], P[3]), S23);
-        const __m256i s8 = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
-        h[t] = _mm256_hadd_epi32(s8, _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), mins));
+        s8[t] = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    }
+    return mn;
+}
+
+// Per token, one super-block's integer sums by lanes, halfway reduced as fold_q4_k_run takes them.
+template <int NT>
+inline void q4_k_sums_vnni(const BlockQ4_K & B, const void * const * act, int64_t b, __m256i * h) {
+    __m256i s8[NT];
+    const uint64_t mn = q4_k_isums_vnni<NT>(B, act, b, s8);
+    // Each min twice (it weighs the two 16-sums of its sub-block), as int16.
+    const __m128i mv = _mm_cvtsi64_si128(static_cast<long long>(mn));
+    const __m256i mins = _mm256_cvtepu8_epi16(_mm_unpacklo_epi8(mv, mv));
+    for (int t = 0; t < NT; ++t) {
+        const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
+        h[t] = _mm256_hadd_epi32(s8[t], _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), mins));
     }
 }
 
@@ -127,9 +138,11 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
-// Four rows at once (a decode step's 4-row tiles). Their block b's sums reduce together as a run's four blocks do
-// (q4_k_sums_of4 over rows), and the fold runs in the lanes of one vector, lane r row r: acc_r + (d_r * isum_r -
-// dmin_r * imin_r), the twin's roundings, block after block, with no scalar chain.
+// Four rows at once (a decode step's 4-row tiles). Their block b's sums reduce together, as a run's four blocks
+// do, and the fold runs in the lanes of one vector, lane r row r: acc_r + (d_r * isum_r - dmin_r * imin_r), the
+// twin's roundings, block after block, with no scalar chain. The mins' sums of the four rows are one vpmaddwd: the
+// rows' 8 mins a 128-bit lane each, against the token's 8 sub-block sums (pairs of its 16-element sums) in every
+// lane (|pair| <= 2 * 16 * 127, int16).
 template <int NT>
 void tile4_q4_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
     const int64_t nb = n / kQK_K;
@@ -138,27 +151,58 @@ void tile4_q4_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
     const size_t ahead = (4 * ws / static_cast<size_t>(nb) + 63) / 64 * 64;
     const void * rows[NT];
     for (int t = 0; t < NT; ++t) rows[t] = act + t * as;
+    const __m512i lane0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
     __m128 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
-    for (int64_t b = 0; b < nb; ++b) {
+    // Block b's integer sums of the four rows (interleaved with the next block's by the loop below).
+    struct Sums {
+        __m256i s8[4][NT];
+        long long mn[4];
+        int dd[4];  // in registers: a vector read back from stores of its parts stalls on store forwarding
+    };
+    auto sums = [&](int64_t b, Sums & S) {
         const uint8_t * next = w + 4 * ws + static_cast<size_t>(b) * ahead;
         for (size_t off = 0; off < ahead; off += 64) _mm_prefetch(reinterpret_cast<const char *>(next + off), _MM_HINT_T0);
-        __m256i h[4][NT];
-        uint32_t dd[4];
         for (int r = 0; r < 4; ++r) {
             const BlockQ4_K & B = reinterpret_cast<const BlockQ4_K *>(w + r * ws)[b];
-            q4_k_sums_vnni<NT, false>(B, rows, b, h[r]);
-            std::memcpy(&dd[r], &B.d, 4);
+            S.mn[r] = static_cast<long long>(q4_k_isums_vnni<NT, false>(B, rows, b, S.s8[r]));
+            std::memcpy(&S.dd[r], &B.d, 4);
         }
-        // [d0 dmin0 d1 dmin1 d2 dmin2 d3 dmin3]: each block starts with its two f16 scales.
-        const __m256 wd = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(dd)));
+    };
+    auto fold = [&](int64_t b, const Sums & S) {
+        const __m512i mins = _mm512_cvtepu8_epi16(_mm256_setr_epi64x(S.mn[0], S.mn[1], S.mn[2], S.mn[3]));
+        // [d0 dmin0 d1 dmin1 d2 dmin2 d3 dmin3] (each block starts with its two f16 scales), then split.
+        const __m256 wp = _mm256_cvtph_ps(_mm_setr_epi32(S.dd[0], S.dd[1], S.dd[2], S.dd[3]));
+        const __m128 wd = _mm_shuffle_ps(_mm256_castps256_ps128(wp), _mm256_extractf128_ps(wp, 1), 0x88);
+        const __m128 wmin = _mm_shuffle_ps(_mm256_castps256_ps128(wp), _mm256_extractf128_ps(wp, 1), 0xdd);
         for (int t = 0; t < NT; ++t) {
-            const float ad = static_cast<const BlockQ8_K *>(rows[t])[b].d;
-            const __m256 d = _mm256_mul_ps(_mm256_set1_ps(ad), wd);
-            const __m256 prod = _mm256_mul_ps(d, _mm256_cvtepi32_ps(q4_k_sums_of4(h[0][t], h[1][t], h[2][t], h[3][t])));
-            const __m256 r = _mm256_hsub_ps(prod, prod);  // [r0 r1 r0 r1 | r2 r3 r2 r3]
-            acc[t] = _mm_add_ps(acc[t], _mm_shuffle_ps(_mm256_castps256_ps128(r), _mm256_extractf128_ps(r, 1), 0x44));
+            const BlockQ8_K & A = static_cast<const BlockQ8_K *>(rows[t])[b];
+            // [isum0 isum1 isum2 isum3]: two rounds of pairwise sums, then the 128-bit halves.
+            const __m256i v = _mm256_hadd_epi32(_mm256_hadd_epi32(S.s8[0][t], S.s8[1][t]), _mm256_hadd_epi32(S.s8[2][t], S.s8[3][t]));
+            const __m128i isum = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+            const __m256i pairs = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)),
+                                                    _mm256_set1_epi16(1));
+            __m512i m = _mm512_madd_epi16(mins, _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(pairs)));
+            m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_BADC));
+            m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_CDAB));  // lane r: imin_r in every dword
+            const __m128i imin = _mm512_castsi512_si128(_mm512_permutexvar_epi32(lane0, m));
+            const __m128 ad = _mm_set1_ps(A.d);
+            const __m128 d = _mm_mul_ps(ad, wd), dmin = _mm_mul_ps(ad, wmin);
+            acc[t] = _mm_add_ps(acc[t], _mm_sub_ps(_mm_mul_ps(d, _mm_cvtepi32_ps(isum)), _mm_mul_ps(dmin, _mm_cvtepi32_ps(imin))));
         }
+    };
+    int64_t b = 0;
+    for (; b + 2 <= nb; b += 2) {
+        Sums S0, S1;
+        sums(b, S0);
+        sums(b + 1, S1);
+        fold(b, S0);
+        fold(b + 1, S1);
+    }
+    if (b < nb) {
+        Sums S0;
+        sums(b, S0);
+        fold(b, S0);
     }
     for (int t = 0; t < NT; ++t) {
         alignas(16) float out[4];
@@ -166,7 +210,6 @@ void tile4_q4_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
         for (int r = 0; r < 4; ++r) y[t * ys + r] = out[r];
     }
 }
-
 
 // ---- q6_K x q8_K ----------------------------------------------------------------------------------------
 
@@ -247,13 +290,13 @@ void tile4_q6_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
         const uint8_t * next = w + 4 * ws + static_cast<size_t>(b) * ahead;
         for (size_t off = 0; off < ahead; off += 64) _mm_prefetch(reinterpret_cast<const char *>(next + off), _MM_HINT_T0);
         __m256i x[4][NT];
-        alignas(16) uint16_t dh[8] = {};
+        short dh[4];  // in registers, as in tile4_q4_k
         for (int r = 0; r < 4; ++r) {
             const BlockQ6_K & B = reinterpret_cast<const BlockQ6_K *>(w + r * ws)[b];
             q6_k_sums_vnni<NT, false>(B, rows, b, x[r]);
-            dh[r] = B.d;
+            dh[r] = static_cast<short>(B.d);
         }
-        const __m128 wd = _mm_cvtph_ps(_mm_load_si128(reinterpret_cast<const __m128i *>(dh)));
+        const __m128 wd = _mm_cvtph_ps(_mm_setr_epi16(dh[0], dh[1], dh[2], dh[3], 0, 0, 0, 0));
         for (int t = 0; t < NT; ++t) {
             const float ad = static_cast<const BlockQ8_K *>(rows[t])[b].d;
             // [isum0 isum1 isum2 isum3]: two rounds of pairwise sums, then the 128-bit halves.
