@@ -459,14 +459,16 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 // 4-row tiles (kernels_quant_int8_avx512.cpp), the same runs (2026-12-06, alternated twice): q4_K at 3 tokens
 // 79 / 493 / 1973-1992 us (2560 -> 640 / 4096 / 16384) against the lanes' 85 / 528-683 / 2080-2638, at 4 tokens
 // 100 / 629-633 / 2517-2742 against 86 / 529 / 2101; q6_K at 3 tokens 105-109 / 645-654 / 2620-2710 against 103 /
-// 634 / 2448-2529.
+// 634 / 2448-2529. Q8_0's 4-row tiles (kernels_float_avx512.cpp) take its narrow rows' one-token products too: one
+// thread 640 -> 2560 73-76 against 85 us, 320 -> 10240 173 against 193; two threads 50-51 against 48-50 and 108
+// against 103-107.
 struct MinTokens {
     int wide, narrow;
 };
 constexpr MinTokens kGemmMinTokensQ4K = {4, 4};
 constexpr MinTokens kGemmMinTokensQ6K = {3, 3};
 constexpr MinTokens kGemmMinTokensQ50 = {2, 3};
-constexpr MinTokens kGemmMinTokensQ80 = {2, 1};
+constexpr MinTokens kGemmMinTokensQ80 = {2, 2};
 
 void set_min_tokens(TypeKernels & k, MinTokens m) { k.set_gemm_min_tokens(m.wide, m.narrow); }
 
