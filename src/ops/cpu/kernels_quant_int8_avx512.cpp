@@ -74,6 +74,7 @@ struct ScalePick {
     }
 };
 constexpr ScalePick kScales0123(0, 1, 2, 3), kScales4567(4, 5, 6, 7);
+constexpr ScalePick kTileScales0213(0, 2, 1, 3), kTileScales4657(4, 6, 5, 7);  // q4_k_isums_tile's chunks
 
 // Per token, one super-block's sum of scale * quant * a as 8 int32 lanes (s8[t]); returns the 8 mins.
 //  - Chunk c (elements 64c .. 64c + 63, sub-blocks 2c and 2c + 1) is the low and the high nibbles of qs bytes
@@ -106,6 +107,42 @@ inline uint64_t q4_k_isums_vnni(const BlockQ4_K & B, const void * const * act, i
         s8[t] = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
     }
     return mn;
+}
+
+// The tiles' form of q4_k_isums_vnni, for activations read once for four rows. A 64-byte run of qs gives two
+// chunks with no shift of half a register: its low nibbles are sub-blocks 2c and 2c + 2 (elements 64c .. +31 and
+// 64c + 64 .. +31), its high nibbles 2c + 1 and 2c + 3, against the activations' 32-byte halves in that order
+// (tile_activations).
+template <int NT>
+inline uint64_t q4_k_isums_tile(const BlockQ4_K & B, const __m512i (*x)[4], __m256i * s8) {
+    uint64_t sc, mn;
+    quant::k4_scales_mins_u64(B.scales, sc, mn);
+    const __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    const __m512i S01 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kTileScales0213.bytes));
+    const __m512i S23 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kTileScales4657.bytes));
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i q0 = _mm512_loadu_si512(B.qs), q1 = _mm512_loadu_si512(B.qs + 64);
+    const __m512i W[4] = {_mm512_and_si512(q0, m4), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4),
+                          _mm512_and_si512(q1, m4), _mm512_and_si512(_mm512_srli_epi16(q1, 4), m4)};
+    const __m512i z = _mm512_setzero_si512();
+    for (int t = 0; t < NT; ++t) {
+        __m512i P[4];
+        for (int c = 0; c < 4; ++c) P[c] = _mm512_dpbusd_epi32(z, W[c], x[t][c]);
+        const __m512i s = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(z, _mm512_packs_epi32(P[0], P[1]), S01),
+                                              _mm512_packs_epi32(P[2], P[3]), S23);
+        s8[t] = _mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1));
+    }
+    return mn;
+}
+
+// A token's block in q4_k_isums_tile's order: elements [0, 32) and [64, 96), [32, 64) and [96, 128), then the same
+// for the second half.
+inline void tile_activations(const BlockQ8_K & A, __m512i * x) {
+    for (int h = 0; h < 2; ++h) {
+        const __m512i a = _mm512_loadu_si512(A.qs + 128 * h), b = _mm512_loadu_si512(A.qs + 128 * h + 64);
+        x[2 * h] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(1, 0, 1, 0));
+        x[2 * h + 1] = _mm512_shuffle_i64x2(a, b, _MM_SHUFFLE(3, 2, 3, 2));
+    }
 }
 
 // Per token, one super-block's integer sums by lanes, halfway reduced as fold_q4_k_run takes them.
@@ -163,9 +200,11 @@ void tile4_q4_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
     auto sums = [&](int64_t b, Sums & S) {
         const uint8_t * next = w + 4 * ws + static_cast<size_t>(b) * ahead;
         for (size_t off = 0; off < ahead; off += 64) _mm_prefetch(reinterpret_cast<const char *>(next + off), _MM_HINT_T0);
+        __m512i x[NT][4];
+        for (int t = 0; t < NT; ++t) tile_activations(static_cast<const BlockQ8_K *>(rows[t])[b], x[t]);
         for (int r = 0; r < 4; ++r) {
             const BlockQ4_K & B = reinterpret_cast<const BlockQ4_K *>(w + r * ws)[b];
-            S.mn[r] = static_cast<long long>(q4_k_isums_vnni<NT, false>(B, rows, b, S.s8[r]));
+            S.mn[r] = static_cast<long long>(q4_k_isums_tile<NT>(B, x, S.s8[r]));
             std::memcpy(&S.dd[r], &B.d, 4);
         }
     };
