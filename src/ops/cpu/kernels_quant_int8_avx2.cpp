@@ -107,21 +107,10 @@ inline void q4_k_sums(const BlockQ4_K & B, const void * const * act, int64_t b, 
     }
 }
 
-// A run of M <= 4 super-blocks from block b on (fold_q4_k_run, kernels_quant_int8_avx2.h).
-template <int NT, int M>
-inline void run_q4_k(const BlockQ4_K * w, const void * const * act, int64_t b, float * acc) {
-    __m256i h[4][NT];
-    run_sums<NT, M>(h, [&](int i, __m256i * out) { q4_k_sums<NT>(w[b + i], act, b + i, out); });
-    fold_q4_k_run<NT, M>(w, act, b, h, acc);
-}
-
+// The row in runs of up to 4 super-blocks (q4_k_row, kernels_quant_int8_avx2.h).
 template <int NT>
 void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out) {
-    const auto * w = static_cast<const BlockQ4_K *>(wv);
-    float acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    in_runs<4>(n / kQK_K, [&]<int M>(int64_t b) { run_q4_k<NT, M>(w, act, b, acc); });
-    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+    q4_k_row<NT>(wv, act, n, out, [&](const BlockQ4_K & B, int64_t b, __m256i * h) { q4_k_sums<NT>(B, act, b, h); });
 }
 
 // ---- q6_K x q8_K ----------------------------------------------------------------------------------------

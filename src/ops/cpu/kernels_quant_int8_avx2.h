@@ -119,5 +119,20 @@ inline void fold_q4_k_run(const tensor::BlockQ4_K * w, const void * const * act,
     }
 }
 
+// A row of q4_K against NT tokens in runs of up to 4 super-blocks: sums(B, b, h) gives block b's per-token sums
+// (h[t], as q4_k_sums_of4 takes them), the fold is fold_q4_k_run's.
+template <int NT, class Sums>
+inline void q4_k_row(const void * wv, const void * const * act, int64_t n, float * out, Sums && sums) {
+    const auto * w = static_cast<const tensor::BlockQ4_K *>(wv);
+    float acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    in_runs<4>(n / tensor::kQK_K, [&]<int M>(int64_t b) {
+        __m256i h[4][NT];
+        run_sums<NT, M>(h, [&](int i, __m256i * x) { sums(w[b + i], b + i, x); });
+        fold_q4_k_run<NT, M>(w, act, b, h, acc);
+    });
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
 }  // namespace
 }  // namespace offgrid::ops::cpu::quant

@@ -76,6 +76,18 @@ struct ScalePick {
 constexpr ScalePick kScales0123(0, 1, 2, 3), kScales4567(4, 5, 6, 7);
 constexpr ScalePick kTileScales0213(0, 2, 1, 3), kTileScales4657(4, 6, 5, 7);  // q4_k_isums_tile's chunks
 
+// A super-block's 8 scales spread for two packed pairs of chunks (S01: the first, by pick01; S23 by pick23);
+// returns the 8 mins.
+inline uint64_t q4_k_scale_vectors(const BlockQ4_K & B, const ScalePick & pick01, const ScalePick & pick23, __m512i & S01,
+                                   __m512i & S23) {
+    uint64_t sc, mn;
+    quant::k4_scales_mins_u64(B.scales, sc, mn);
+    const __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
+    S01 = _mm512_shuffle_epi8(s16, _mm512_load_si512(pick01.bytes));
+    S23 = _mm512_shuffle_epi8(s16, _mm512_load_si512(pick23.bytes));
+    return mn;
+}
+
 // Per token, one super-block's sum of scale * quant * a as 8 int32 lanes (s8[t]); returns the 8 mins.
 //  - Chunk c (elements 64c .. 64c + 63, sub-blocks 2c and 2c + 1) is the low and the high nibbles of qs bytes
 //    32c .. 32c + 31: the 32 bytes broadcast to both halves of a register, the upper half shifted by 4, so its
@@ -86,11 +98,8 @@ constexpr ScalePick kTileScales0213(0, 2, 1, 3), kTileScales4657(4, 6, 5, 7);  /
 template <int NT, bool Fetch = true>
 inline uint64_t q4_k_isums_vnni(const BlockQ4_K & B, const void * const * act, int64_t b, __m256i * s8) {
     if (Fetch) prefetch<sizeof(BlockQ4_K)>(&B);
-    uint64_t sc, mn;
-    quant::k4_scales_mins_u64(B.scales, sc, mn);
-    const __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-    const __m512i S01 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kScales0123.bytes));
-    const __m512i S23 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kScales4567.bytes));
+    __m512i S01, S23;
+    const uint64_t mn = q4_k_scale_vectors(B, kScales0123, kScales4567, S01, S23);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     __m512i W[4];
     for (int c = 0; c < 4; ++c) {
@@ -115,11 +124,8 @@ inline uint64_t q4_k_isums_vnni(const BlockQ4_K & B, const void * const * act, i
 // (tile_activations).
 template <int NT>
 inline uint64_t q4_k_isums_tile(const BlockQ4_K & B, const __m512i (*x)[4], __m256i * s8) {
-    uint64_t sc, mn;
-    quant::k4_scales_mins_u64(B.scales, sc, mn);
-    const __m512i s16 = _mm512_broadcast_i32x4(_mm_cvtepu8_epi16(_mm_cvtsi64_si128(static_cast<long long>(sc))));
-    const __m512i S01 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kTileScales0213.bytes));
-    const __m512i S23 = _mm512_shuffle_epi8(s16, _mm512_load_si512(kTileScales4657.bytes));
+    __m512i S01, S23;
+    const uint64_t mn = q4_k_scale_vectors(B, kTileScales0213, kTileScales4657, S01, S23);
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i q0 = _mm512_loadu_si512(B.qs), q1 = _mm512_loadu_si512(B.qs + 64);
     const __m512i W[4] = {_mm512_and_si512(q0, m4), _mm512_and_si512(_mm512_srli_epi16(q0, 4), m4),
@@ -159,20 +165,9 @@ inline void q4_k_sums_vnni(const BlockQ4_K & B, const void * const * act, int64_
     }
 }
 
-template <int NT, int M>
-inline void run_q4_k(const BlockQ4_K * w, const void * const * act, int64_t b, float * acc) {
-    __m256i h[4][NT];
-    run_sums<NT, M>(h, [&](int i, __m256i * out) { q4_k_sums_vnni<NT>(w[b + i], act, b + i, out); });
-    fold_q4_k_run<NT, M>(w, act, b, h, acc);
-}
-
 template <int NT>
 void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out) {
-    const auto * w = static_cast<const BlockQ4_K *>(wv);
-    float acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    in_runs<4>(n / kQK_K, [&]<int M>(int64_t b) { run_q4_k<NT, M>(w, act, b, acc); });
-    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+    q4_k_row<NT>(wv, act, n, out, [&](const BlockQ4_K & B, int64_t b, __m256i * h) { q4_k_sums_vnni<NT>(B, act, b, h); });
 }
 
 // Four rows at once (a decode step's 4-row tiles). Their block b's sums reduce together, as a run's four blocks
