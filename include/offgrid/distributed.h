@@ -42,8 +42,8 @@ struct Pipeline {
     // the others send theirs); `saved` waits until the file is written (so every rank may read it next).
     std::function<void(Context &)> gather;
     std::function<void()> saved;
-    // Returns once every rank has called it (before a timed measurement, so no rank starts while another is
-    // still busy elsewhere). Empty in a single process.
+    // Returns once every rank has called it (around a timed measurement, so no rank starts or probes the bus
+    // while another is still busy elsewhere). Empty in a single process.
     std::function<void()> meet;
     // One line for stderr: this rank's ubatches, seconds in its layers' forward, seconds in messages (waiting
     // included), bytes and messages sent. Empty in a single process.

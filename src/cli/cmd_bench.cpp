@@ -500,23 +500,29 @@ int bench_main(const std::vector<std::string> & args) {
             print_parallel(pr, model_path, *model, bp.n_threads, static_cast<int>(repetitions), json);
             return 0;
         }
-        double bus = 0;
-        bus = measure_read_bandwidth(bp.n_threads).bytes_per_second;
+        // The bus is read before the measurements and after them: on a shared machine it can move by half between
+        // runs, so the fraction is taken against the larger reading (the bus the measurements could have had).
+        const double bus_before = measure_read_bandwidth(bp.n_threads).bytes_per_second;
         const double weight_bytes = static_cast<double>(model->weight_bytes_per_token());
+        if (pipe.meet) pipe.meet();  // every rank's bus measurement is over
+        const auto results = tools::run_depth_bench(model, bp);
+        if (pipe.meet) pipe.meet();  // every rank's measurements are over
+        const double bus_after = measure_read_bandwidth(bp.n_threads).bytes_per_second;
+        const double bus = std::max(bus_before, bus_after);
         // Weight bytes per token over the time per token, as a fraction of the bus.
         auto bus_fraction = [&](const tools::DepthBenchResult & r) {
             return r.gen_seconds > 0 && bus > 0 ? weight_bytes * r.n_gen / r.gen_seconds / bus : 0.0;
         };
-        if (pipe.meet) pipe.meet();  // every rank's bus measurement is over
-        const auto results = tools::run_depth_bench(model, bp);
         if (tty) std::fprintf(stderr, "\r%-60s\r", "");
 
         if (json) {
             std::printf("{\n  \"model\": \"%s\",\n  \"description\": \"%s\",\n  \"threads\": %d,\n"
                         "  \"isa\": \"%s\",\n  \"isa_detected\": \"%s\",\n  \"activations\": \"%s\",\n"
-                        "  \"bus_bytes_per_second\": %.0f,\n  \"weight_bytes_per_token\": %.0f,\n  \"results\": [\n",
+                        "  \"bus_bytes_per_second\": %.0f,\n  \"bus_before_bytes_per_second\": %.0f,\n"
+                        "  \"bus_after_bytes_per_second\": %.0f,\n  \"weight_bytes_per_token\": %.0f,\n  \"results\": [\n",
                         json_escape(model_path).c_str(), json_escape(model->describe()).c_str(), bp.n_threads,
-                        active_isa_name(), detected_isa_name(), activation_mode_name(), bus, weight_bytes);
+                        active_isa_name(), detected_isa_name(), activation_mode_name(), bus, bus_before, bus_after,
+                        weight_bytes);
             for (size_t i = 0; i < results.size(); ++i) {
                 const auto & r = results[i];
                 std::printf("    {\"mode\": \"%s\", \"depth\": %u, \"n_prompt\": %u, \"prompt_seconds\": %.6f, "
@@ -530,8 +536,8 @@ int bench_main(const std::vector<std::string> & args) {
         } else {
             std::printf("model: %s\nthreads: %d\nisa: %s (detected %s), activations %s\n", model->describe().c_str(),
                         bp.n_threads, active_isa_name(), detected_isa_name(), activation_mode_name());
-            std::printf("bus: %.1f GB/s (%d threads reading 1 GiB); weights read per token: %.1f MB\n", bus / 1e9,
-                        bp.n_threads, weight_bytes / 1e6);
+            std::printf("bus: %.1f GB/s before, %.1f after (%d threads reading 1 GiB); weights read per token: %.1f MB\n",
+                        bus_before / 1e9, bus_after / 1e9, bp.n_threads, weight_bytes / 1e6);
             std::printf("| %-6s | %8s | %14s | %14s | %10s | %8s |\n", "mode", "depth", ("pp" + std::to_string(n_prompt) + " t/s").c_str(),
                         ("tg" + std::to_string(n_gen) + " t/s").c_str(), "ms/token", "% of bus");
             std::printf("|--------|----------|----------------|----------------|------------|----------|\n");

@@ -499,7 +499,7 @@ Pipeline start_pipeline(const std::string & model_path, const PipelineOptions & 
         before->mem = nullptr;
         world.barrier("the end of a state save");
     };
-    p.meet = [&world] { world.barrier("the start of a measurement"); };
+    p.meet = [&world] { world.barrier("a measurement's start or end"); };
     p.report = [stage] { return stage->report(); };
     return p;
 }
