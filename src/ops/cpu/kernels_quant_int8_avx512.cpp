@@ -225,45 +225,13 @@ void tile4_q4_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
             acc[t] = _mm_add_ps(acc[t], _mm_sub_ps(_mm_mul_ps(d, _mm_cvtepi32_ps(isum)), _mm_mul_ps(dmin, _mm_cvtepi32_ps(imin))));
         }
     };
-    // Blocks b and b + 1 folded together: the same operations lane for lane (lanes 0-3 block b, 4-7 block b + 1 of
-    // 256-bit vectors), then the two additions in block order; their integer sums reduce in shared shuffles.
-    auto fold2 = [&](int64_t b, const Sums & S0, const Sums & S1) {
-        const __m512i mins0 = _mm512_cvtepu8_epi16(_mm256_setr_epi64x(S0.mn[0], S0.mn[1], S0.mn[2], S0.mn[3]));
-        const __m512i mins1 = _mm512_cvtepu8_epi16(_mm256_setr_epi64x(S1.mn[0], S1.mn[1], S1.mn[2], S1.mn[3]));
-        const __m512 wp = _mm512_cvtph_ps(_mm256_setr_epi32(S0.dd[0], S0.dd[1], S0.dd[2], S0.dd[3], S1.dd[0], S1.dd[1],
-                                                            S1.dd[2], S1.dd[3]));
-        const __m256 wd = _mm512_castps512_ps256(
-            _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 0, 0, 0, 0, 0, 0, 0, 0), wp));
-        const __m256 wmin = _mm512_castps512_ps256(
-            _mm512_permutexvar_ps(_mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 0, 0, 0, 0, 0, 0, 0, 0), wp));
-        const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 2, 6, 10, 14, 0, 0, 0, 0, 0, 0, 0, 0);
-        for (int t = 0; t < NT; ++t) {
-            const BlockQ8_K & A0 = static_cast<const BlockQ8_K *>(rows[t])[b];
-            const BlockQ8_K & A1 = static_cast<const BlockQ8_K *>(rows[t])[b + 1];
-            const __m256i v0 = _mm256_hadd_epi32(_mm256_hadd_epi32(S0.s8[0][t], S0.s8[1][t]), _mm256_hadd_epi32(S0.s8[2][t], S0.s8[3][t]));
-            const __m256i v1 = _mm256_hadd_epi32(_mm256_hadd_epi32(S1.s8[0][t], S1.s8[1][t]), _mm256_hadd_epi32(S1.s8[2][t], S1.s8[3][t]));
-            const __m256i isum = _mm256_add_epi32(_mm256_permute2x128_si256(v0, v1, 0x20), _mm256_permute2x128_si256(v0, v1, 0x31));
-            auto pairs = [](const BlockQ8_K & A) {
-                const __m256i p = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), _mm256_set1_epi16(1));
-                return _mm512_broadcast_i32x4(_mm256_cvtepi32_epi16(p));
-            };
-            const __m512i m0 = _mm512_madd_epi16(mins0, pairs(A0)), m1 = _mm512_madd_epi16(mins1, pairs(A1));
-            __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi64(m0, m1), _mm512_unpackhi_epi64(m0, m1));
-            u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_CDAB));  // lane r: [imin0 imin0 imin1 imin1] of row r
-            const __m256i imin = _mm512_castsi512_si256(_mm512_permutexvar_epi32(pick, u));
-            const __m256 ad = _mm256_setr_m128(_mm_set1_ps(A0.d), _mm_set1_ps(A1.d));
-            const __m256 d = _mm256_mul_ps(ad, wd), dmin = _mm256_mul_ps(ad, wmin);
-            const __m256 r = _mm256_sub_ps(_mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)), _mm256_mul_ps(dmin, _mm256_cvtepi32_ps(imin)));
-            acc[t] = _mm_add_ps(acc[t], _mm256_castps256_ps128(r));
-            acc[t] = _mm_add_ps(acc[t], _mm256_extractf128_ps(r, 1));
-        }
-    };
     int64_t b = 0;
     for (; b + 2 <= nb; b += 2) {
         Sums S0, S1;
         sums(b, S0);
         sums(b + 1, S1);
-        fold2(b, S0, S1);
+        fold(b, S0);
+        fold(b + 1, S1);
     }
     if (b < nb) {
         Sums S0;
