@@ -52,10 +52,6 @@ inline int32_t sum8(__m256i v) {
     return _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32(s2, 1)));
 }
 
-inline int32_t sum16(__m512i v) {
-    return sum8(_mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1)));
-}
-
 // ---- q4_K x q8_K ----------------------------------------------------------------------------------------
 
 // vpshufb controls that spread the 8 int16 scales [s0..s7] of every 128-bit lane over the words of a
