@@ -72,12 +72,12 @@ void attend_with(const AttnRowKernels & k, ElemType type, const float * q, size_
 TEST(AttnRows, AttendEveryLevelMatchesTwinAndReference) {
     const size_t n_cells = 300;
     for (ElemType type : {ElemType::F32, ElemType::F16}) {
-        for (size_t dim : {16u, 20u, 64u, 128u}) {
+        for (size_t dim : {16u, 20u, 64u, 128u, 256u}) {
             const size_t width = 2 * dim, offset = dim;  // the second head of each row
             const Rows K(n_cells, width, type, 11 + dim, 0.5f), V(n_cells, width, type, 12 + dim, 1.0f);
-            for (size_t n : {0u, 1u, 31u, 32u, 33u, 100u}) {
+            for (size_t n : {0u, 1u, 31u, 32u, 33u, 50u, 100u}) {
                 const auto cells = random_cells(n, n_cells, 13 + n);
-                for (size_t n_q : {1u, 3u, 4u, 5u, 17u}) {
+                for (size_t n_q : {1u, 3u, 4u, 5u, 12u, 17u}) {
                     const auto q = randn(n_q * dim, 14 + n_q);
                     std::vector<float> want(n_q * dim), ref(dim);
                     attend_with(attn_row_kernels(Isa::Scalar), type, q.data(), n_q, dim, dim, K, V, offset, cells,

@@ -435,10 +435,234 @@ void score_lanes(const float * q, size_t n_q, size_t q_stride, size_t n_heads, s
     }
 }
 
+// ---- Attention, queries in register tiles ----
+// attend() for this level. The loop of attn_rows_impl.h spends most of its time outside its multiply-adds (a
+// horizontal sum per query and key, each K row widened into a buffer and read back, each V row widened once per
+// four queries, the softmax in scalar steps). Here up to kTileQ queries share every vector of a row in registers:
+//  - scores: the tile's queries against two keys at a time (2 kTileQ accumulators, each row element converted once
+//    per tile), one 16-lane accumulator per (query, key), element e in lane e % 16, added in element order; the
+//    16 accumulators of a query over 16 keys reduce together to one vector of 16 scores (reduce16);
+//  - the online softmax a query at a time on those vectors (a block of kKeys keys: block maximum, rescale, exp);
+//  - the weighted V rows: the tile's queries by 32 elements (2 kTileQ accumulators), each V vector converted once
+//    per tile, acc = fma(w_ij, v_jd, acc) over j in order for each (i, d), as attn_rows_impl.h does.
+// Each query's arithmetic is the same whatever tile or call it is in, so the bits never depend on n_q or on the
+// grouping of queries into calls (attn_rows.h).
+constexpr int kTileQ = 12;      // queries of a weighted-V tile (12 x 32 elements)
+constexpr int kScoreTileQ = 6;  // queries of a score tile (6 x 4 keys)
+constexpr size_t kKeys = 32;  // keys of an online-softmax block: two vectors of scores a query
+
+// Slot s of a 16-key group holds key kSlotKey[s]: reduce16's lanes then come out in key order.
+constexpr int kSlotKey[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
+
+// Lane l of the result: the sum of the 16 lanes of v[kSlotKey^-1(l)], in a fixed tree (halves of 128-bit lanes,
+// then pairs) that never mixes two inputs' lanes.
+inline __m512 reduce16(const __m512 * v) {
+    __m512 w[8], u[4], r[2];
+    for (int k = 0; k < 8; ++k) {
+        w[k] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_f32x4(v[2 * k], v[2 * k + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    for (int k = 0; k < 4; ++k) {
+        u[k] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                             _mm512_shuffle_f32x4(w[2 * k], w[2 * k + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+    }
+    // 128-bit lane L of u[k]: the four partial sums of slot 4k + L.
+    for (int k = 0; k < 2; ++k) {
+        r[k] = _mm512_add_ps(_mm512_unpacklo_ps(u[2 * k], u[2 * k + 1]), _mm512_unpackhi_ps(u[2 * k], u[2 * k + 1]));
+    }
+    const __m512d r0 = _mm512_castps_pd(r[0]), r1 = _mm512_castps_pd(r[1]);
+    // Lane L, position m: slot 4m + L.
+    return _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(r0, r1)), _mm512_castpd_ps(_mm512_unpackhi_pd(r0, r1)));
+}
+
+// The tile's M queries (q + i * qs) against the four keys k[0..3]: per query and key one accumulator, into
+// d[i * 16 + c] for key c.
+template <bool F16, int M>
+inline void tile_scores(const float * q, size_t qs, const uint8_t * const * k, size_t dim, __m512 * d) {
+    __m512 a[M][4];
+    for (int i = 0; i < M; ++i)
+        for (int c = 0; c < 4; ++c) a[i][c] = _mm512_setzero_ps();
+    size_t e = 0;
+    for (; e + kW <= dim; e += kW) {
+        __m512 x[4];
+        for (int c = 0; c < 4; ++c) x[c] = Avx512::load_row<F16>(k[c], e);
+        for (int i = 0; i < M; ++i) {
+            __m512 qv = _mm512_loadu_ps(q + i * qs + e);
+            __asm__("" : "+v"(qv));  // one load for the four keys (GCC would fold a load into each multiply-add)
+            for (int c = 0; c < 4; ++c) a[i][c] = _mm512_fmadd_ps(qv, x[c], a[i][c]);
+        }
+    }
+    if (e < dim) {
+        const __mmask16 km = mask(dim - e);
+        __m512 x[4];
+        for (int c = 0; c < 4; ++c) x[c] = Avx512::load_row_tail<F16>(k[c], e, km);
+        for (int i = 0; i < M; ++i) {
+            const __m512 qv = _mm512_maskz_loadu_ps(km, q + i * qs + e);
+            for (int c = 0; c < 4; ++c) a[i][c] = _mm512_fmadd_ps(qv, x[c], a[i][c]);
+        }
+    }
+    for (int i = 0; i < M; ++i)
+        for (int c = 0; c < 4; ++c) d[i * 16 + c] = a[i][c];
+}
+
+// out_i[d .. d + 32) += sum over j < nb in order of p[i * kKeys + j] V_j (the tile's M queries; k0 and k1 mask the
+// two vectors of a chunk at the end of a row).
+template <bool F16, int M>
+inline void tile_values(const float * p, const uint8_t * vb, size_t vs, const uint32_t * cells, size_t nb, float * out,
+                        size_t os, size_t d, __mmask16 k0, __mmask16 k1) {
+    __m512 a0[M], a1[M];
+    for (int i = 0; i < M; ++i) {
+        a0[i] = _mm512_maskz_loadu_ps(k0, out + i * os + d);
+        a1[i] = _mm512_maskz_loadu_ps(k1, out + i * os + d + kW);
+    }
+    for (size_t j = 0; j < nb; ++j) {
+        const uint8_t * row = vb + static_cast<size_t>(cells[j]) * vs;
+        const __m512 v0 = k0 == 0xffff ? Avx512::load_row<F16>(row, d) : Avx512::load_row_tail<F16>(row, d, k0);
+        const __m512 v1 = k1 == 0xffff ? Avx512::load_row<F16>(row, d + kW) : Avx512::load_row_tail<F16>(row, d + kW, k1);
+        for (int i = 0; i < M; ++i) {
+            const __m512 w = _mm512_set1_ps(p[i * kKeys + j]);
+            a0[i] = _mm512_fmadd_ps(w, v0, a0[i]);
+            a1[i] = _mm512_fmadd_ps(w, v1, a1[i]);
+        }
+    }
+    for (int i = 0; i < M; ++i) {
+        _mm512_mask_storeu_ps(out + i * os + d, k0, a0[i]);
+        _mm512_mask_storeu_ps(out + i * os + d + kW, k1, a1[i]);
+    }
+}
+
+template <bool F16, int M>
+void tile_scores_keys(const float * q, size_t qs, const uint8_t * kb, size_t ks, const uint32_t * cells, size_t cnt,
+                      size_t dim, __m512 * dots) {
+    for (size_t j = 0; j < cnt; j += 4) {
+        const uint8_t * k[4];
+        for (size_t c = 0; c < 4; ++c) k[c] = kb + static_cast<size_t>(cells[std::min(j + c, cnt - 1)]) * ks;
+        tile_scores<F16, M>(q, qs, k, dim, dots + j);  // a last group short of four repeats its last key
+    }
+}
+
+template <bool F16>
+void scores_any(int m, const float * q, size_t qs, const uint8_t * kb, size_t ks, const uint32_t * cells, size_t cnt,
+                size_t dim, __m512 * dots) {
+    switch (m) {
+        case 1: return tile_scores_keys<F16, 1>(q, qs, kb, ks, cells, cnt, dim, dots);
+        case 2: return tile_scores_keys<F16, 2>(q, qs, kb, ks, cells, cnt, dim, dots);
+        case 3: return tile_scores_keys<F16, 3>(q, qs, kb, ks, cells, cnt, dim, dots);
+        case 4: return tile_scores_keys<F16, 4>(q, qs, kb, ks, cells, cnt, dim, dots);
+        case 5: return tile_scores_keys<F16, 5>(q, qs, kb, ks, cells, cnt, dim, dots);
+        default: return tile_scores_keys<F16, 6>(q, qs, kb, ks, cells, cnt, dim, dots);
+    }
+}
+
+template <bool F16>
+void values_any(int m, const float * p, const uint8_t * vb, size_t vs, const uint32_t * cells, size_t nb, float * out,
+                size_t os, size_t d, __mmask16 k0, __mmask16 k1) {
+    switch (m) {
+        case 1: return tile_values<F16, 1>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 2: return tile_values<F16, 2>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 3: return tile_values<F16, 3>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 4: return tile_values<F16, 4>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 5: return tile_values<F16, 5>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 6: return tile_values<F16, 6>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 7: return tile_values<F16, 7>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 8: return tile_values<F16, 8>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 9: return tile_values<F16, 9>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 10: return tile_values<F16, 10>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        case 11: return tile_values<F16, 11>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+        default: return tile_values<F16, 12>(p, vb, vs, cells, nb, out, os, d, k0, k1);
+    }
+}
+
+template <bool F16>
+void attend_tiles(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint8_t * k_base, size_t k_stride,
+                  const uint8_t * v_base, size_t v_stride, const uint32_t * cells, size_t n, float scale, float * out,
+                  size_t out_stride) {
+    if (dim > kAttnMaxDim) throw std::invalid_argument("attend: head wider than kAttnMaxDim");
+    constexpr size_t kQ = kAttnMaxQueries;
+    const size_t bytes = attn_impl::row_bytes<F16>(dim);
+    alignas(64) __m512 dots[kQ * 16];  // query i's accumulator against key j of a 16-key group at [i * 16 + j]
+    alignas(64) float p[kQ * kKeys];   // query i's weight of key j of the block at [i * kKeys + j]
+    const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
+    const __m512 vscale = _mm512_set1_ps(scale);
+    for (size_t i0 = 0; i0 < n_q; i0 += kQ) {
+        const size_t m = std::min(kQ, n_q - i0);
+        const float * qc = q + i0 * q_stride;
+        float * oc = out + i0 * out_stride;
+        float mx[kQ], sum[kQ];
+        for (size_t i = 0; i < m; ++i) {
+            mx[i] = -INFINITY;
+            sum[i] = 0.0f;
+            std::fill(oc + i * out_stride, oc + i * out_stride + dim, 0.0f);
+        }
+        for (size_t j0 = 0; j0 < n; j0 += kKeys) {
+            const size_t nb = std::min(kKeys, n - j0);
+            // The next block's rows, into L2 (scattered rows: the hardware prefetcher cannot guess them).
+            for (size_t j = j0 + kKeys; j < std::min(n, j0 + 2 * kKeys); ++j) {
+                Avx512::prefetch(k_base + static_cast<size_t>(cells[j]) * k_stride, bytes);
+                Avx512::prefetch(v_base + static_cast<size_t>(cells[j]) * v_stride, bytes);
+            }
+            // Scores: per query, two vectors of 16 keys (lanes past the block's keys at -inf).
+            __m512 sc[2][kQ];
+            for (size_t h = 0; h < 2; ++h) {
+                const size_t first = 16 * h, cnt = nb > first ? std::min<size_t>(16, nb - first) : 0;
+                if (cnt == 0) {
+                    for (size_t i = 0; i < m; ++i) sc[h][i] = minus_inf;
+                    continue;
+                }
+                for (size_t t0 = 0; t0 < m; t0 += kScoreTileQ) {
+                    const int tm = static_cast<int>(std::min<size_t>(kScoreTileQ, m - t0));
+                    scores_any<F16>(tm, qc + t0 * q_stride, q_stride, k_base, k_stride, cells + j0 + first, cnt, dim,
+                                    dots + t0 * 16);
+                }
+                const __mmask16 live = mask(cnt);
+                for (size_t i = 0; i < m; ++i) {
+                    __m512 v[16];
+                    for (int slot = 0; slot < 16; ++slot) {
+                        const size_t key = static_cast<size_t>(kSlotKey[slot]);
+                        v[slot] = key < cnt ? dots[i * 16 + key] : _mm512_setzero_ps();
+                    }
+                    sc[h][i] = _mm512_mask_mov_ps(minus_inf, live, _mm512_mul_ps(vscale, reduce16(v)));
+                }
+            }
+            // The online softmax, a query at a time: block maximum, rescale, weights.
+            for (size_t i = 0; i < m; ++i) {
+                const float bm = _mm512_reduce_max_ps(_mm512_max_ps(sc[0][i], sc[1][i]));
+                if (bm > mx[i]) {
+                    if (sum[i] != 0.0f) {
+                        const float f = std::exp(mx[i] - bm);
+                        sum[i] *= f;
+                        Avx512::scale(f, oc + i * out_stride, dim);
+                    }
+                    mx[i] = bm;
+                }
+                const __m512 vm = _mm512_set1_ps(mx[i]);
+                const __m512 e0 = Avx512::exp(_mm512_sub_ps(sc[0][i], vm)), e1 = Avx512::exp(_mm512_sub_ps(sc[1][i], vm));
+                _mm512_store_ps(p + i * kKeys, e0);
+                _mm512_store_ps(p + i * kKeys + 16, e1);
+                sum[i] += hsum(_mm512_add_ps(e0, e1));
+            }
+            // Weighted V rows, 32 elements of the tile's queries at a time.
+            for (size_t d = 0; d < dim; d += 2 * kW) {
+                const __mmask16 k0 = d + kW <= dim ? __mmask16{0xffff} : mask(dim - d);
+                const __mmask16 k1 = d + 2 * kW <= dim ? __mmask16{0xffff} : d + kW < dim ? mask(dim - d - kW) : __mmask16{0};
+                for (size_t t0 = 0; t0 < m; t0 += kTileQ) {
+                    const int tm = static_cast<int>(std::min<size_t>(kTileQ, m - t0));
+                    values_any<F16>(tm, p + t0 * kKeys, v_base, v_stride, cells + j0, nb, oc + t0 * out_stride, out_stride,
+                                    d, k0, k1);
+                }
+            }
+        }
+        if (n == 0) continue;
+        for (size_t i = 0; i < m; ++i) Avx512::scale(1.0f / sum[i], oc + i * out_stride, dim);
+    }
+}
+
 }  // namespace
 
 void add_attn_row_kernels_avx512(AttnRowKernels & k) {
     attn_impl::fill<Avx512>(k);
+    k.attend_f32 = attend_tiles<false>;
+    k.attend_f16 = attend_tiles<true>;
     k.score_f32 = score_lanes<false>;
     k.score_f16 = score_lanes<true>;
     k.score_blocked_f32 = score_blocked<false>;
