@@ -76,9 +76,10 @@ TEST(Int8Kernels, EveryLevelIsBitIdenticalToTheScalarTwin) {
         const cpu::TypeKernels & ref = *cpu::int8_kernels_for(t, cpu::Isa::Scalar);
         ASSERT_NE(ref.quantize_act, nullptr) << tensor::traits(t).name;
         // Widths whose last run of blocks is partial at every length (kernels that reduce runs of blocks
-        // together: 8 blocks of 32, 4 super-blocks of 256), and whole numbers of runs.
+        // together: 8 blocks of 32, 4 super-blocks of 256), and whole numbers of runs; q5_0 past kGemmNarrowRow too
+        // (its 4-row tiles fetch wide rows otherwise).
         const std::vector<int64_t> widths = t == ElemType::Q5_0
-                                                ? std::vector<int64_t>{32, 96, 128, 160, 192, 224, 256, 320, 480}
+                                                ? std::vector<int64_t>{32, 96, 128, 160, 192, 224, 256, 320, 480, 1056, 2560}
                                                 : std::vector<int64_t>{256, 512, 768, 1024, 2560};
         for (const int64_t n : widths)
         for (const bool worst : {false, true}) {

@@ -438,23 +438,27 @@ inline __m256 four_row_scales(const uint8_t * w, size_t ws, int64_t b) {
     return _mm256_cvtph_ps(_mm_setr_epi16(d(0, 0), d(1, 0), d(2, 0), d(3, 0), d(0, 1), d(1, 1), d(2, 1), d(3, 1)));
 }
 
-// Four narrow rows at once (the hyper-connection and expert-down products, 320 and 640 wide: four rows are one
-// contiguous stream). A row alone is a chain of dependent folds, one per block; four rows in the lanes of one
-// vector fold together (lane r: row r, the twin's roundings: (d_w * d_a) * isum for both blocks of a pair in one
-// 256-bit vector, then the two additions in block order), and each pair of blocks is decoded once per row for
-// every token.
+// Four rows at once (on the scale shape the hyper-connection and expert-down products, 320 and 640 wide: four rows
+// are one contiguous stream; tile4_q5_0 below fetches wide rows otherwise). A row alone is a chain of dependent
+// folds, one per block; four rows in the lanes of one vector fold together (lane r: row r, the twin's roundings:
+// (d_w * d_a) * isum for both blocks of a pair in one 256-bit vector, then the two additions in block order), and
+// each pair of blocks is decoded once per row for every token.
 constexpr int64_t kNarrowRow = kGemmNarrowRow;
 
 // One pair of blocks (Second false: the last block alone). Always inlined: GCC made it a call per pair for one
 // token, 10-15 % slower than the loop written out.
-template <int NT, bool Second>
+template <int NT, bool Second, bool Wide>
 [[gnu::always_inline]] inline void tile4_q5_0_pair(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t b,
-                                                   __m128 * acc) {
+                                                   size_t ahead, __m128 * acc) {
     const __m512i sixteen = _mm512_set1_epi8(16);
+    if (Wide) {  // the next tile's rows (one stream), an even share each pair, a tile ahead of the reads
+        const uint8_t * next = w + 4 * ws + static_cast<size_t>(b / 2) * ahead;
+        for (size_t off = 0; off < ahead; off += 64) _mm_prefetch(reinterpret_cast<const char *>(next + off), _MM_HINT_T0);
+    }
     __m512i u[4];
     for (int r = 0; r < 4; ++r) {
         const auto * row = reinterpret_cast<const BlockQ5_0 *>(w + r * ws) + b;
-        _mm_prefetch(reinterpret_cast<const char *>(row) + kPrefetchBytes, _MM_HINT_T0);  // a pair: 44 bytes
+        if (!Wide) _mm_prefetch(reinterpret_cast<const char *>(row) + kPrefetchBytes, _MM_HINT_T0);  // a pair: 44 bytes
         u[r] = q5_0_pair<Second>(row);
     }
     const __m256 dw = four_row_scales<Second>(w, ws, b);
@@ -473,14 +477,15 @@ template <int NT, bool Second>
     }
 }
 
-template <int NT>
-void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
+template <int NT, bool Wide>
+void tile4_q5_0_rows(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
     const int64_t nb = n / kQK;
+    const size_t ahead = (4 * ws / static_cast<size_t>((nb + 1) / 2) + 63) / 64 * 64;  // as tile4_q4_k
     __m128 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
     int64_t b = 0;
-    for (; b + 2 <= nb; b += 2) tile4_q5_0_pair<NT, true>(w, ws, act, as, b, acc);
-    if (b < nb) tile4_q5_0_pair<NT, false>(w, ws, act, as, b, acc);
+    for (; b + 2 <= nb; b += 2) tile4_q5_0_pair<NT, true, Wide>(w, ws, act, as, b, ahead, acc);
+    if (b < nb) tile4_q5_0_pair<NT, false, Wide>(w, ws, act, as, b, ahead, acc);
     for (int t = 0; t < NT; ++t) {
         alignas(16) float out[4];
         _mm_store_ps(out, acc[t]);
@@ -488,14 +493,23 @@ void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
     }
 }
 
-// q5_0's entry: the row kernels, and four narrow rows at once.
+// Narrow rows: four rows are one contiguous stream, each row fetched ahead of itself. Wide rows: four streams,
+// read block by block in turn, which the prefetchers follow badly, so the next tile is fetched as one stream (as
+// tile4_q4_k does).
+template <int NT>
+void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
+    if (n <= kNarrowRow) return tile4_q5_0_rows<NT, false>(w, ws, act, as, n, y, ys);
+    tile4_q5_0_rows<NT, true>(w, ws, act, as, n, y, ys);
+}
+
+// q5_0's entry: the row kernels, and four rows at once.
 struct Q5_0Entry {
     using Rows = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
     static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
                          int n_tok, float * y, size_t y_stride) {
         const auto * wb = static_cast<const uint8_t *>(w);
         const auto * ab = static_cast<const uint8_t *>(act);
-        if (n_rows == 4 && n <= kNarrowRow) {
+        if (n_rows == 4) {
             switch (n_tok) {
                 case 1: return tile4_q5_0<1>(wb, w_stride, ab, act_stride, n, y, y_stride);
                 case 2: return tile4_q5_0<2>(wb, w_stride, ab, act_stride, n, y, y_stride);

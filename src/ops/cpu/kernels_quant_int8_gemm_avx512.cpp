@@ -462,12 +462,15 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 // 634 / 2448-2529. Q8_0's 4-row tiles (kernels_float_avx512.cpp) take its narrow rows' one-token products too: one
 // thread 640 -> 2560 73-76 against 85 us, 320 -> 10240 173 against 193; two threads 50-51 against 48-50 and 108
 // against 103-107.
+// q5_0's 4-row tiles take its wide rows too, the next tile fetched as one stream (2026-12-06, two runs): 2560 ->
+// 4096 at 1 / 2 / 3 tokens 437-444 / 621-626 / 836-839 us against the row kernel's 818-989 at one and the lanes'
+// 750 at two, 2560 -> 16384 1780-1815 / 2526-2758 / 3328-3400 against the lanes' about 2980 at 2-4.
 struct MinTokens {
     int wide, narrow;
 };
 constexpr MinTokens kGemmMinTokensQ4K = {4, 4};
 constexpr MinTokens kGemmMinTokensQ6K = {3, 3};
-constexpr MinTokens kGemmMinTokensQ50 = {2, 3};
+constexpr MinTokens kGemmMinTokensQ50 = {3, 3};
 constexpr MinTokens kGemmMinTokensQ80 = {2, 2};
 
 void set_min_tokens(TypeKernels & k, MinTokens m) { k.set_gemm_min_tokens(m.wide, m.narrow); }
