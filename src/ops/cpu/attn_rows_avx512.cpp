@@ -438,18 +438,19 @@ void score_lanes(const float * q, size_t n_q, size_t q_stride, size_t n_heads, s
 // ---- Attention, queries in register tiles ----
 // attend() for this level. The loop of attn_rows_impl.h spends most of its time outside its multiply-adds (a
 // horizontal sum per query and key, each K row widened into a buffer and read back, each V row widened once per
-// four queries, the softmax in scalar steps). Here up to kTileQ queries share every vector of a row in registers:
-//  - scores: the tile's queries against two keys at a time (2 kTileQ accumulators, each row element converted once
-//    per tile), one 16-lane accumulator per (query, key), element e in lane e % 16, added in element order; the
-//    16 accumulators of a query over 16 keys reduce together to one vector of 16 scores (reduce16);
+// four queries, the softmax in scalar steps). Here a tile of queries shares every vector of a row in registers:
+//  - scores: kScoreTileQ queries against four keys at a time (24 accumulators, each K vector converted once per
+//    tile, each query vector loaded once for the four), one 16-lane accumulator per (query, key), element e in
+//    lane e % 16, added in element order; the 16 accumulators of a query over 16 keys reduce together to one
+//    vector of 16 scores (reduce16);
 //  - the online softmax a query at a time on those vectors (a block of kKeys keys: block maximum, rescale, exp);
-//  - the weighted V rows: the tile's queries by 32 elements (2 kTileQ accumulators), each V vector converted once
-//    per tile, acc = fma(w_ij, v_jd, acc) over j in order for each (i, d), as attn_rows_impl.h does.
+//  - the weighted V rows: kTileQ queries by 32 elements (24 accumulators), each V vector converted once per tile,
+//    acc = fma(w_ij, v_jd, acc) over j in order for each (i, d), as attn_rows_impl.h does.
 // Each query's arithmetic is the same whatever tile or call it is in, so the bits never depend on n_q or on the
 // grouping of queries into calls (attn_rows.h).
 constexpr int kTileQ = 12;      // queries of a weighted-V tile (12 x 32 elements)
 constexpr int kScoreTileQ = 6;  // queries of a score tile (6 x 4 keys)
-constexpr size_t kKeys = 32;  // keys of an online-softmax block: two vectors of scores a query
+constexpr size_t kKeys = 32;    // keys of an online-softmax block: two vectors of scores a query
 
 // Slot s of a 16-key group holds key kSlotKey[s]: reduce16's lanes then come out in key order.
 constexpr int kSlotKey[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
