@@ -343,16 +343,14 @@ void score_lanes(const float * q, size_t n_q, size_t q_stride, size_t n_heads, s
     }
 }
 
-// ---- Attention, queries in register tiles (as the avx512 level's attend_tiles, with 8 lanes) ----
+// ---- Attention, queries in register tiles (attn_impl::attend_tiles, as at avx512 with 8 lanes) ----
 // Scores of 4 queries by 2 keys (8 accumulators, each K vector converted once per tile, each query vector loaded
 // once for both keys), one 8-lane accumulator per (query, key) in element order, a query's 8 accumulators over 8
-// keys reduced together into one vector of 8 scores; the online softmax on those vectors (blocks of 32 keys, the
-// level's exp); the weighted V rows by tiles of 6 queries by 16 elements with the running sums of `accumulate`
-// (acc = fma(w_ij, v_jd, acc) over the rows in order). A query's arithmetic does not depend on its tile, so the bits
-// do not depend on n_q. Heads whose width is not a multiple of 16 take the loop of attn_rows_impl.h.
+// keys reduced together into one vector of 8 scores; the weighted V rows by tiles of 6 queries by 16 elements with
+// the running sums of `accumulate` (acc = fma(w_ij, v_jd, acc) over the rows in order). Heads whose width is not a
+// multiple of 16 take attn_impl::attend.
 constexpr int kScoreTileQ = 4;
 constexpr int kValueTileQ = 6;
-constexpr size_t kKeys = 32;
 
 // Lane l: the sum of the 8 lanes of v[l] (pairs added, then the 128-bit halves).
 inline __m256 reduce8(const __m256 * v) {
@@ -392,18 +390,7 @@ void tile_scores_keys(const float * q, size_t qs, const uint8_t * kb, size_t ks,
     }
 }
 
-template <bool F16>
-void scores_any(int m, const float * q, size_t qs, const uint8_t * kb, size_t ks, const uint32_t * cells, size_t cnt,
-                size_t dim, __m256 * dots) {
-    switch (m) {
-        case 1: return tile_scores_keys<F16, 1>(q, qs, kb, ks, cells, cnt, dim, dots);
-        case 2: return tile_scores_keys<F16, 2>(q, qs, kb, ks, cells, cnt, dim, dots);
-        case 3: return tile_scores_keys<F16, 3>(q, qs, kb, ks, cells, cnt, dim, dots);
-        default: return tile_scores_keys<F16, 4>(q, qs, kb, ks, cells, cnt, dim, dots);
-    }
-}
-
-// out_i[d .. d + 16) += sum over j < nb in order of p[i * kKeys + j] V_j for the tile's M queries.
+// out_i[d .. d + 16) += sum over j < nb in order of p[i * kTileKeys + j] V_j for the tile's M queries.
 template <bool F16, int M>
 inline void tile_values(const float * p, const uint8_t * vb, size_t vs, const uint32_t * cells, size_t nb, float * out,
                         size_t os, size_t d) {
@@ -416,7 +403,7 @@ inline void tile_values(const float * p, const uint8_t * vb, size_t vs, const ui
         const uint8_t * row = vb + static_cast<size_t>(cells[j]) * vs;
         const __m256 v0 = Avx2::load_v<F16>(row, d), v1 = Avx2::load_v<F16>(row, d + kW);
         for (int i = 0; i < M; ++i) {
-            const __m256 w = _mm256_broadcast_ss(p + i * kKeys + j);
+            const __m256 w = _mm256_broadcast_ss(p + i * attn_impl::kTileKeys + j);
             a0[i] = _mm256_fmadd_ps(w, v0, a0[i]);
             a1[i] = _mm256_fmadd_ps(w, v1, a1[i]);
         }
@@ -424,19 +411,6 @@ inline void tile_values(const float * p, const uint8_t * vb, size_t vs, const ui
     for (int i = 0; i < M; ++i) {
         _mm256_storeu_ps(out + i * os + d, a0[i]);
         _mm256_storeu_ps(out + i * os + d + kW, a1[i]);
-    }
-}
-
-template <bool F16>
-void values_any(int m, const float * p, const uint8_t * vb, size_t vs, const uint32_t * cells, size_t nb, float * out,
-                size_t os, size_t d) {
-    switch (m) {
-        case 1: return tile_values<F16, 1>(p, vb, vs, cells, nb, out, os, d);
-        case 2: return tile_values<F16, 2>(p, vb, vs, cells, nb, out, os, d);
-        case 3: return tile_values<F16, 3>(p, vb, vs, cells, nb, out, os, d);
-        case 4: return tile_values<F16, 4>(p, vb, vs, cells, nb, out, os, d);
-        case 5: return tile_values<F16, 5>(p, vb, vs, cells, nb, out, os, d);
-        default: return tile_values<F16, 6>(p, vb, vs, cells, nb, out, os, d);
     }
 }
 
@@ -452,97 +426,88 @@ inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(s2, _mm_movehdup_ps(s2)));
 }
 
+// The tile set of attn_impl::attend_tiles for this level (heads a multiple of 16 wide).
+struct Tiles {
+    using V = __m256;
+    static constexpr size_t kLanes = 8;
+    static constexpr size_t kChunk = 16;  // elements of a V tile: two vectors
+
+    template <bool F16>
+    static void scores(size_t m, const float * q, size_t qs, const uint8_t * kb, size_t ks, const uint32_t * cells,
+                       size_t cnt, size_t dim, __m256 * dots) {
+        for (size_t t0 = 0; t0 < m; t0 += kScoreTileQ) {
+            const float * qt = q + t0 * qs;
+            __m256 * dt = dots + t0 * kLanes;
+            switch (std::min<size_t>(kScoreTileQ, m - t0)) {
+                case 1: tile_scores_keys<F16, 1>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
+                case 2: tile_scores_keys<F16, 2>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
+                case 3: tile_scores_keys<F16, 3>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
+                default: tile_scores_keys<F16, 4>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
+            }
+        }
+    }
+    static __m256 score_vector(const __m256 * dots, size_t cnt, float scale) {
+        const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
+        if (cnt == 0) return minus_inf;
+        __m256 v[8];
+        for (size_t k = 0; k < 8; ++k) v[k] = k < cnt ? dots[k] : _mm256_setzero_ps();
+        const __m256 live = _mm256_castsi256_ps(
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cnt)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+        return _mm256_blendv_ps(minus_inf, _mm256_mul_ps(_mm256_set1_ps(scale), reduce8(v)), live);
+    }
+    static float block_max(const __m256 * s, size_t n) {
+        __m256 mx = s[0];
+        for (size_t g = 1; g < n; ++g) mx = _mm256_max_ps(mx, s[g]);
+        return hmax8(mx);
+    }
+    // The level's exp (libm's bits, vec_avx2.cpp) over the block's lanes.
+    static float weights(const __m256 * s, size_t n, float mx, float * p) {
+        static const auto exp8 = vec_kernels(Isa::Avx2).exp_f32;
+        const __m256 vm = _mm256_set1_ps(mx);
+        for (size_t g = 0; g < n; ++g) _mm256_storeu_ps(p + kLanes * g, _mm256_sub_ps(s[g], vm));
+        exp8(p, p, n * kLanes);
+        __m256 total = _mm256_setzero_ps();
+        for (size_t g = 0; g < n; ++g) total = _mm256_add_ps(total, _mm256_loadu_ps(p + kLanes * g));
+        return hsum8(total);
+    }
+    template <bool F16>
+    static void values(size_t m, const float * p, const uint8_t * vb, size_t vs, const uint32_t * cells, size_t nb,
+                       float * out, size_t os, size_t d, size_t /*dim*/) {
+        for (size_t t0 = 0; t0 < m; t0 += kValueTileQ) {
+            const float * pt = p + t0 * attn_impl::kTileKeys;
+            float * ot = out + t0 * os;
+            switch (std::min<size_t>(kValueTileQ, m - t0)) {
+                case 1: tile_values<F16, 1>(pt, vb, vs, cells, nb, ot, os, d); break;
+                case 2: tile_values<F16, 2>(pt, vb, vs, cells, nb, ot, os, d); break;
+                case 3: tile_values<F16, 3>(pt, vb, vs, cells, nb, ot, os, d); break;
+                case 4: tile_values<F16, 4>(pt, vb, vs, cells, nb, ot, os, d); break;
+                case 5: tile_values<F16, 5>(pt, vb, vs, cells, nb, ot, os, d); break;
+                default: tile_values<F16, 6>(pt, vb, vs, cells, nb, ot, os, d); break;
+            }
+        }
+    }
+    static void scale(float a, float * y, size_t n) { Avx2::scale(a, y, n); }
+    static void prefetch(const uint8_t * p, size_t bytes) { Avx2::prefetch(p, bytes); }
+};
+
 template <bool F16>
-void attend_tiles(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint8_t * k_base, size_t k_stride,
+void attend_level(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint8_t * k_base, size_t k_stride,
                   const uint8_t * v_base, size_t v_stride, const uint32_t * cells, size_t n, float scale, float * out,
                   size_t out_stride) {
-    if (dim % (2 * kW) != 0) {
+    if (dim % Tiles::kChunk != 0) {
         return attn_impl::attend<Avx2, F16>(q, n_q, q_stride, dim, k_base, k_stride, v_base, v_stride, cells, n, scale,
                                             out, out_stride);
     }
-    if (dim > kAttnMaxDim) throw std::invalid_argument("attend: head wider than kAttnMaxDim");
-    static const auto exp8 = vec_kernels(Isa::Avx2).exp_f32;
-    constexpr size_t kQ = kAttnMaxQueries;
-    const size_t bytes = attn_impl::row_bytes<F16>(dim);
-    __m256 dots[kQ * 8];  // query i's accumulator against key j of an 8-key group at [i * 8 + j]
-    alignas(32) float p[kQ * kKeys];
-    const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
-    const __m256 vscale = _mm256_set1_ps(scale);
-    const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-    for (size_t i0 = 0; i0 < n_q; i0 += kQ) {
-        const size_t m = std::min(kQ, n_q - i0);
-        const float * qc = q + i0 * q_stride;
-        float * oc = out + i0 * out_stride;
-        float mx[kQ], sum[kQ];
-        for (size_t i = 0; i < m; ++i) {
-            mx[i] = -INFINITY;
-            sum[i] = 0.0f;
-            std::fill(oc + i * out_stride, oc + i * out_stride + dim, 0.0f);
-        }
-        for (size_t j0 = 0; j0 < n; j0 += kKeys) {
-            const size_t nb = std::min(kKeys, n - j0);
-            for (size_t j = j0 + kKeys; j < std::min(n, j0 + 2 * kKeys); ++j) {
-                Avx2::prefetch(k_base + static_cast<size_t>(cells[j]) * k_stride, bytes);
-                Avx2::prefetch(v_base + static_cast<size_t>(cells[j]) * v_stride, bytes);
-            }
-            // Scores: per query, four vectors of 8 keys (lanes past the block's keys at -inf).
-            __m256 sc[4][kQ];
-            for (size_t h = 0; h < 4; ++h) {
-                const size_t first = 8 * h, cnt = nb > first ? std::min<size_t>(8, nb - first) : 0;
-                if (cnt == 0) {
-                    for (size_t i = 0; i < m; ++i) sc[h][i] = minus_inf;
-                    continue;
-                }
-                for (size_t t0 = 0; t0 < m; t0 += kScoreTileQ) {
-                    const int tm = static_cast<int>(std::min<size_t>(kScoreTileQ, m - t0));
-                    scores_any<F16>(tm, qc + t0 * q_stride, q_stride, k_base, k_stride, cells + j0 + first, cnt, dim,
-                                    dots + t0 * 8);
-                }
-                const __m256 live = _mm256_castsi256_ps(_mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(cnt)), lane));
-                for (size_t i = 0; i < m; ++i) {
-                    __m256 v[8];
-                    for (size_t k = 0; k < 8; ++k) v[k] = k < cnt ? dots[i * 8 + k] : _mm256_setzero_ps();
-                    sc[h][i] = _mm256_blendv_ps(minus_inf, _mm256_mul_ps(vscale, reduce8(v)), live);
-                }
-            }
-            // The online softmax, a query at a time.
-            for (size_t i = 0; i < m; ++i) {
-                const float bm = hmax8(_mm256_max_ps(_mm256_max_ps(sc[0][i], sc[1][i]), _mm256_max_ps(sc[2][i], sc[3][i])));
-                if (bm > mx[i]) {
-                    if (sum[i] != 0.0f) {
-                        const float f = std::exp(mx[i] - bm);
-                        sum[i] *= f;
-                        Avx2::scale(f, oc + i * out_stride, dim);
-                    }
-                    mx[i] = bm;
-                }
-                const __m256 vm = _mm256_set1_ps(mx[i]);
-                float * pi = p + i * kKeys;
-                for (size_t h = 0; h < 4; ++h) _mm256_store_ps(pi + 8 * h, _mm256_sub_ps(sc[h][i], vm));
-                exp8(pi, pi, kKeys);
-                const __m256 e = _mm256_add_ps(_mm256_add_ps(_mm256_load_ps(pi), _mm256_load_ps(pi + 8)),
-                                               _mm256_add_ps(_mm256_load_ps(pi + 16), _mm256_load_ps(pi + 24)));
-                sum[i] += hsum8(e);
-            }
-            // Weighted V rows, 16 elements of the tile's queries at a time.
-            for (size_t d = 0; d < dim; d += 2 * kW) {
-                for (size_t t0 = 0; t0 < m; t0 += kValueTileQ) {
-                    const int tm = static_cast<int>(std::min<size_t>(kValueTileQ, m - t0));
-                    values_any<F16>(tm, p + t0 * kKeys, v_base, v_stride, cells + j0, nb, oc + t0 * out_stride, out_stride, d);
-                }
-            }
-        }
-        if (n == 0) continue;
-        for (size_t i = 0; i < m; ++i) Avx2::scale(1.0f / sum[i], oc + i * out_stride, dim);
-    }
+    attn_impl::attend_tiles<Tiles, F16>(q, n_q, q_stride, dim, k_base, k_stride, v_base, v_stride, cells, n, scale, out,
+                                        out_stride);
 }
 
 }  // namespace
 
 void add_attn_row_kernels_avx2(AttnRowKernels & k) {
     attn_impl::fill<Avx2>(k);
-    k.attend_f32 = attend_tiles<false>;
-    k.attend_f16 = attend_tiles<true>;
+    k.attend_f32 = attend_level<false>;
+    k.attend_f16 = attend_level<true>;
     k.score_f32 = score_lanes<false>;
     k.score_f16 = score_lanes<true>;
     k.score_blocked_f32 = score_blocked<false>;

@@ -436,21 +436,18 @@ void score_lanes(const float * q, size_t n_q, size_t q_stride, size_t n_heads, s
 }
 
 // ---- Attention, queries in register tiles ----
-// attend() for this level. The loop of attn_rows_impl.h spends most of its time outside its multiply-adds (a
-// horizontal sum per query and key, each K row widened into a buffer and read back, each V row widened once per
-// four queries, the softmax in scalar steps). Here a tile of queries shares every vector of a row in registers:
+// attend() for this level is attn_impl::attend_tiles over the tile set below. The loop of attn_impl::attend spent
+// most of its time outside its multiply-adds (a horizontal sum per query and key, each K row widened into a buffer
+// and read back, each V row widened once per four queries, the softmax in scalar steps). Here a tile of queries
+// shares every vector of a row in registers:
 //  - scores: kScoreTileQ queries against four keys at a time (24 accumulators, each K vector converted once per
 //    tile, each query vector loaded once for the four), one 16-lane accumulator per (query, key), element e in
 //    lane e % 16, added in element order; the 16 accumulators of a query over 16 keys reduce together to one
 //    vector of 16 scores (reduce16);
-//  - the online softmax a query at a time on those vectors (a block of kKeys keys: block maximum, rescale, exp);
 //  - the weighted V rows: kTileQ queries by 32 elements (24 accumulators), each V vector converted once per tile,
-//    acc = fma(w_ij, v_jd, acc) over j in order for each (i, d), as attn_rows_impl.h does.
-// Each query's arithmetic is the same whatever tile or call it is in, so the bits never depend on n_q or on the
-// grouping of queries into calls (attn_rows.h).
+//    acc = fma(w_ij, v_jd, acc) over j in order for each (i, d), as attn_impl::attend does.
 constexpr int kTileQ = 12;      // queries of a weighted-V tile (12 x 32 elements)
 constexpr int kScoreTileQ = 6;  // queries of a score tile (6 x 4 keys)
-constexpr size_t kKeys = 32;    // keys of an online-softmax block: two vectors of scores a query
 
 // Slot s of a 16-key group holds key kSlotKey[s]: reduce16's lanes then come out in key order.
 constexpr int kSlotKey[16] = {0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15};
@@ -506,8 +503,8 @@ inline void tile_scores(const float * q, size_t qs, const uint8_t * const * k, s
         for (int c = 0; c < 4; ++c) d[i * 16 + c] = a[i][c];
 }
 
-// out_i[d .. d + 32) += sum over j < nb in order of p[i * kKeys + j] V_j (the tile's M queries; k0 and k1 mask the
-// two vectors of a chunk at the end of a row).
+// out_i[d .. d + 32) += sum over j < nb in order of p[i * kTileKeys + j] V_j (the tile's M queries; k0 and k1
+// mask the two vectors of a chunk at the end of a row).
 template <bool F16, int M>
 inline void tile_values(const float * p, const uint8_t * vb, size_t vs, const uint32_t * cells, size_t nb, float * out,
                         size_t os, size_t d, __mmask16 k0, __mmask16 k1) {
@@ -521,7 +518,7 @@ inline void tile_values(const float * p, const uint8_t * vb, size_t vs, const ui
         const __m512 v0 = k0 == 0xffff ? Avx512::load_row<F16>(row, d) : Avx512::load_row_tail<F16>(row, d, k0);
         const __m512 v1 = k1 == 0xffff ? Avx512::load_row<F16>(row, d + kW) : Avx512::load_row_tail<F16>(row, d + kW, k1);
         for (int i = 0; i < M; ++i) {
-            const __m512 w = _mm512_set1_ps(p[i * kKeys + j]);
+            const __m512 w = _mm512_set1_ps(p[i * attn_impl::kTileKeys + j]);
             a0[i] = _mm512_fmadd_ps(w, v0, a0[i]);
             a1[i] = _mm512_fmadd_ps(w, v1, a1[i]);
         }
@@ -542,128 +539,87 @@ void tile_scores_keys(const float * q, size_t qs, const uint8_t * kb, size_t ks,
     }
 }
 
-template <bool F16>
-void scores_any(int m, const float * q, size_t qs, const uint8_t * kb, size_t ks, const uint32_t * cells, size_t cnt,
-                size_t dim, __m512 * dots) {
-    switch (m) {
-        case 1: return tile_scores_keys<F16, 1>(q, qs, kb, ks, cells, cnt, dim, dots);
-        case 2: return tile_scores_keys<F16, 2>(q, qs, kb, ks, cells, cnt, dim, dots);
-        case 3: return tile_scores_keys<F16, 3>(q, qs, kb, ks, cells, cnt, dim, dots);
-        case 4: return tile_scores_keys<F16, 4>(q, qs, kb, ks, cells, cnt, dim, dots);
-        case 5: return tile_scores_keys<F16, 5>(q, qs, kb, ks, cells, cnt, dim, dots);
-        default: return tile_scores_keys<F16, 6>(q, qs, kb, ks, cells, cnt, dim, dots);
-    }
-}
+// The tile set of attn_impl::attend_tiles for this level.
+struct Tiles {
+    using V = __m512;
+    static constexpr size_t kLanes = 16;
+    static constexpr size_t kChunk = 32;  // elements of a V tile: two vectors
 
-template <bool F16>
-void values_any(int m, const float * p, const uint8_t * vb, size_t vs, const uint32_t * cells, size_t nb, float * out,
-                size_t os, size_t d, __mmask16 k0, __mmask16 k1) {
-    switch (m) {
-        case 1: return tile_values<F16, 1>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 2: return tile_values<F16, 2>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 3: return tile_values<F16, 3>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 4: return tile_values<F16, 4>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 5: return tile_values<F16, 5>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 6: return tile_values<F16, 6>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 7: return tile_values<F16, 7>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 8: return tile_values<F16, 8>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 9: return tile_values<F16, 9>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 10: return tile_values<F16, 10>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        case 11: return tile_values<F16, 11>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-        default: return tile_values<F16, 12>(p, vb, vs, cells, nb, out, os, d, k0, k1);
-    }
-}
-
-template <bool F16>
-void attend_tiles(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint8_t * k_base, size_t k_stride,
-                  const uint8_t * v_base, size_t v_stride, const uint32_t * cells, size_t n, float scale, float * out,
-                  size_t out_stride) {
-    if (dim > kAttnMaxDim) throw std::invalid_argument("attend: head wider than kAttnMaxDim");
-    constexpr size_t kQ = kAttnMaxQueries;
-    const size_t bytes = attn_impl::row_bytes<F16>(dim);
-    alignas(64) __m512 dots[kQ * 16];  // query i's accumulator against key j of a 16-key group at [i * 16 + j]
-    alignas(64) float p[kQ * kKeys];   // query i's weight of key j of the block at [i * kKeys + j]
-    const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
-    const __m512 vscale = _mm512_set1_ps(scale);
-    for (size_t i0 = 0; i0 < n_q; i0 += kQ) {
-        const size_t m = std::min(kQ, n_q - i0);
-        const float * qc = q + i0 * q_stride;
-        float * oc = out + i0 * out_stride;
-        float mx[kQ], sum[kQ];
-        for (size_t i = 0; i < m; ++i) {
-            mx[i] = -INFINITY;
-            sum[i] = 0.0f;
-            std::fill(oc + i * out_stride, oc + i * out_stride + dim, 0.0f);
-        }
-        for (size_t j0 = 0; j0 < n; j0 += kKeys) {
-            const size_t nb = std::min(kKeys, n - j0);
-            // The next block's rows, into L2 (scattered rows: the hardware prefetcher cannot guess them).
-            for (size_t j = j0 + kKeys; j < std::min(n, j0 + 2 * kKeys); ++j) {
-                Avx512::prefetch(k_base + static_cast<size_t>(cells[j]) * k_stride, bytes);
-                Avx512::prefetch(v_base + static_cast<size_t>(cells[j]) * v_stride, bytes);
-            }
-            // Scores: per query, two vectors of 16 keys (lanes past the block's keys at -inf).
-            __m512 sc[2][kQ];
-            for (size_t h = 0; h < 2; ++h) {
-                const size_t first = 16 * h, cnt = nb > first ? std::min<size_t>(16, nb - first) : 0;
-                if (cnt == 0) {
-                    for (size_t i = 0; i < m; ++i) sc[h][i] = minus_inf;
-                    continue;
-                }
-                for (size_t t0 = 0; t0 < m; t0 += kScoreTileQ) {
-                    const int tm = static_cast<int>(std::min<size_t>(kScoreTileQ, m - t0));
-                    scores_any<F16>(tm, qc + t0 * q_stride, q_stride, k_base, k_stride, cells + j0 + first, cnt, dim,
-                                    dots + t0 * 16);
-                }
-                const __mmask16 live = mask(cnt);
-                for (size_t i = 0; i < m; ++i) {
-                    __m512 v[16];
-                    for (int slot = 0; slot < 16; ++slot) {
-                        const size_t key = static_cast<size_t>(kSlotKey[slot]);
-                        v[slot] = key < cnt ? dots[i * 16 + key] : _mm512_setzero_ps();
-                    }
-                    sc[h][i] = _mm512_mask_mov_ps(minus_inf, live, _mm512_mul_ps(vscale, reduce16(v)));
-                }
-            }
-            // The online softmax, a query at a time: block maximum, rescale, weights.
-            for (size_t i = 0; i < m; ++i) {
-                const float bm = _mm512_reduce_max_ps(_mm512_max_ps(sc[0][i], sc[1][i]));
-                if (bm > mx[i]) {
-                    if (sum[i] != 0.0f) {
-                        const float f = std::exp(mx[i] - bm);
-                        sum[i] *= f;
-                        Avx512::scale(f, oc + i * out_stride, dim);
-                    }
-                    mx[i] = bm;
-                }
-                const __m512 vm = _mm512_set1_ps(mx[i]);
-                const __m512 e0 = Avx512::exp(_mm512_sub_ps(sc[0][i], vm)), e1 = Avx512::exp(_mm512_sub_ps(sc[1][i], vm));
-                _mm512_store_ps(p + i * kKeys, e0);
-                _mm512_store_ps(p + i * kKeys + 16, e1);
-                sum[i] += hsum(_mm512_add_ps(e0, e1));
-            }
-            // Weighted V rows, 32 elements of the tile's queries at a time.
-            for (size_t d = 0; d < dim; d += 2 * kW) {
-                const __mmask16 k0 = d + kW <= dim ? __mmask16{0xffff} : mask(dim - d);
-                const __mmask16 k1 = d + 2 * kW <= dim ? __mmask16{0xffff} : d + kW < dim ? mask(dim - d - kW) : __mmask16{0};
-                for (size_t t0 = 0; t0 < m; t0 += kTileQ) {
-                    const int tm = static_cast<int>(std::min<size_t>(kTileQ, m - t0));
-                    values_any<F16>(tm, p + t0 * kKeys, v_base, v_stride, cells + j0, nb, oc + t0 * out_stride, out_stride,
-                                    d, k0, k1);
-                }
+    template <bool F16>
+    static void scores(size_t m, const float * q, size_t qs, const uint8_t * kb, size_t ks, const uint32_t * cells,
+                       size_t cnt, size_t dim, __m512 * dots) {
+        for (size_t t0 = 0; t0 < m; t0 += kScoreTileQ) {
+            const float * qt = q + t0 * qs;
+            __m512 * dt = dots + t0 * kLanes;
+            switch (std::min<size_t>(kScoreTileQ, m - t0)) {
+                case 1: tile_scores_keys<F16, 1>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
+                case 2: tile_scores_keys<F16, 2>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
+                case 3: tile_scores_keys<F16, 3>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
+                case 4: tile_scores_keys<F16, 4>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
+                case 5: tile_scores_keys<F16, 5>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
+                default: tile_scores_keys<F16, 6>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
             }
         }
-        if (n == 0) continue;
-        for (size_t i = 0; i < m; ++i) Avx512::scale(1.0f / sum[i], oc + i * out_stride, dim);
     }
-}
+    static __m512 score_vector(const __m512 * dots, size_t cnt, float scale) {
+        const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
+        if (cnt == 0) return minus_inf;
+        __m512 v[16];
+        for (int slot = 0; slot < 16; ++slot) {
+            const size_t key = static_cast<size_t>(kSlotKey[slot]);
+            v[slot] = key < cnt ? dots[key] : _mm512_setzero_ps();
+        }
+        return _mm512_mask_mov_ps(minus_inf, mask(cnt), _mm512_mul_ps(_mm512_set1_ps(scale), reduce16(v)));
+    }
+    static float block_max(const __m512 * s, size_t n) {
+        __m512 mx = s[0];
+        for (size_t g = 1; g < n; ++g) mx = _mm512_max_ps(mx, s[g]);
+        return _mm512_reduce_max_ps(mx);
+    }
+    static float weights(const __m512 * s, size_t n, float mx, float * p) {
+        const __m512 vm = _mm512_set1_ps(mx);
+        __m512 total = _mm512_setzero_ps();
+        for (size_t g = 0; g < n; ++g) {
+            const __m512 e = Avx512::exp(_mm512_sub_ps(s[g], vm));
+            _mm512_store_ps(p + kLanes * g, e);
+            total = _mm512_add_ps(total, e);
+        }
+        return hsum(total);
+    }
+    template <bool F16>
+    static void values(size_t m, const float * p, const uint8_t * vb, size_t vs, const uint32_t * cells, size_t nb,
+                       float * out, size_t os, size_t d, size_t dim) {
+        const __mmask16 k0 = d + kW <= dim ? __mmask16{0xffff} : mask(dim - d);
+        const __mmask16 k1 = d + 2 * kW <= dim ? __mmask16{0xffff} : d + kW < dim ? mask(dim - d - kW) : __mmask16{0};
+        for (size_t t0 = 0; t0 < m; t0 += kTileQ) {
+            const float * pt = p + t0 * attn_impl::kTileKeys;
+            float * ot = out + t0 * os;
+            switch (std::min<size_t>(kTileQ, m - t0)) {
+                case 1: tile_values<F16, 1>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 2: tile_values<F16, 2>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 3: tile_values<F16, 3>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 4: tile_values<F16, 4>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 5: tile_values<F16, 5>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 6: tile_values<F16, 6>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 7: tile_values<F16, 7>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 8: tile_values<F16, 8>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 9: tile_values<F16, 9>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 10: tile_values<F16, 10>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                case 11: tile_values<F16, 11>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+                default: tile_values<F16, 12>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
+            }
+        }
+    }
+    static void scale(float a, float * y, size_t n) { Avx512::scale(a, y, n); }
+    static void prefetch(const uint8_t * p, size_t bytes) { Avx512::prefetch(p, bytes); }
+};
 
 }  // namespace
 
 void add_attn_row_kernels_avx512(AttnRowKernels & k) {
     attn_impl::fill<Avx512>(k);
-    k.attend_f32 = attend_tiles<false>;
-    k.attend_f16 = attend_tiles<true>;
+    k.attend_f32 = attn_impl::attend_tiles<Tiles, false>;
+    k.attend_f16 = attn_impl::attend_tiles<Tiles, true>;
     k.score_f32 = score_lanes<false>;
     k.score_f16 = score_lanes<true>;
     k.score_blocked_f32 = score_blocked<false>;

@@ -157,6 +157,76 @@ void attend(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint
     }
 }
 
+// attend with the queries in register tiles (the avx2 and avx512 levels): per block of kTileKeys keys, every
+// query's scores as vectors of T::kLanes keys, the online softmax on those vectors, then the weighted V rows. The
+// tile set T (a type local to the level's file) supplies, for vectors T::V of T::kLanes floats:
+//   scores(m, q, qs, kb, ks, cells, cnt, dim, dots)  dots[i * kLanes + j]: query i's accumulator against key j of
+//                                      a group of cnt <= kLanes keys (queries in register tiles)
+//   score_vector(dots_i, cnt, scale)   query i's kLanes scores (scale times the reduced accumulators; lanes from
+//                                      cnt on at -inf)
+//   block_max(s, n)                    the largest lane of n vectors
+//   weights(s, n, mx, p)               p[j] = exp(s_j - mx) over the n vectors' lanes; returns their sum
+//   values(m, p, vb, vs, cells, nb, out, os, d, dim)  out_i[d .. d + kChunk) += sum over j < nb in order of
+//                                      p[i * kTileKeys + j] V_j (one fused multiply-add chain per (i, d))
+//   scale(f, y, n), prefetch(p, bytes)
+// Each query's arithmetic is the same whatever tile or call it is in, so the bits never depend on n_q.
+inline constexpr size_t kTileKeys = 32;
+
+template <class T, bool F16>
+void attend_tiles(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint8_t * k_base, size_t k_stride,
+                  const uint8_t * v_base, size_t v_stride, const uint32_t * cells, size_t n, float scale, float * out,
+                  size_t out_stride) {
+    if (dim > kAttnMaxDim) throw std::invalid_argument("attend: head wider than kAttnMaxDim");
+    using V = typename T::V;
+    constexpr size_t kQ = kAttnMaxQueries, kL = T::kLanes, kGroups = kTileKeys / T::kLanes;
+    const size_t bytes = row_bytes<F16>(dim);
+    V dots[kQ * kL];
+    alignas(64) float p[kQ * kTileKeys];  // query i's weight of key j of the block at [i * kTileKeys + j]
+    for (size_t i0 = 0; i0 < n_q; i0 += kQ) {
+        const size_t m = std::min(kQ, n_q - i0);
+        const float * qc = q + i0 * q_stride;
+        float * oc = out + i0 * out_stride;
+        float mx[kQ], sum[kQ];
+        for (size_t i = 0; i < m; ++i) {
+            mx[i] = -INFINITY;
+            sum[i] = 0.0f;
+            std::fill(oc + i * out_stride, oc + i * out_stride + dim, 0.0f);
+        }
+        for (size_t j0 = 0; j0 < n; j0 += kTileKeys) {
+            const size_t nb = std::min(kTileKeys, n - j0);
+            // The next block's rows, into L2 (scattered rows: the hardware prefetcher cannot guess them).
+            for (size_t j = j0 + kTileKeys; j < std::min(n, j0 + 2 * kTileKeys); ++j) {
+                T::prefetch(k_base + static_cast<size_t>(cells[j]) * k_stride, bytes);
+                T::prefetch(v_base + static_cast<size_t>(cells[j]) * v_stride, bytes);
+            }
+            V sc[kQ][kGroups];  // query i's scores, kL keys a vector
+            for (size_t g = 0; g < kGroups; ++g) {
+                const size_t first = kL * g, cnt = nb > first ? std::min(kL, nb - first) : 0;
+                if (cnt > 0) T::template scores<F16>(m, qc, q_stride, k_base, k_stride, cells + j0 + first, cnt, dim, dots);
+                for (size_t i = 0; i < m; ++i) sc[i][g] = T::score_vector(dots + i * kL, cnt, scale);
+            }
+            // The online softmax, a query at a time: block maximum, rescale, weights.
+            for (size_t i = 0; i < m; ++i) {
+                const float bm = T::block_max(sc[i], kGroups);
+                if (bm > mx[i]) {
+                    if (sum[i] != 0.0f) {
+                        const float f = std::exp(mx[i] - bm);
+                        sum[i] *= f;
+                        T::scale(f, oc + i * out_stride, dim);
+                    }
+                    mx[i] = bm;
+                }
+                sum[i] += T::weights(sc[i], kGroups, mx[i], p + i * kTileKeys);
+            }
+            for (size_t d = 0; d < dim; d += T::kChunk) {
+                T::template values<F16>(m, p, v_base, v_stride, cells + j0, nb, oc, out_stride, d, dim);
+            }
+        }
+        if (n == 0) continue;
+        for (size_t i = 0; i < m; ++i) T::scale(1.0f / sum[i], oc + i * out_stride, dim);
+    }
+}
+
 template <class P>
 void fill(AttnRowKernels & k) {
     k.score_f32 = score<P, false>;
