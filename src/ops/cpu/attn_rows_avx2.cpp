@@ -438,12 +438,9 @@ struct Tiles {
         for (size_t t0 = 0; t0 < m; t0 += kScoreTileQ) {
             const float * qt = q + t0 * qs;
             __m256 * dt = dots + t0 * kLanes;
-            switch (std::min<size_t>(kScoreTileQ, m - t0)) {
-                case 1: tile_scores_keys<F16, 1>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-                case 2: tile_scores_keys<F16, 2>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-                case 3: tile_scores_keys<F16, 3>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-                default: tile_scores_keys<F16, 4>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-            }
+            attn_impl::with_tile_size<kScoreTileQ>(m - t0, [&](auto M) {
+                tile_scores_keys<F16, M()>(qt, qs, kb, ks, cells, cnt, dim, dt);
+            });
         }
     }
     static __m256 score_vector(const __m256 * dots, size_t cnt, float scale) {
@@ -476,14 +473,9 @@ struct Tiles {
         for (size_t t0 = 0; t0 < m; t0 += kValueTileQ) {
             const float * pt = p + t0 * attn_impl::kTileKeys;
             float * ot = out + t0 * os;
-            switch (std::min<size_t>(kValueTileQ, m - t0)) {
-                case 1: tile_values<F16, 1>(pt, vb, vs, cells, nb, ot, os, d); break;
-                case 2: tile_values<F16, 2>(pt, vb, vs, cells, nb, ot, os, d); break;
-                case 3: tile_values<F16, 3>(pt, vb, vs, cells, nb, ot, os, d); break;
-                case 4: tile_values<F16, 4>(pt, vb, vs, cells, nb, ot, os, d); break;
-                case 5: tile_values<F16, 5>(pt, vb, vs, cells, nb, ot, os, d); break;
-                default: tile_values<F16, 6>(pt, vb, vs, cells, nb, ot, os, d); break;
-            }
+            attn_impl::with_tile_size<kValueTileQ>(m - t0, [&](auto M) {
+                tile_values<F16, M()>(pt, vb, vs, cells, nb, ot, os, d);
+            });
         }
     }
     static void scale(float a, float * y, size_t n) { Avx2::scale(a, y, n); }

@@ -551,14 +551,9 @@ struct Tiles {
         for (size_t t0 = 0; t0 < m; t0 += kScoreTileQ) {
             const float * qt = q + t0 * qs;
             __m512 * dt = dots + t0 * kLanes;
-            switch (std::min<size_t>(kScoreTileQ, m - t0)) {
-                case 1: tile_scores_keys<F16, 1>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-                case 2: tile_scores_keys<F16, 2>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-                case 3: tile_scores_keys<F16, 3>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-                case 4: tile_scores_keys<F16, 4>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-                case 5: tile_scores_keys<F16, 5>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-                default: tile_scores_keys<F16, 6>(qt, qs, kb, ks, cells, cnt, dim, dt); break;
-            }
+            attn_impl::with_tile_size<kScoreTileQ>(m - t0, [&](auto M) {
+                tile_scores_keys<F16, M()>(qt, qs, kb, ks, cells, cnt, dim, dt);
+            });
         }
     }
     static __m512 score_vector(const __m512 * dots, size_t cnt, float scale) {
@@ -594,20 +589,9 @@ struct Tiles {
         for (size_t t0 = 0; t0 < m; t0 += kTileQ) {
             const float * pt = p + t0 * attn_impl::kTileKeys;
             float * ot = out + t0 * os;
-            switch (std::min<size_t>(kTileQ, m - t0)) {
-                case 1: tile_values<F16, 1>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 2: tile_values<F16, 2>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 3: tile_values<F16, 3>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 4: tile_values<F16, 4>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 5: tile_values<F16, 5>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 6: tile_values<F16, 6>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 7: tile_values<F16, 7>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 8: tile_values<F16, 8>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 9: tile_values<F16, 9>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 10: tile_values<F16, 10>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                case 11: tile_values<F16, 11>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-                default: tile_values<F16, 12>(pt, vb, vs, cells, nb, ot, os, d, k0, k1); break;
-            }
+            attn_impl::with_tile_size<kTileQ>(m - t0, [&](auto M) {
+                tile_values<F16, M()>(pt, vb, vs, cells, nb, ot, os, d, k0, k1);
+            });
         }
     }
     static void scale(float a, float * y, size_t n) { Avx512::scale(a, y, n); }

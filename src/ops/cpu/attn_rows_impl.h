@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <stdexcept>
+#include <type_traits>
 
 #include "ops/cpu/attn_rows.h"
 
@@ -171,6 +172,19 @@ void attend(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint
 //   scale(f, y, n), prefetch(p, bytes)
 // Each query's arithmetic is the same whatever tile or call it is in, so the bits never depend on n_q.
 inline constexpr size_t kTileKeys = 32;
+
+// f(std::integral_constant<int, M>{}) for M = min(m, Max), m >= 1: a level's tile of M queries is a template, and
+// this picks the instantiation for a call's count.
+template <int Max, int M = 1, class F>
+inline void with_tile_size(size_t m, F && f) {
+    if constexpr (M == Max) {
+        f(std::integral_constant<int, M>{});
+    } else if (m == static_cast<size_t>(M)) {
+        f(std::integral_constant<int, M>{});
+    } else {
+        with_tile_size<Max, M + 1>(m, f);
+    }
+}
 
 template <class T, bool F16>
 void attend_tiles(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint8_t * k_base, size_t k_stride,
