@@ -139,6 +139,7 @@ std::string message_content(const json & m, size_t i) {
 struct ChatPrompt {
     std::vector<int32_t> tokens;
     std::vector<size_t> message_ends;
+    size_t shared_opening = 0;
 };
 
 bool valid_function_name(const std::string & name) {
@@ -282,6 +283,7 @@ ChatPrompt chat_prompt(const json & body, const Tokenizer & tok, ToolUse & use) 
     ChatPrompt cp;
     cp.tokens = render_chatml(tok, messages, options);
     cp.message_ends = chat_message_ends(tok, messages, cp.tokens, options);
+    cp.shared_opening = chat_shared_opening(tok, messages, cp.tokens, options);
     return cp;
 }
 
@@ -389,6 +391,29 @@ std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<C
     return ends;
 }
 
+size_t chat_shared_opening(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
+                           std::span<const int32_t> rendered, const ChatOptions & options) {
+    const std::vector<size_t> ends = chat_message_ends(tok, messages, rendered, options);
+    if (ends.empty()) return 0;
+    // The first turn's messages: the system message (with the tools: the one that opens the conversation, if any).
+    const bool opens_with_system = !messages.empty() && (messages[0].role == "system" || messages[0].role == "developer");
+    const size_t first = options.tools.empty() ? 1 : (opens_with_system ? 1 : 0);
+    if (first >= messages.size()) return 0;
+    // The conversation up to the next message, then that message's role with contents that share no token: what
+    // all renderings have in common with the prompt is the role line as any content leaves it (a content that
+    // opens with a newline merges it with the role line's in some vocabularies, as an empty one may with the
+    // closing marker's text).
+    size_t shared = rendered.size();
+    for (const char * content : {"", "x", "\n"}) {
+        std::vector<ChatMessage> probe(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(first));
+        probe.emplace_back(messages[first].role, content);
+        const std::vector<int32_t> r = render_chatml(tok, probe, options);
+        const auto n = static_cast<size_t>(std::mismatch(rendered.begin(), rendered.end(), r.begin(), r.end()).first - rendered.begin());
+        shared = std::min(shared, n);
+    }
+    return shared > ends[0] && shared < rendered.size() ? shared : 0;
+}
+
 ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & tok, const ParseLimits & lim) {
     check_model(body, lim.model_id);
     ParsedRequest pr;
@@ -431,10 +456,12 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
     if (chat && !has_control_token(tok, kChatMLEnd)) stop.push_back(kChatMLEnd);  // the turn's end as plain text
 
     std::vector<size_t> message_ends;
+    size_t shared_opening = 0;
     if (chat) {
         ChatPrompt cp = chat_prompt(body, tok, pr.tools);
         pr.prompts.push_back(std::move(cp.tokens));
         message_ends = std::move(cp.message_ends);
+        shared_opening = cp.shared_opening;
     } else pr.prompts = completion_prompts(body, tok, lim.n_vocab);
 
     // A reply held to JSON: a call the request forced (the rest of the opened <tool_call> block), or
@@ -495,6 +522,7 @@ ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & t
             g.top_logprobs = top_logprobs;
             g.index = static_cast<int32_t>(p) * pr.n + k;
             g.message_ends = message_ends;
+            g.shared_opening = shared_opening;
             pr.choices.push_back(std::move(g));
         }
     }

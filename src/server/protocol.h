@@ -71,6 +71,15 @@ struct ParsedRequest {
 std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
                                       std::span<const int32_t> rendered, const ChatOptions & options = {});
 
+// Where the content of the message after the chat's first turn (its system prompt, or the tools' system turn)
+// begins: the first turn and the next message's opening marker and role line, the longest prefix of the rendered
+// tokens that another chat with the same first turn shares whatever its next message of that role says (in a
+// vocabulary where the role line's newline merges with a content's leading one, the opening stops before it).
+// 0 without a next message, or when that prefix does not reach past the first turn's end (chat_message_ends'
+// first) or reaches the prompt's end.
+size_t chat_shared_opening(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
+                           std::span<const int32_t> rendered, const ChatOptions & options = {});
+
 // A value as the chat template writes it (Python's json.dumps: ", " and ": " between items, keys in their order,
 // non-ASCII characters as they are).
 std::string template_json(const json & value);

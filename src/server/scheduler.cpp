@@ -402,12 +402,23 @@ void Scheduler::start_job(Slot & s, std::unique_ptr<Job> job) {
         // Message ends: another chat with the same first messages (a system prompt), or this conversation's next
         // turn, restores exactly there. Each cut ends a chunk (one more step), so ends closer than min_snapshot
         // to the previous cut or to the prompt's end (which has its own snapshot) are left out.
-        // The first message's end (a system prompt) is where other chats part: pinned.
+        // The first message's end (a system prompt) is where other chats part: pinned, and taken past the next
+        // message's opening marker and role line when the prompt has them (shared_opening), so that a chat whose
+        // next message differs from its first token on restores every token it shares. The prompt's own end
+        // does not serve those chats, so the opening is cut however close to it.
         size_t last = s.n_past;
-        for (const size_t e : j.req.message_ends) {
-            if (e <= last || e + cfg_.min_snapshot > prompt.size() || e - last < cfg_.min_snapshot) continue;
+        const auto after_last = [&](size_t e) { return e > last && e - last >= cfg_.min_snapshot; };
+        const std::vector<size_t> & ends = j.req.message_ends;
+        for (size_t k = 0; k < ends.size(); ++k) {
+            size_t e = ends[k];
+            const size_t opening = j.req.shared_opening;
+            if (k == 0 && opening > e && opening < prompt.size() && after_last(opening)) {
+                e = opening;
+            } else if (!after_last(e) || e + cfg_.min_snapshot > prompt.size()) {
+                continue;
+            }
             s.cuts.insert(e);
-            if (e == j.req.message_ends.front()) s.pins.insert(e);
+            if (k == 0) s.pins.insert(e);
             last = e;
         }
     }

@@ -47,6 +47,7 @@ struct GenRequest {
     int32_t index = 0;            // choice index in the response
     bool speculative = true;      // with a speculative server: draft and verify this choice (off: one token a step)
     std::vector<size_t> message_ends;  // chat: where each message ends in the prompt (ascending), worth a snapshot
+    size_t shared_opening = 0;         // chat: past the first end, where the next message's content begins (0: none)
     // The reply held to JSON (server/json_constraint.h): its schema, the text it already holds, the literal due
     // after the value; the reply ends when both are written.
     struct JsonReply {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 
+#include "common/shared_dir.h"
 #include "runtime/byte_vocab.h"
 #include "server/protocol.h"
 #include "server_helpers.h"
@@ -60,8 +61,67 @@ TEST(ChatReuse, MessageEndsArePrefixesOfTheRenderedChat) {
     EXPECT_LT(ends.back(), full.size());
 }
 
-// The second chat reuses the whole system prompt, wherever it ends against the 64-token prefill chunks and
-// wherever the second chat parts from the first.
+size_t common_prefix(const std::vector<int32_t> & a, const std::vector<int32_t> & b) {
+    return static_cast<size_t>(std::mismatch(a.begin(), a.end(), b.begin(), b.end()).first - a.begin());
+}
+
+// The shared opening is the system turn and the next message's role line: what any two chats with that system
+// prompt and a next message of that role share, whatever the message says (here the byte vocabulary, then Qwen's
+// with control-token markers, with and without tools).
+void expect_shared_opening(const Tokenizer & tok, const ChatOptions & o, bool bytes) {
+    const std::string system = words(200, 3);
+    for (const char * role : {"user", "tool", "assistant"}) {
+        const std::vector<std::string> contents = {"hello there", "world", "x", "xyz", "<b>", " lead", "\nnew line"};
+        std::vector<size_t> openings;
+        for (const std::string & c : contents) {
+            const std::vector<ChatMessage> msgs = {{"system", system}, {role, c}};
+            const std::vector<int32_t> r = server::render_chatml(tok, msgs, o);
+            const size_t opening = server::chat_shared_opening(tok, msgs, r, o);
+            const size_t end = server::chat_message_ends(tok, msgs, r, o).at(0);
+            EXPECT_GT(opening, end) << role << " '" << c << "'";
+            EXPECT_LT(opening, r.size());
+            // A prefix of every other chat with this system prompt and a message of this role.
+            for (const std::string & other : contents) {
+                const std::vector<int32_t> r2 = server::render_chatml(tok, {{"system", system}, {role, other}}, o);
+                EXPECT_GE(common_prefix(r, r2), opening) << role << " '" << c << "' against '" << other << "'";
+            }
+            openings.push_back(opening);
+        }
+        // The same for every content, and, in the byte vocabulary (no merges), all that two contents parting at
+        // their first byte share.
+        for (const size_t opening : openings) EXPECT_EQ(opening, openings[0]) << role;
+        if (bytes) {
+            const std::vector<int32_t> a = server::render_chatml(tok, {{"system", system}, {role, "hello there"}}, o);
+            const std::vector<int32_t> b = server::render_chatml(tok, {{"system", system}, {role, "world"}}, o);
+            EXPECT_EQ(openings[0], common_prefix(a, b)) << role;
+        }
+    }
+    // No message after the system turn: none.
+    const std::vector<ChatMessage> alone = {{"system", system}};
+    EXPECT_EQ(server::chat_shared_opening(tok, alone, server::render_chatml(tok, alone, o), o), 0u);
+}
+
+TEST(ChatReuse, TheSharedOpeningEndsAfterTheNextMessagesRoleLine) {
+    const Tokenizer tok(std::make_shared<const runtime::Tokenizer>(runtime::byte_vocab_tokenizer()));
+    expect_shared_opening(tok, {}, true);
+    ChatOptions o;
+    o.tools = {R"({"type": "function", "function": {"name": "f", "parameters": {}}})"};
+    expect_shared_opening(tok, o, true);
+}
+
+TEST(ChatReuse, TheSharedOpeningWithTheQwenVocabulary) {
+    OFFGRID_REQUIRE_SHARED();
+    const Tokenizer tok = Tokenizer::from_file(test::shared_dir() + "/data/ggml-vocab-qwen35.gguf");
+    expect_shared_opening(tok, {}, false);
+    // <|im_start|> and "user": the role line's newline is "\n\n" with a content that opens with one.
+    const std::vector<ChatMessage> msgs = {{"system", "You help."}, {"user", "Hi."}};
+    const std::vector<int32_t> r = server::render_chatml(tok, msgs);
+    EXPECT_EQ(server::chat_shared_opening(tok, msgs, r), server::chat_message_ends(tok, msgs, r).at(0) + 2);
+}
+
+// The second chat reuses the whole system prompt and the user turn's opening, wherever the system prompt ends
+// against the 64-token prefill chunks and wherever the second chat parts from the first; where the user messages
+// differ from their first token, that is every token the two prompts share.
 TEST(ChatReuse, ASharedSystemPromptIsReusedToTheTokenWhateverTheSplitPoint) {
     ServerProcess s({"-np", "2", "-c", "4096", "-b", "64", "-t", "2", "--quiet"}, "reuse");
     const Tokenizer tok(std::make_shared<const runtime::Tokenizer>(runtime::byte_vocab_tokenizer()));
@@ -71,7 +131,7 @@ TEST(ChatReuse, ASharedSystemPromptIsReusedToTheTokenWhateverTheSplitPoint) {
     };
     const std::string shared_user = words(150, 77);
     const std::vector<Case> cases = {
-        {301, words(120, 5), words(90, 6)},                 // different user messages
+        {301, "A " + words(120, 5), "B " + words(90, 6)},   // different user messages
         {357, shared_user + " alpha", shared_user + " beta"},  // parts 150 characters into the user message
         {420, words(200, 8), words(200, 8).substr(0, 3) + "Z"},  // parts 3 characters into it
         {383, "same", "same question, longer"},              // parts at the very end of the first's message
@@ -86,8 +146,16 @@ TEST(ChatReuse, ASharedSystemPromptIsReusedToTheTokenWhateverTheSplitPoint) {
         const std::vector<ChatMessage> sys_only = {{"system", system}};
         const std::vector<int32_t> sys_tokens = server::render_chatml(tok, sys_only);
         const size_t system_len = server::chat_message_ends(tok, sys_only, sys_tokens).at(0);
-        EXPECT_GE(cached(b), static_cast<int>(system_len)) << "system prompt of " << system_len << " tokens";
+        const std::vector<ChatMessage> msgs_a = {{"system", system}, {"user", c.user_a}};
+        const std::vector<int32_t> prompt_a = server::render_chatml(tok, msgs_a);
+        const size_t opening = server::chat_shared_opening(tok, msgs_a, prompt_a);
+        ASSERT_GT(opening, system_len);
+        EXPECT_GE(cached(b), static_cast<int>(opening)) << "case " << k << ", system prompt of " << system_len << " tokens";
         EXPECT_LT(cached(b), prompt_tokens(b));
+        if (k == 1) {
+            const std::vector<int32_t> prompt_b = server::render_chatml(tok, {{"system", system}, {"user", c.user_b}});
+            EXPECT_EQ(cached(b), static_cast<int>(common_prefix(prompt_a, prompt_b)));
+        }
     }
     EXPECT_EQ(s.stop(), 0);
 }
