@@ -79,21 +79,25 @@ inline void put_biased(uint8_t * dst, const int8_t * src) {
 }
 
 // isum[i] += sc[j] * (row i's values of block j against the tokens) for the Blocks blocks of Steps 4-element steps
-// each: the tokens' words tq[Steps * j + k] against row i's bytes q[4 * (Steps * j + k)] (two sum chains a block).
+// each: the tokens' words tq[Steps * j + k] against row i's bytes q[4 * (Steps * j + k)]. Two blocks run together,
+// one sum chain each, so that a row has two chains in flight without a third add to join them.
 template <int N, int Blocks, int Steps, class Row>
 inline void add_scaled_blocks(const Row * const * rows, const uint8_t (*tq)[kGroup][4], __m512i * isum) {
-    for (int j = 0; j < Blocks; ++j) {
+    static_assert(Blocks % 2 == 0);
+    for (int j = 0; j < Blocks; j += 2) {
         __m512i s[N][2];
         for (int i = 0; i < N; ++i) s[i][0] = s[i][1] = _mm512_setzero_si512();
         for (int k = 0; k < Steps; ++k) {
-            const __m512i a = load(tq[Steps * j + k]);
+            const __m512i a0 = load(tq[Steps * j + k]), a1 = load(tq[Steps * (j + 1) + k]);
             for (int i = 0; i < N; ++i) {
-                s[i][k & 1] = _mm512_dpbusd_epi32(s[i][k & 1], a, broadcast4(rows[i]->q + 4 * (Steps * j + k)));
+                s[i][0] = _mm512_dpbusd_epi32(s[i][0], a0, broadcast4(rows[i]->q + 4 * (Steps * j + k)));
+                s[i][1] = _mm512_dpbusd_epi32(s[i][1], a1, broadcast4(rows[i]->q + 4 * (Steps * (j + 1) + k)));
             }
         }
         for (int i = 0; i < N; ++i) {
-            isum[i] = _mm512_add_epi32(isum[i], _mm512_mullo_epi32(_mm512_add_epi32(s[i][0], s[i][1]),
-                                                                   _mm512_set1_epi32(rows[i]->sc[j])));
+            const __m512i p0 = _mm512_mullo_epi32(s[i][0], _mm512_set1_epi32(rows[i]->sc[j]));
+            const __m512i p1 = _mm512_mullo_epi32(s[i][1], _mm512_set1_epi32(rows[i]->sc[j + 1]));
+            isum[i] = _mm512_add_epi32(isum[i], _mm512_add_epi32(p0, p1));
         }
     }
 }
