@@ -393,25 +393,26 @@ std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<C
 
 size_t chat_shared_opening(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
                            std::span<const int32_t> rendered, const ChatOptions & options) {
-    const std::vector<size_t> ends = chat_message_ends(tok, messages, rendered, options);
-    if (ends.empty()) return 0;
-    // The first turn's messages: the system message (with the tools: the one that opens the conversation, if any).
+    // The first turn's messages: the first message (with the tools: the system message that opens the
+    // conversation, if any); its end as chat_message_ends finds it, the turn rendered alone less the opener.
     const bool opens_with_system = !messages.empty() && (messages[0].role == "system" || messages[0].role == "developer");
     const size_t first = options.tools.empty() ? 1 : (opens_with_system ? 1 : 0);
     if (first >= messages.size()) return 0;
+    const std::vector<ChatMessage> head(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(first));
+    const size_t first_end = render_chatml(tok, head, options).size() - render_chatml(tok, {}).size();
     // The conversation up to the next message, then that message's role with contents that share no token: what
     // all renderings have in common with the prompt is the role line as any content leaves it (a content that
     // opens with a newline merges it with the role line's in some vocabularies, as an empty one may with the
     // closing marker's text).
     size_t shared = rendered.size();
     for (const char * content : {"", "x", "\n"}) {
-        std::vector<ChatMessage> probe(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(first));
+        std::vector<ChatMessage> probe = head;
         probe.emplace_back(messages[first].role, content);
         const std::vector<int32_t> r = render_chatml(tok, probe, options);
         const auto n = static_cast<size_t>(std::mismatch(rendered.begin(), rendered.end(), r.begin(), r.end()).first - rendered.begin());
         shared = std::min(shared, n);
     }
-    return shared > ends[0] && shared < rendered.size() ? shared : 0;
+    return shared > first_end && shared < rendered.size() ? shared : 0;
 }
 
 ParsedRequest parse_generation(const json & body, bool chat, const Tokenizer & tok, const ParseLimits & lim) {
