@@ -435,13 +435,9 @@ struct Tiles {
     template <bool F16>
     static void scores(size_t m, const float * q, size_t qs, const uint8_t * kb, size_t ks, const uint32_t * cells,
                        size_t cnt, size_t dim, __m256 * dots) {
-        for (size_t t0 = 0; t0 < m; t0 += kScoreTileQ) {
-            const float * qt = q + t0 * qs;
-            __m256 * dt = dots + t0 * kLanes;
-            attn_impl::with_tile_size<kScoreTileQ>(m - t0, [&](auto M) {
-                tile_scores_keys<F16, M()>(qt, qs, kb, ks, cells, cnt, dim, dt);
-            });
-        }
+        attn_impl::for_each_tile<kScoreTileQ>(m, [&](auto M, size_t t0) {
+            tile_scores_keys<F16, M()>(q + t0 * qs, qs, kb, ks, cells, cnt, dim, dots + t0 * kLanes);
+        });
     }
     static __m256 score_vector(const __m256 * dots, size_t cnt, float scale) {
         const __m256 minus_inf = _mm256_set1_ps(-INFINITY);
@@ -470,13 +466,9 @@ struct Tiles {
     template <bool F16>
     static void values(size_t m, const float * p, const uint8_t * vb, size_t vs, const uint32_t * cells, size_t nb,
                        float * out, size_t os, size_t d, size_t /*dim*/) {
-        for (size_t t0 = 0; t0 < m; t0 += kValueTileQ) {
-            const float * pt = p + t0 * attn_impl::kTileKeys;
-            float * ot = out + t0 * os;
-            attn_impl::with_tile_size<kValueTileQ>(m - t0, [&](auto M) {
-                tile_values<F16, M()>(pt, vb, vs, cells, nb, ot, os, d);
-            });
-        }
+        attn_impl::for_each_tile<kValueTileQ>(m, [&](auto M, size_t t0) {
+            tile_values<F16, M()>(p + t0 * attn_impl::kTileKeys, vb, vs, cells, nb, out + t0 * os, os, d);
+        });
     }
     static void scale(float a, float * y, size_t n) { Avx2::scale(a, y, n); }
     static void prefetch(const uint8_t * p, size_t bytes) { Avx2::prefetch(p, bytes); }

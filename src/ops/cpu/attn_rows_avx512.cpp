@@ -369,13 +369,9 @@ struct Tiles {
     template <bool F16>
     static void scores(size_t m, const float * q, size_t qs, const uint8_t * kb, size_t ks, const uint32_t * cells,
                        size_t cnt, size_t dim, __m512 * dots) {
-        for (size_t t0 = 0; t0 < m; t0 += kScoreTileQ) {
-            const float * qt = q + t0 * qs;
-            __m512 * dt = dots + t0 * kLanes;
-            attn_impl::with_tile_size<kScoreTileQ>(m - t0, [&](auto M) {
-                tile_scores_keys<F16, M()>(qt, qs, kb, ks, cells, cnt, dim, dt);
-            });
-        }
+        attn_impl::for_each_tile<kScoreTileQ>(m, [&](auto M, size_t t0) {
+            tile_scores_keys<F16, M()>(q + t0 * qs, qs, kb, ks, cells, cnt, dim, dots + t0 * kLanes);
+        });
     }
     static __m512 score_vector(const __m512 * dots, size_t cnt, float scale) {
         const __m512 minus_inf = _mm512_set1_ps(-INFINITY);
@@ -407,13 +403,9 @@ struct Tiles {
                        float * out, size_t os, size_t d, size_t dim) {
         const __mmask16 k0 = d + kW <= dim ? __mmask16{0xffff} : mask(dim - d);
         const __mmask16 k1 = d + 2 * kW <= dim ? __mmask16{0xffff} : d + kW < dim ? mask(dim - d - kW) : __mmask16{0};
-        for (size_t t0 = 0; t0 < m; t0 += kTileQ) {
-            const float * pt = p + t0 * attn_impl::kTileKeys;
-            float * ot = out + t0 * os;
-            attn_impl::with_tile_size<kTileQ>(m - t0, [&](auto M) {
-                tile_values<F16, M()>(pt, vb, vs, cells, nb, ot, os, d, k0, k1);
-            });
-        }
+        attn_impl::for_each_tile<kTileQ>(m, [&](auto M, size_t t0) {
+            tile_values<F16, M()>(p + t0 * attn_impl::kTileKeys, vb, vs, cells, nb, out + t0 * os, os, d, k0, k1);
+        });
     }
     static void scale(float a, float * y, size_t n) { Avx512::scale(a, y, n); }
     static void prefetch(const uint8_t * p, size_t bytes) { Avx512::prefetch(p, bytes); }

@@ -186,6 +186,13 @@ inline void with_tile_size(size_t m, F && f) {
     }
 }
 
+// Queries [0, m) in tiles of Max and a last one of the rest: f(std::integral_constant<int, M>{}, first query) for
+// each, M its size.
+template <int Max, class F>
+inline void for_each_tile(size_t m, F && f) {
+    for (size_t t0 = 0; t0 < m; t0 += Max) with_tile_size<Max>(m - t0, [&](auto M) { f(M, t0); });
+}
+
 template <class T, bool F16>
 void attend_tiles(const float * q, size_t n_q, size_t q_stride, size_t dim, const uint8_t * k_base, size_t k_stride,
                   const uint8_t * v_base, size_t v_stride, const uint32_t * cells, size_t n, float scale, float * out,
