@@ -262,21 +262,22 @@ constexpr Q6ScalePick kQ6Scales0(0), kQ6Scales1(1);
 template <int NT, bool Fetch = true>
 inline void q6_k_sums_vnni(const BlockQ6_K & B, const void * const * act, int64_t b, __m256i * x) {
     if (Fetch) prefetch<sizeof(BlockQ6_K)>(&B);
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
     const __m512i sc = _mm512_castsi256_si512(sc16);
     const __m512i S[2] = {_mm512_permutexvar_epi16(_mm512_load_si512(kQ6Scales0.words), sc),
                           _mm512_permutexvar_epi16(_mm512_load_si512(kQ6Scales1.words), sc)};
+    // The two high bits of element 128h + 32g + l are bits 2g of qh byte 32h + l: with qh in both halves of a
+    // register, one shift per 64-bit lane (left by 4 or 2 for g = 0, 1; right by 0 or 2 for g = 2, 3) brings them
+    // to bits 4-5 (shifts of 256-bit halves joined by inserts took twice the instructions).
+    const __m512i up01 = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4), down23 = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
     __m512i u[4];
     for (int h = 0; h < 2; ++h) {
         const __m512i X = _mm512_loadu_si512(B.ql + 64 * h);
-        const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
-        const __m512i Q01 = _mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1);
-        const __m512i Q23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(Q, 4)), _mm256_srli_epi16(Q, 6), 1);
-        const __m512i H01 = _mm512_slli_epi16(_mm512_and_si512(Q01, m2), 4);
-        const __m512i H23 = _mm512_slli_epi16(_mm512_and_si512(Q23, m2), 4);
-        u[2 * h] = _mm512_or_si512(_mm512_and_si512(X, m4), H01);                            // elements 128h + 0..63
-        u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X, 4), m4), H23);  // 128h + 64..127
+        const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h)));
+        u[2 * h] = _mm512_or_si512(_mm512_and_si512(X, m4), _mm512_and_si512(_mm512_sllv_epi64(Q, up01), m30));  // 128h + 0..63
+        u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X, 4), m4),
+                                       _mm512_and_si512(_mm512_srlv_epi64(Q, down23), m30));  // 128h + 64..127
     }
     const __m512i z = _mm512_setzero_si512();
     for (int t = 0; t < NT; ++t) {
@@ -431,11 +432,20 @@ inline __m512i q8_0_pair(const BlockQ8_0 * a) {
 }
 
 // The f16 scales of four rows' blocks b and b + 1 (Second false: zeros), as f32: lanes 0-3 block b, 4-7 block b + 1.
+// A row's pair starts with block b's scale (word 0) and holds block b + 1's at byte 22 (word 11): one 32-byte load
+// a row (of the last block alone, its 22 bytes), then the words picked by two two-source permutations and joined
+// by one unpack (eight scalar loads inserted one by one took about a fifth of the tile's instructions).
 template <bool Second>
 inline __m256 four_row_scales(const uint8_t * w, size_t ws, int64_t b) {
-    auto d = [&](int r, int i) { return static_cast<short>(reinterpret_cast<const BlockQ5_0 *>(w + r * ws)[b + i].d); };
-    if (!Second) return _mm256_cvtph_ps(_mm_setr_epi16(d(0, 0), d(1, 0), d(2, 0), d(3, 0), 0, 0, 0, 0));
-    return _mm256_cvtph_ps(_mm_setr_epi16(d(0, 0), d(1, 0), d(2, 0), d(3, 0), d(0, 1), d(1, 1), d(2, 1), d(3, 1)));
+    __m256i Y[4];
+    for (int r = 0; r < 4; ++r) {
+        const auto * p = reinterpret_cast<const BlockQ5_0 *>(w + r * ws) + b;
+        Y[r] = Second ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)) : _mm256_maskz_loadu_epi8(0x3fffff, p);
+    }
+    const __m256i pick = _mm256_setr_epi16(0, 16, 11, 27, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m256i d01 = _mm256_permutex2var_epi16(Y[0], pick, Y[1]);  // words: row 0 and 1 of block b, of b + 1
+    const __m256i d23 = _mm256_permutex2var_epi16(Y[2], pick, Y[3]);
+    return _mm256_cvtph_ps(_mm_unpacklo_epi32(_mm256_castsi256_si128(d01), _mm256_castsi256_si128(d23)));
 }
 
 // Four rows at once (on the scale shape the hyper-connection and expert-down products, 320 and 640 wide: four rows
@@ -466,11 +476,14 @@ template <int NT, bool Second, bool Wide>
         const BlockQ8_0 * a = reinterpret_cast<const BlockQ8_0 *>(act + t * as) + b;
         const __m512i x = q8_0_pair<Second>(a);
         const __m512i z = _mm512_setzero_si512();
-        const __m512i bias = _mm512_dpbusd_epi32(z, sixteen, x);  // 16 * sum(a), lane by lane
-        const __m256i sums = avx512::four_row_sums(
-            _mm512_sub_epi32(_mm512_dpbusd_epi32(z, u[0], x), bias), _mm512_sub_epi32(_mm512_dpbusd_epi32(z, u[1], x), bias),
-            _mm512_sub_epi32(_mm512_dpbusd_epi32(z, u[2], x), bias), _mm512_sub_epi32(_mm512_dpbusd_epi32(z, u[3], x), bias));
-        const __m256 da = _mm256_setr_m128(_mm_set1_ps(h2f(a[0].d)), _mm_set1_ps(Second ? h2f(a[1].d) : 0.0f));
+        // Each row's sums start from -16 * sum(a), lane by lane: sum((q - 16) * a) with no subtraction a row.
+        const __m512i neg = _mm512_sub_epi32(z, _mm512_dpbusd_epi32(z, sixteen, x));
+        const __m256i sums = avx512::four_row_sums(_mm512_dpbusd_epi32(neg, u[0], x), _mm512_dpbusd_epi32(neg, u[1], x),
+                                                   _mm512_dpbusd_epi32(neg, u[2], x), _mm512_dpbusd_epi32(neg, u[3], x));
+        // [a_d of block b x 4, of b + 1 x 4] (zeros without the second), converted in one step.
+        const __m128i ah = _mm_unpacklo_epi64(_mm_set1_epi16(static_cast<short>(a[0].d)),
+                                              Second ? _mm_set1_epi16(static_cast<short>(a[1].d)) : _mm_setzero_si128());
+        const __m256 da = _mm256_cvtph_ps(ah);
         const __m256 prod = _mm256_mul_ps(_mm256_mul_ps(dw, da), _mm256_cvtepi32_ps(sums));
         acc[t] = _mm_add_ps(acc[t], _mm256_castps256_ps128(prod));
         if (Second) acc[t] = _mm_add_ps(acc[t], _mm256_extractf128_ps(prod, 1));
