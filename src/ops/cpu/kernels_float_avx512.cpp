@@ -725,26 +725,32 @@ void tile4_q8_0(const uint8_t * w, size_t ws, const uint8_t * const * xs, int64_
             _mm_prefetch(reinterpret_cast<const char *>(next + o), _MM_HINT_T0);
             _mm_prefetch(reinterpret_cast<const char *>(next + 4 * ws + o), _MM_HINT_T1);  // and the one after into L2
         }
-        __m512i wu[4];
-        short h[8];  // the rows' f16 scales of blocks b and b + 1, in four_row_sums' lanes
+        __m512i wu[4], head[4];
         for (int r = 0; r < 4; ++r) {
             const uint8_t * wp = w + r * ws + off;
             wu[r] = _mm512_xor_si512(q8_pair(wp, second), k80);  // an absent second block: 128s against zeros
-            std::memcpy(&h[r], wp, 2);
-            h[4 + r] = 0;
-            if (second) std::memcpy(&h[4 + r], wp + kQ8BlockBytes, 2);
+            head[r] = _mm512_maskz_loadu_epi8(second ? 0xfffffffffull : 0x3ull, wp);  // its scales: words 0 and 17
         }
+        // The rows' f16 scales of blocks b and b + 1 in four_row_sums' lanes (zeros without the second): two word
+        // permutations and one unpack (eight scalar loads inserted one by one took several times the instructions).
+        const __m512i pick = _mm512_setr_epi32(0x00200000, 0x00310011, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+        const __m512i d01 = _mm512_permutex2var_epi16(head[0], pick, head[1]);  // rows 0, 1 of block b, of b + 1
+        const __m512i d23 = _mm512_permutex2var_epi16(head[2], pick, head[3]);
         const __m512 dw = _mm512_zextps256_ps512(
-            _mm256_cvtph_ps(_mm_setr_epi16(h[0], h[1], h[2], h[3], h[4], h[5], h[6], h[7])));
+            _mm256_cvtph_ps(_mm_unpacklo_epi32(_mm512_castsi512_si128(d01), _mm512_castsi512_si128(d23))));
         for (int t = 0; t < NT; ++t) {
             const uint8_t * xp = xs[t] + off;
             const __m512i x = q8_pair(xp, second);
             const __m512i z = _mm512_setzero_si512();
-            const __m512i bias = _mm512_dpbusd_epi32(z, k80, x);  // 128 * x, four to a lane
-            const __m256i sums = avx512::four_row_sums(
-                _mm512_sub_epi32(_mm512_dpbusd_epi32(z, wu[0], x), bias), _mm512_sub_epi32(_mm512_dpbusd_epi32(z, wu[1], x), bias),
-                _mm512_sub_epi32(_mm512_dpbusd_epi32(z, wu[2], x), bias), _mm512_sub_epi32(_mm512_dpbusd_epi32(z, wu[3], x), bias));
-            const __m256 dx = _mm256_setr_m128(_mm_set1_ps(q8_scale(xp)), _mm_set1_ps(second ? q8_scale(xp + kQ8BlockBytes) : 0.0f));
+            // Each row's sums start from -128 * x, four to a lane: sum((w + 128) * x) - 128 * sum(x) with no
+            // subtraction a row.
+            const __m512i neg = _mm512_sub_epi32(z, _mm512_dpbusd_epi32(z, k80, x));
+            const __m256i sums = avx512::four_row_sums(_mm512_dpbusd_epi32(neg, wu[0], x), _mm512_dpbusd_epi32(neg, wu[1], x),
+                                                       _mm512_dpbusd_epi32(neg, wu[2], x), _mm512_dpbusd_epi32(neg, wu[3], x));
+            short xh0, xh1 = 0;
+            std::memcpy(&xh0, xp, 2);
+            if (second) std::memcpy(&xh1, xp + kQ8BlockBytes, 2);
+            const __m256 dx = _mm256_cvtph_ps(_mm_unpacklo_epi64(_mm_set1_epi16(xh0), _mm_set1_epi16(xh1)));
             const __m512 d = _mm512_mul_round_ps(dw, _mm512_zextps256_ps512(dx), kRound);
             const __m512 prod = _mm512_mul_round_ps(d, _mm512_cvtepi32_ps(_mm512_zextsi256_si512(sums)), kRound);
             acc[t] = _mm512_add_round_ps(acc[t], _mm512_zextps128_ps512(_mm512_castps512_ps128(prod)), kRound);
