@@ -262,22 +262,21 @@ constexpr Q6ScalePick kQ6Scales0(0), kQ6Scales1(1);
 template <int NT, bool Fetch = true>
 inline void q6_k_sums_vnni(const BlockQ6_K & B, const void * const * act, int64_t b, __m256i * x) {
     if (Fetch) prefetch<sizeof(BlockQ6_K)>(&B);
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m30 = _mm512_set1_epi8(0x30);
+    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
     const __m512i sc = _mm512_castsi256_si512(sc16);
     const __m512i S[2] = {_mm512_permutexvar_epi16(_mm512_load_si512(kQ6Scales0.words), sc),
                           _mm512_permutexvar_epi16(_mm512_load_si512(kQ6Scales1.words), sc)};
-    // The two high bits of element 128h + 32g + l are bits 2g of qh byte 32h + l: with qh in both halves of a
-    // register, one shift per 64-bit lane (left by 4 or 2 for g = 0, 1; right by 0 or 2 for g = 2, 3) brings them
-    // to bits 4-5 (shifts of 256-bit halves joined by inserts took twice the instructions).
-    const __m512i up01 = _mm512_set_epi64(2, 2, 2, 2, 4, 4, 4, 4), down23 = _mm512_set_epi64(2, 2, 2, 2, 0, 0, 0, 0);
     __m512i u[4];
     for (int h = 0; h < 2; ++h) {
         const __m512i X = _mm512_loadu_si512(B.ql + 64 * h);
-        const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h)));
-        u[2 * h] = _mm512_or_si512(_mm512_and_si512(X, m4), _mm512_and_si512(_mm512_sllv_epi64(Q, up01), m30));  // 128h + 0..63
-        u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X, 4), m4),
-                                       _mm512_and_si512(_mm512_srlv_epi64(Q, down23), m30));  // 128h + 64..127
+        const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
+        const __m512i Q01 = _mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1);
+        const __m512i Q23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(Q, 4)), _mm256_srli_epi16(Q, 6), 1);
+        const __m512i H01 = _mm512_slli_epi16(_mm512_and_si512(Q01, m2), 4);
+        const __m512i H23 = _mm512_slli_epi16(_mm512_and_si512(Q23, m2), 4);
+        u[2 * h] = _mm512_or_si512(_mm512_and_si512(X, m4), H01);                            // elements 128h + 0..63
+        u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X, 4), m4), H23);  // 128h + 64..127
     }
     const __m512i z = _mm512_setzero_si512();
     for (int t = 0; t < NT; ++t) {
