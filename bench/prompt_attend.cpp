@@ -1,9 +1,10 @@
 // The attention of a prompt on a QSA layer of the scale shape, alone: per token, 24 query heads of 256 over 2 KV
 // heads (12 a group, one ops::attend_rows call a group), f16 K and V rows (1 KiB a cell for both heads), each token
 // over its own 2,048 cells (512 pools of 4 drawn from a cache of --cells cells, most shared with the token before,
-// as neighbouring prompt tokens select), one thread. The cache is small enough to stay in the L3, as a layer's rows
+// as neighbouring prompt tokens select: --replace N of the 512 pools are drawn afresh per token, 32 by default),
+// one thread. The cache is small enough to stay in the L3, as a layer's rows
 // at the agent workload's depths mostly do. Prints microseconds per call and GFLOP/s (4 * 12 * 2048 * 256 a call).
-//   bench_prompt_attend [-n TOKENS (64)] [-r ROUNDS (5)] [--cells N (8192)] [--hot]   (OFFGRID_ISA picks the level;
+//   bench_prompt_attend [-n TOKENS (64)] [-r ROUNDS (5)] [--cells N (8192)] [--replace N (32)] [--hot]   (OFFGRID_ISA picks the level;
 //   --hot: every call over the same 64 rows, the arithmetic alone)
 #include <algorithm>
 #include <chrono>
@@ -27,15 +28,16 @@ constexpr size_t kRow = kHkv * kD * 2;  // bytes of a K (or V) row, both KV head
 }  // namespace
 
 int main(int argc, char ** argv) {
-    int64_t tokens = 64, rounds = 5, n_cells = 8192;
+    int64_t tokens = 64, rounds = 5, n_cells = 8192, replace = static_cast<int64_t>(kPools / 16);
     tools::ArgParser args;
     args.integer({"-n"}, &tokens, 1, 4096);
     args.integer({"-r"}, &rounds, 1, 1000);
     args.integer({"--cells"}, &n_cells, 4096, 1 << 20);
+    args.integer({"--replace"}, &replace, 0, 1 << 20);
     bool hot = false;
     args.flag({"--hot"}, &hot);
     if (!args.parse(std::vector<std::string>(argv + 1, argv + argc))) {
-        std::printf("usage: bench_prompt_attend [-n TOKENS] [-r ROUNDS] [--cells N] [--hot]\n");
+        std::printf("usage: bench_prompt_attend [-n TOKENS] [-r ROUNDS] [--cells N] [--replace N] [--hot]\n");
         return 0;
     }
     const size_t cells_total = static_cast<size_t>(n_cells);
@@ -46,7 +48,7 @@ int main(int argc, char ** argv) {
         k[i] = ops::float_to_half(0.3f * nd(rng));
         v[i] = ops::float_to_half(nd(rng));
     }
-    // Each token's pools: the previous token's with a sixteenth replaced, kept in pool order.
+    // Each token's pools: the previous token's with `replace` draws replaced, kept in pool order.
     const size_t n_pools = cells_total / kR;
     std::vector<uint32_t> pools(n_pools);
     for (size_t i = 0; i < n_pools; ++i) pools[i] = static_cast<uint32_t>(i);
@@ -54,7 +56,7 @@ int main(int argc, char ** argv) {
     std::vector<uint32_t> sel(pools.begin(), pools.begin() + kPools);
     std::vector<std::vector<uint32_t>> cells(static_cast<size_t>(tokens));
     for (auto & c : cells) {
-        for (size_t i = 0; i < kPools / 16; ++i) sel[rng() % kPools] = static_cast<uint32_t>(rng() % n_pools);
+        for (int64_t i = 0; i < replace; ++i) sel[rng() % kPools] = static_cast<uint32_t>(rng() % n_pools);
         std::vector<uint32_t> s = sel;
         std::sort(s.begin(), s.end());
         s.erase(std::unique(s.begin(), s.end()), s.end());
