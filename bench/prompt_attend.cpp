@@ -1,12 +1,11 @@
 // The attention of a prompt on a QSA layer of the scale shape, alone: per token, 24 query heads of 256 over 2 KV
 // heads (12 a group, one ops::attend_rows call a group), f16 K and V rows (1 KiB a cell for both heads), each token
 // over its own 2,048 cells (512 pools of 4 drawn from a cache of --cells cells, most shared with the token before,
-// as neighbouring prompt tokens select: per token, --replace N times a random one of its 512 pools is replaced by
-// a random pool, 32 by default),
-// one thread. The cache is small enough to stay in the L3, as a layer's rows
-// at the agent workload's depths mostly do. Prints microseconds per call and GFLOP/s (4 * 12 * 2048 * 256 a call).
-//   bench_prompt_attend [-n TOKENS (64)] [-r ROUNDS (5)] [--cells N (8192)] [--replace N (32)] [--hot]   (OFFGRID_ISA picks the level;
-//   --hot: every call over the same 64 rows, the arithmetic alone)
+// as neighbouring prompt tokens select: per token, --replace N times a random one of its pools is replaced by a
+// random pool, 32 by default), one thread. The cache is small enough to stay in the L3, as a layer's rows at the
+// agent workload's depths mostly do. Prints microseconds per call and GFLOP/s (4 * 12 * 2048 * 256 a call).
+//   bench_prompt_attend [-n TOKENS (64)] [-r ROUNDS (5)] [--cells N (8192)] [--replace N (32)] [--hot]
+//   (OFFGRID_ISA picks the level; --hot: every call over the same 64 rows, the arithmetic alone)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
