@@ -84,7 +84,8 @@ void kda_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                       bt, scale, head.data(), decay.data());
         float * oh = &o[t * d_in + h * hd];
         ops::rms_norm(head.data(), hd, hp.rms_eps, w.norm.data(), oh);
-        for (size_t j = 0; j < hd; ++j) oh[j] *= ops::sigmoid(g2[t * d_in + h * hd + j]);
+        ops::sigmoid_n(&g2[t * d_in + h * hd], head.data(), hd);  // the gate, into the head's buffer (read above)
+        for (size_t j = 0; j < hd; ++j) oh[j] *= head[j];
     };
     // Heads are independent, and so are sequences: (sequence, head) steps run on the pool, each computed alike on
     // any thread. A step of several sequences of one token each: every conv first, then one region of all pairs.

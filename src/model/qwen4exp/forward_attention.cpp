@@ -206,7 +206,8 @@ void attention_layer(const Batch & b, uint32_t il, const float * a, float * y) {
                     const float * gate = &q[t * qdim + 2 * D * hh] + D;
                     const float * head = &heads[(hh - g * group) * D];
                     float * out = &attn[(t * H + hh) * D];
-                    for (size_t d = 0; d < D; ++d) out[d] = head[d] * ops::sigmoid(gate[d]);
+                    ops::sigmoid_n(gate, out, D);  // vector kernels with the scalar sigmoid's bits
+                    for (size_t d = 0; d < D; ++d) out[d] *= head[d];
                 }
             }
         });
