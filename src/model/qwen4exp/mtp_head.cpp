@@ -184,9 +184,10 @@ void MtpHead::step(MtpCache & cache, int32_t token, int32_t pos, const float * h
         ops::attend_heads(&q[2 * D * j * group], group, 2 * D, D, K, V, j * D, scale, &attn[j * group * D], D);
     }
     for (size_t hh = 0; hh < H; ++hh) {
-        const float * gate = &q[2 * D * hh] + D;
+        float * gate = &q[2 * D * hh] + D;
+        ops::sigmoid_n(gate, gate, D);  // in place: the gate is read only here
         float * out = &attn[hh * D];
-        for (size_t i = 0; i < D; ++i) out[i] *= ops::sigmoid(gate[i]);
+        for (size_t i = 0; i < D; ++i) out[i] *= gate[i];
     }
     ops::matmul(w_.block.attn.o, attn.data(), 1, y.data(), pool);
     for (float & x : y) x *= w_.block.attn.o_scale;
