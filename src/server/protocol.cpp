@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <optional>
 
 namespace offgrid::server {
 
@@ -352,12 +353,38 @@ std::string template_json(const json & v) {
     return v.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
+namespace {
+
+// The conversation without messages: BOS (when the tokenizer asks for it) and the assistant's opener.
+struct BareChat {
+    std::vector<int32_t> tokens;
+    size_t bos = 0;  // 1 when tokens start with BOS
+};
+BareChat bare_chat(const Tokenizer & tok) {
+    BareChat b{render_chatml(tok, {}), 0};
+    b.bos = tok.add_bos() && tok.bos() && !b.tokens.empty() && b.tokens[0] == *tok.bos() ? 1 : 0;
+    return b;
+}
+
+// A turn (its messages, with the tools when it is the tools' system turn) rendered alone, as its tokens after BOS
+// and before the opener; none when its rendering is shorter than the bare conversation.
+std::optional<std::vector<int32_t>> turn_alone(const Tokenizer & tok, const std::vector<ChatMessage> & turn, bool with_tools,
+                                const ChatOptions & options, const BareChat & bare) {
+    ChatOptions o;
+    if (with_tools) o.tools = options.tools;
+    std::vector<int32_t> alone = render_chatml(tok, turn, o);
+    if (alone.size() < bare.tokens.size()) return std::nullopt;
+    const size_t n = alone.size() - bare.tokens.size();
+    return std::vector<int32_t>(alone.begin() + static_cast<std::ptrdiff_t>(bare.bos),
+                                alone.begin() + static_cast<std::ptrdiff_t>(bare.bos + n));
+}
+
+}  // namespace
+
 std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
                                       std::span<const int32_t> rendered, const ChatOptions & options) {
-    // The conversation without messages is BOS (when the tokenizer asks for it) and the assistant's opener.
-    const std::vector<int32_t> bare = render_chatml(tok, {});
-    const size_t bos = tok.add_bos() && tok.bos() && !bare.empty() && bare[0] == *tok.bos() ? 1 : 0;
-    if (bare.size() > rendered.size()) return {};
+    const BareChat bare = bare_chat(tok);
+    if (bare.tokens.size() > rendered.size()) return {};
     // The template's turns, each rendered alone: the tools' system turn (with the system message that opens the
     // conversation), each other message, each run of tool messages.
     std::vector<std::pair<std::vector<ChatMessage>, bool>> turns;  // messages, with the tools
@@ -373,16 +400,12 @@ std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<C
         turns.emplace_back(std::move(turn), false);
     }
     std::vector<size_t> ends;
-    size_t at = bos;
+    size_t at = bare.bos;
     for (const auto & [turn, with_tools] : turns) {
-        ChatOptions o;
-        if (with_tools) o.tools = options.tools;
-        const std::vector<int32_t> alone = render_chatml(tok, turn, o);
-        if (alone.size() < bare.size()) break;
-        const size_t n = alone.size() - bare.size();
-        if (at + n > rendered.size() || !std::equal(alone.begin() + static_cast<std::ptrdiff_t>(bos),
-                                                     alone.begin() + static_cast<std::ptrdiff_t>(bos + n),
-                                                     rendered.begin() + static_cast<std::ptrdiff_t>(at))) {
+        const std::optional<std::vector<int32_t>> alone = turn_alone(tok, turn, with_tools, options, bare);
+        if (!alone) break;
+        const size_t n = alone->size();
+        if (at + n > rendered.size() || !std::equal(alone->begin(), alone->end(), rendered.begin() + static_cast<std::ptrdiff_t>(at))) {
             break;  // the tokens merged across a boundary (markers that are plain text): no exact end from here on
         }
         at += n;
@@ -394,12 +417,15 @@ std::vector<size_t> chat_message_ends(const Tokenizer & tok, const std::vector<C
 size_t chat_shared_opening(const Tokenizer & tok, const std::vector<ChatMessage> & messages,
                            std::span<const int32_t> rendered, const ChatOptions & options) {
     // The first turn's messages: the first message (with the tools: the system message that opens the
-    // conversation, if any); its end as chat_message_ends finds it, the turn rendered alone less the opener.
+    // conversation, if any); its end as chat_message_ends finds it, the turn rendered alone after BOS.
     const bool opens_with_system = !messages.empty() && (messages[0].role == "system" || messages[0].role == "developer");
     const size_t first = options.tools.empty() ? 1 : (opens_with_system ? 1 : 0);
     if (first >= messages.size()) return 0;
     const std::vector<ChatMessage> head(messages.begin(), messages.begin() + static_cast<std::ptrdiff_t>(first));
-    const size_t first_end = render_chatml(tok, head, options).size() - render_chatml(tok, {}).size();
+    const BareChat bare = bare_chat(tok);
+    const std::optional<std::vector<int32_t>> head_alone = turn_alone(tok, head, !options.tools.empty(), options, bare);
+    if (!head_alone) return 0;
+    const size_t first_end = bare.bos + head_alone->size();
     // The conversation up to the next message, then that message's role with contents that share no token: what
     // all renderings have in common with the prompt is the role line as any content leaves it (a content that
     // opens with a newline merges it with the role line's in some vocabularies, as an empty one may with the
