@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "memory/huge_pages.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/matmul.h"
 #include "ops/thread_pool.h"
@@ -39,8 +40,12 @@ std::vector<int> f16_fields(ElemType t) {
     }
 }
 
-std::vector<uint8_t> random_weights(ElemType type, size_t bytes) {
-    std::vector<uint8_t> w(bytes);
+// In 2 MiB pages, as the engine keeps loaded weights (gguf::Reader reads them into memory advised MADV_HUGEPAGE):
+// with 4 KiB pages a 4-row tile's streams would take a TLB miss every few rows.
+using Weights = std::vector<uint8_t, memory::HugePageAllocator<uint8_t>>;
+
+Weights random_weights(ElemType type, size_t bytes) {
+    Weights w(bytes);
     std::mt19937 rng(5);
     for (size_t i = 0; i < bytes; i += 4) {
         const uint32_t v = rng();
