@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "args/cli_args.h"
+#include "memory/huge_pages.h"
 #include "ops/attention.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/half.h"
@@ -41,7 +42,9 @@ int main(int argc, char ** argv) {
         return 0;
     }
     const size_t cells_total = static_cast<size_t>(n_cells);
-    std::vector<uint16_t> k(cells_total * kRow / 2), v(k.size());
+    // In 2 MiB pages, as the engine's K and V rows (memory::HugePageAllocator): each row of a selection lies on
+    // another 4 KiB page, so 4 KiB pages would add a TLB walk to most row fetches.
+    std::vector<uint16_t, memory::HugePageAllocator<uint16_t>> k(cells_total * kRow / 2), v(k.size());
     std::mt19937 rng(3);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (size_t i = 0; i < k.size(); ++i) {
