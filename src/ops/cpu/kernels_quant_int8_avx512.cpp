@@ -166,11 +166,6 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
     q4_k_row<NT>(wv, act, n, out, [&](const BlockQ4_K & B, int64_t b, __m256i * h) { q4_k_sums_vnni<NT>(B, act, b, h); });
 }
 
-// Four rows at once (a decode step's 4-row tiles). Their block b's sums reduce together, as a run's four blocks
-// do, and the fold runs in the lanes of one vector, lane r row r: acc_r + (d_r * isum_r - dmin_r * imin_r), the
-// twin's roundings, block after block, with no scalar chain. The mins' sums of the four rows are one vpmaddwd: the
-// rows' 8 mins a 128-bit lane each, against the token's 8 sub-block sums (pairs of its 16-element sums) in every
-// lane (|pair| <= 2 * 16 * 127, int16).
 // The L2 fetch ahead of the 4-row tiles (below: q4_K, q6_K): besides the next tile into L1, the tile this many
 // tiles past it into L2, about 16 KiB beyond the reads on the scale shape's 2560-wide rows (q4_K 5.6 KiB a tile,
 // q6_K 8.2). From DRAM with two threads (the weights in 2 MiB pages, each variant in turn in one process, medians
@@ -178,6 +173,11 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
 constexpr size_t kQ4KTilesAheadL2 = 2;
 constexpr size_t kQ6KTilesAheadL2 = 1;
 
+// Four rows at once (a decode step's 4-row tiles). Their block b's sums reduce together, as a run's four blocks
+// do, and the fold runs in the lanes of one vector, lane r row r: acc_r + (d_r * isum_r - dmin_r * imin_r), the
+// twin's roundings, block after block, with no scalar chain. The mins' sums of the four rows are one vpmaddwd: the
+// rows' 8 mins a 128-bit lane each, against the token's 8 sub-block sums (pairs of its 16-element sums) in every
+// lane (|pair| <= 2 * 16 * 127, int16).
 template <int NT>
 void tile4_q4_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
     const int64_t nb = n / kQK_K;
