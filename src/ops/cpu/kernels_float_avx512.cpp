@@ -22,6 +22,7 @@
 #include <immintrin.h>
 
 #include "ops/cpu/hsum_avx512.h"
+#include "ops/cpu/tile_fetch_avx512.h"
 
 #define OFFGRID_KERNELS_AVX512 1
 #endif
@@ -720,11 +721,8 @@ void tile4_q8_0(const uint8_t * w, size_t ws, const uint8_t * const * xs, int64_
     for (int64_t b = 0; b < nb; b += 2) {
         const bool second = b + 1 < nb;
         const size_t off = static_cast<size_t>(b) * kQ8BlockBytes;
-        const uint8_t * next = w + 4 * ws + static_cast<size_t>(b / 2) * ahead;
-        for (size_t o = 0; o < ahead; o += 64) {
-            _mm_prefetch(reinterpret_cast<const char *>(next + o), _MM_HINT_T0);
-            _mm_prefetch(reinterpret_cast<const char *>(next + 4 * ws + o), _MM_HINT_T1);  // and the one after into L2
-        }
+        // The next tile into L1, the one after it into L2.
+        avx512::fetch_tile_share(w + 4 * ws + static_cast<size_t>(b / 2) * ahead, ahead, 4 * ws);
         __m512i wu[4], head[4];
         for (int r = 0; r < 4; ++r) {
             const uint8_t * wp = w + r * ws + off;

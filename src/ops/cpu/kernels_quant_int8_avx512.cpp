@@ -27,6 +27,7 @@
 #include "ops/cpu/kernels_quant_int8_avx2.h"
 #include "ops/cpu/kernels_quant_int8_entries.h"
 #include "ops/cpu/hsum_avx512.h"
+#include "ops/cpu/tile_fetch_avx512.h"
 #include "tensor/half.h"
 
 namespace offgrid::ops::cpu::quant {
@@ -173,15 +174,6 @@ void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out)
 constexpr size_t kQ4KTilesAheadL2 = 2;
 constexpr size_t kQ6KTilesAheadL2 = 1;
 
-// Block b's share of both fetches: `share` bytes of the next tile (at next) into L1, and as many of the tile
-// `later` bytes past it into L2.
-inline void fetch_tile_share(const uint8_t * next, size_t share, size_t later) {
-    for (size_t off = 0; off < share; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char *>(next + off), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char *>(next + later + off), _MM_HINT_T1);
-    }
-}
-
 // Four rows at once (a decode step's 4-row tiles). Their block b's sums reduce together, as a run's four blocks
 // do, and the fold runs in the lanes of one vector, lane r row r: acc_r + (d_r * isum_r - dmin_r * imin_r), the
 // twin's roundings, block after block, with no scalar chain. The mins' sums of the four rows are one vpmaddwd: the
@@ -205,7 +197,7 @@ void tile4_q4_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
         int dd[4];  // in registers: a vector read back from stores of its parts stalls on store forwarding
     };
     auto sums = [&](int64_t b, Sums & S) {
-        fetch_tile_share(w + 4 * ws + static_cast<size_t>(b) * ahead, ahead, kQ4KTilesAheadL2 * 4 * ws);
+        avx512::fetch_tile_share(w + 4 * ws + static_cast<size_t>(b) * ahead, ahead, kQ4KTilesAheadL2 * 4 * ws);
         __m512i x[NT][4];
         for (int t = 0; t < NT; ++t) tile_activations(static_cast<const BlockQ8_K *>(rows[t])[b], x[t]);
         for (int r = 0; r < 4; ++r) {
@@ -332,7 +324,7 @@ void tile4_q6_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
     __m128 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-        fetch_tile_share(w + 4 * ws + static_cast<size_t>(b) * ahead, ahead, kQ6KTilesAheadL2 * 4 * ws);
+        avx512::fetch_tile_share(w + 4 * ws + static_cast<size_t>(b) * ahead, ahead, kQ6KTilesAheadL2 * 4 * ws);
         __m256i x[4][NT];
         short dh[4];  // in registers, as in tile4_q4_k
         for (int r = 0; r < 4; ++r) {
