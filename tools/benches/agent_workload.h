@@ -6,7 +6,7 @@
 // conversations up to the replies they generate.
 //
 // Reports time to first token per turn (median over sessions; turn 2 against the last turn shows whether a
-// growing conversation stays fast), output tokens/s over the wall time, and the fraction of prompt tokens the
+// growing conversation stays fast) and over all requests, output tokens/s over the wall time, and the fraction of prompt tokens the
 // server reported as cached (usage.prompt_tokens_details.cached_tokens).
 #pragma once
 
@@ -36,6 +36,7 @@ struct AgentReport {
     double out_tok_per_s = 0;
     std::vector<double> ttft_median_ms;  // per turn (index 0: turn 1), over the sessions that got that far
     std::vector<double> prompt_median;   // per turn: median prompt tokens
+    double ttft_median_all_ms = 0;       // over every request that succeeded, all turns and sessions
     int64_t prompt_tokens = 0, cached_tokens = 0, output_tokens = 0;
     int ttft_from_timings = 0;  // turns whose TTFT came from the server's `timings` (no text before the end)
     std::string first_error;
