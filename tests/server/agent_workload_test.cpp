@@ -44,7 +44,10 @@ TEST(AgentWorkload, SmallSessionsCompleteAndReuseTheirEarlierTurns) {
     // The median of all 12 requests lies between the turns' medians (each turn's is the middle of 3 sessions, so
     // at least 8 of the 12 are on either side of the lowest and the highest).
     double lo = 1e300, hi = 0;
-    for (const auto & t : j["ttft_median_ms_per_turn"]) lo = std::min(lo, t.get<double>()), hi = std::max(hi, t.get<double>());
+    for (const auto & t : j["ttft_median_ms_per_turn"]) {
+        lo = std::min(lo, t.get<double>());
+        hi = std::max(hi, t.get<double>());
+    }
     EXPECT_GE(j["ttft_median_ms"].get<double>(), lo) << out;
     EXPECT_LE(j["ttft_median_ms"].get<double>(), hi) << out;
     const auto & prompts = j["prompt_tokens_median_per_turn"];

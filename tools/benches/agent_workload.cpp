@@ -280,7 +280,8 @@ std::string agent_table(const AgentConfig & cfg, const AgentReport & r) {
                   "| prompt tokens cached | %lld of %lld (%.1f%%) |\n",
                   cfg.host.c_str(), cfg.port, cfg.sessions, cfg.turns, cfg.system_tokens, cfg.tool_min, cfg.tool_max,
                   cfg.reply_min, cfg.reply_max, static_cast<unsigned long long>(cfg.seed), r.ok, r.failed, r.wall_s,
-                  r.out_tok_per_s, r.ttft_median_all_ms, cfg.turns, turn_ttft(r, 2), turn_ttft(r, static_cast<size_t>(cfg.turns)),
+                  r.out_tok_per_s, r.ttft_median_all_ms, cfg.turns, turn_ttft(r, 2),
+                  turn_ttft(r, static_cast<size_t>(cfg.turns)),
                   turn_ttft(r, 2) > 0 ? turn_ttft(r, static_cast<size_t>(cfg.turns)) / turn_ttft(r, 2) : 0.0,
                   static_cast<long long>(r.cached_tokens), static_cast<long long>(r.prompt_tokens), 100.0 * cached_fraction(r));
     std::string out = buf;
@@ -306,7 +307,8 @@ std::string agent_json(const AgentConfig & cfg, const AgentReport & r) {
               {"system_tokens", cfg.system_tokens}, {"tool_tokens", {cfg.tool_min, cfg.tool_max}},
               {"reply_tokens", {cfg.reply_min, cfg.reply_max}}, {"seed", cfg.seed},
               {"ok", r.ok}, {"failed", r.failed}, {"wall_s", r.wall_s}, {"output_tokens_per_s", r.out_tok_per_s},
-              {"ttft_median_ms", r.ttft_median_all_ms}, {"ttft_median_ms_per_turn", r.ttft_median_ms}, {"prompt_tokens_median_per_turn", r.prompt_median},
+              {"ttft_median_ms", r.ttft_median_all_ms}, {"ttft_median_ms_per_turn", r.ttft_median_ms},
+              {"prompt_tokens_median_per_turn", r.prompt_median},
               {"ttft_turn2_ms", turn_ttft(r, 2)}, {"ttft_last_turn_ms", turn_ttft(r, static_cast<size_t>(cfg.turns))},
               {"prompt_tokens_total", r.prompt_tokens}, {"cached_tokens_total", r.cached_tokens},
               {"output_tokens_total", r.output_tokens}, {"cached_fraction", cached_fraction(r)}};

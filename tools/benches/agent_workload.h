@@ -6,8 +6,8 @@
 // conversations up to the replies they generate.
 //
 // Reports time to first token per turn (median over sessions; turn 2 against the last turn shows whether a
-// growing conversation stays fast) and over all requests, output tokens/s over the wall time, and the fraction of prompt tokens the
-// server reported as cached (usage.prompt_tokens_details.cached_tokens).
+// growing conversation stays fast) and over all requests, output tokens/s over the wall time, and the fraction of
+// prompt tokens the server reported as cached (usage.prompt_tokens_details.cached_tokens).
 #pragma once
 
 #include <cstdint>
