@@ -267,6 +267,7 @@ double turn_ttft(const AgentReport & r, size_t turn) {  // turn from 1
 }  // namespace
 
 std::string agent_table(const AgentConfig & cfg, const AgentReport & r) {
+    const double second = turn_ttft(r, 2), last = turn_ttft(r, static_cast<size_t>(cfg.turns));
     char buf[1024];
     std::snprintf(buf, sizeof(buf),
                   "bench-serve agent: http://%s:%d, %d sessions x %d turns, system prompt %d tokens, tool outputs %d-%d, "
@@ -280,9 +281,7 @@ std::string agent_table(const AgentConfig & cfg, const AgentReport & r) {
                   "| prompt tokens cached | %lld of %lld (%.1f%%) |\n",
                   cfg.host.c_str(), cfg.port, cfg.sessions, cfg.turns, cfg.system_tokens, cfg.tool_min, cfg.tool_max,
                   cfg.reply_min, cfg.reply_max, static_cast<unsigned long long>(cfg.seed), r.ok, r.failed, r.wall_s,
-                  r.out_tok_per_s, r.ttft_median_all_ms, cfg.turns, turn_ttft(r, 2),
-                  turn_ttft(r, static_cast<size_t>(cfg.turns)),
-                  turn_ttft(r, 2) > 0 ? turn_ttft(r, static_cast<size_t>(cfg.turns)) / turn_ttft(r, 2) : 0.0,
+                  r.out_tok_per_s, r.ttft_median_all_ms, cfg.turns, second, last, second > 0 ? last / second : 0.0,
                   static_cast<long long>(r.cached_tokens), static_cast<long long>(r.prompt_tokens), 100.0 * cached_fraction(r));
     std::string out = buf;
     out += "\n| turn | prompt tokens (median) | TTFT median |\n|---:|---:|---:|\n";
