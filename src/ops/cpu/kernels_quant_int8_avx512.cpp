@@ -266,24 +266,34 @@ constexpr Q6ScalePick kQ6Scales0(0), kQ6Scales1(1);
 // Per token, one super-block's integer sum as 8 int32 lanes (x[t]; their sum is the block's isum): scale * quant
 // * a, less 32 * scale * block sums. A chunk's dword lanes (4 products of 0..63 by -127..127) fit int16, so two
 // chunks' lanes pack into one register and one vpdpwssd applies their scales.
+//  - Half h's 128 quants: ql's 64 bytes give the low 4 bits (low nibbles: elements 0..63, high: 64..127), qh's 32
+//    bytes the high 2 (bit pairs 0-1, 2-3, 4-5, 6-7: elements 0..31, 32..63, 64..95, 96..127). qh is broadcast
+//    to both halves of a register and each half masked to its pair and shifted to bits 4-5 by its own count (a
+//    pair masked first cannot leak into the next byte), so one ternary-logic op joins it to the nibbles.
 template <int NT, bool Fetch = true>
 inline void q6_k_sums_vnni(const BlockQ6_K & B, const void * const * act, int64_t b, __m256i * x) {
     if (Fetch) prefetch<sizeof(BlockQ6_K)>(&B);
-    const __m512i m4 = _mm512_set1_epi8(0x0f), m2 = _mm512_set1_epi8(0x03);
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    // Pairs 0-1 | 2-3 to bits 4-5 (left by 4 | 2); pairs 4-5 | 6-7 (right by 0 | 2).
+    const __m512i mask01 = _mm512_inserti64x4(_mm512_set1_epi8(0x03), _mm256_set1_epi8(0x0c), 1);
+    const __m512i mask23 = _mm512_inserti64x4(_mm512_set1_epi8(0x30), _mm256_set1_epi8(static_cast<char>(0xc0)), 1);
+    const __m512i left01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i right23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
     const __m256i sc16 = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(B.scales)));
     const __m512i sc = _mm512_castsi256_si512(sc16);
     const __m512i S[2] = {_mm512_permutexvar_epi16(_mm512_load_si512(kQ6Scales0.words), sc),
                           _mm512_permutexvar_epi16(_mm512_load_si512(kQ6Scales1.words), sc)};
+    // -32 * scale, for the correction's one vpdpwssd a token (|32 * scale| <= 4096, int16).
+    const __m256i neg_sc32 = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
     __m512i u[4];
     for (int h = 0; h < 2; ++h) {
         const __m512i X = _mm512_loadu_si512(B.ql + 64 * h);
-        const __m256i Q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h));
-        const __m512i Q01 = _mm512_inserti64x4(_mm512_castsi256_si512(Q), _mm256_srli_epi16(Q, 2), 1);
-        const __m512i Q23 = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_srli_epi16(Q, 4)), _mm256_srli_epi16(Q, 6), 1);
-        const __m512i H01 = _mm512_slli_epi16(_mm512_and_si512(Q01, m2), 4);
-        const __m512i H23 = _mm512_slli_epi16(_mm512_and_si512(Q23, m2), 4);
-        u[2 * h] = _mm512_or_si512(_mm512_and_si512(X, m4), H01);                            // elements 128h + 0..63
-        u[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(X, 4), m4), H23);  // 128h + 64..127
+        const __m512i Q = _mm512_broadcast_i64x4(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh + 32 * h)));
+        const __m512i H01 = _mm512_sllv_epi16(_mm512_and_si512(Q, mask01), left01);
+        const __m512i H23 = _mm512_srlv_epi16(_mm512_and_si512(Q, mask23), right23);
+        // (A & B) | C: ternary-logic table 0xEA.
+        u[2 * h] = _mm512_ternarylogic_epi32(X, m4, H01, 0xEA);                            // elements 128h + 0..63
+        u[2 * h + 1] = _mm512_ternarylogic_epi32(_mm512_srli_epi16(X, 4), m4, H23, 0xEA);  // 128h + 64..127
     }
     const __m512i z = _mm512_setzero_si512();
     for (int t = 0; t < NT; ++t) {
@@ -292,10 +302,9 @@ inline void q6_k_sums_vnni(const BlockQ6_K & B, const void * const * act, int64_
         for (int k = 0; k < 4; ++k) P[k] = _mm512_dpbusd_epi32(z, u[k], _mm512_loadu_si512(A.qs + 64 * k));
         const __m512i s = _mm512_dpwssd_epi32(_mm512_dpwssd_epi32(z, _mm512_packs_epi32(P[0], P[1]), S[0]),
                                               _mm512_packs_epi32(P[2], P[3]), S[1]);
-        // |32 * lane| <= 32 * 2 * 2032 * 128 < 2^31: exact.
-        const __m256i corr = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), sc16);
-        x[t] = _mm256_sub_epi32(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)),
-                                _mm256_slli_epi32(corr, 5));
+        // Less 32 * scale * the 16-element sums, pairwise into the lanes (|lane| < 2^31: exact).
+        x[t] = _mm256_dpwssd_epi32(_mm256_add_epi32(_mm512_castsi512_si256(s), _mm512_extracti64x4_epi64(s, 1)),
+                                   _mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), neg_sc32);
     }
 }
 
