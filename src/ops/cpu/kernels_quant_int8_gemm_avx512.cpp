@@ -469,11 +469,16 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 // q5_0's 4-row tiles take its wide rows too, the next tile fetched as one stream (2026-12-06, two runs): 2560 ->
 // 4096 at 1 / 2 / 3 tokens 437-444 / 621-626 / 836-839 us against the row kernel's 818-989 at one and the lanes'
 // 750 at two, 2560 -> 16384 1780-1815 / 2526-2758 / 3328-3400 against the lanes' about 2980 at 2-4.
+// q6_K's tiles (their qh bits and correction leaner since ead91ea) take 3 and 4 tokens too (2026-12-07, the two
+// binaries alternated, a slow hour of the machine): two threads from DRAM, 3 tokens 2560 -> 640 / 4096 / 16384 76-91
+// / 333-387 / 1418-1477 us against the lanes' 105-122 / 398-466 / 2015-2837; 4 tokens 77-89 / 409-468 / 1600-1795
+// against 91-92 / 425-464 / 1617-2068; one thread from the L3 at 4 tokens 136 / 876-883 / 2882-3523 against
+// 147-160 / 939-1032 / 3957-4051.
 struct MinTokens {
     int wide, narrow;
 };
 constexpr MinTokens kGemmMinTokensQ4K = {4, 4};
-constexpr MinTokens kGemmMinTokensQ6K = {3, 3};
+constexpr MinTokens kGemmMinTokensQ6K = {5, 5};
 constexpr MinTokens kGemmMinTokensQ50 = {3, 3};
 constexpr MinTokens kGemmMinTokensQ80 = {2, 2};
 
