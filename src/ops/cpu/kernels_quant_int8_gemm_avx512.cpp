@@ -474,12 +474,16 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 // / 333-387 / 1418-1477 us against the lanes' 105-122 / 398-466 / 2015-2837; 4 tokens 77-89 / 409-468 / 1600-1795
 // against 91-92 / 425-464 / 1617-2068; one thread from the L3 at 4 tokens 136 / 876-883 / 2882-3523 against
 // 147-160 / 939-1032 / 3957-4051.
+// q5_0's tiles take 3 tokens as well (the same runs; 2560 -> 640 / 640 -> 2560 / 320 -> 10240 / 2560 -> 4096): two
+// threads from DRAM 63-76 / 65-96 / 144-170 / 380-487 us against the lanes' 95-140 / 71-98 / 137-165 / 466-529, one
+// thread from the L3 140-145 / 116-146 / 241-325 / 782-918 against 167-189 / 180-190 / 346-363 / 1109-1204; at 4
+// tokens the lanes stay ahead on the wide rows (one thread from the L3, 2560 -> 4096 762-792 against 905-1151).
 struct MinTokens {
     int wide, narrow;
 };
 constexpr MinTokens kGemmMinTokensQ4K = {4, 4};
 constexpr MinTokens kGemmMinTokensQ6K = {5, 5};
-constexpr MinTokens kGemmMinTokensQ50 = {3, 3};
+constexpr MinTokens kGemmMinTokensQ50 = {4, 4};
 constexpr MinTokens kGemmMinTokensQ80 = {2, 2};
 
 void set_min_tokens(TypeKernels & k, MinTokens m) { k.set_gemm_min_tokens(m.wide, m.narrow); }
