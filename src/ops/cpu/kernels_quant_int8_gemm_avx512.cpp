@@ -478,13 +478,17 @@ void product(const void * w, size_t w_stride, const void * act, size_t act_strid
 // threads from DRAM 63-76 / 65-96 / 144-170 / 380-487 us against the lanes' 95-140 / 71-98 / 137-165 / 466-529, one
 // thread from the L3 140-145 / 116-146 / 241-325 / 782-918 against 167-189 / 180-190 / 346-363 / 1109-1204; at 4
 // tokens the lanes stay ahead on the wide rows (one thread from the L3, 2560 -> 4096 762-792 against 905-1151).
+// Q8_0's rows take 2 tokens again since its tiles' faster scales (aad5b21; two threads from DRAM, 2560 -> 640 / 640 ->
+// 2560 / 320 -> 10240 / 2560 -> 4096 / 2560 -> 16384 in five alternations: 52-78 / 56-71 / 112-137 / 349-436 /
+// 1190-1604 us against the lanes' 68-115 / 68-108 / 121-198 / 359-431 / 1375-1911); at 3 the lanes are ahead (76-77
+// / 67-111 / 119-191 / 382-405 / 1346-1481 against 68-77 / 75-76 / 139-158 / 471-484 / 1826-2105).
 struct MinTokens {
     int wide, narrow;
 };
 constexpr MinTokens kGemmMinTokensQ4K = {4, 4};
 constexpr MinTokens kGemmMinTokensQ6K = {5, 5};
 constexpr MinTokens kGemmMinTokensQ50 = {4, 4};
-constexpr MinTokens kGemmMinTokensQ80 = {2, 2};
+constexpr MinTokens kGemmMinTokensQ80 = {3, 3};
 
 void set_min_tokens(TypeKernels & k, MinTokens m) { k.set_gemm_min_tokens(m.wide, m.narrow); }
 
