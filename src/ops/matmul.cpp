@@ -13,6 +13,7 @@
 #include "common/error.h"
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/kernels_quant_int8.h"
+#include "ops/rows16.h"
 #include "ops/workspace.h"
 
 namespace offgrid::ops {
@@ -170,6 +171,46 @@ void rows_generic(const Matrix & w, const float * x, int64_t n_tokens, float * y
     }
 }
 
+// Rows [r0, r1) of a matrix in the file's layout by the type's kernels (or the generic path).
+void plain_rows(const Matrix & w, const cpu::TypeKernels * k, const PreparedActivations & act, const float * x,
+                int64_t n_tokens, float * y, int64_t r0, int64_t r1) {
+    if (uses_gemm(k, w, n_tokens)) {
+        rows_with_gemm(w, *k, act, n_tokens, y, r0, r1);
+    } else if (k != nullptr) {
+        rows_with_kernels(w, *k, act.data, act.stride, n_tokens, y, r0, r1);
+    } else {
+        rows_generic(w, x, n_tokens, y, r0, r1);
+    }
+}
+
+// Groups [g0, g1) of a rows16 matrix: the entry's rows16 product for a few tokens of its own activations;
+// otherwise each group unpacked into 16 plain rows for the kernels above (prompts: the unpacking is a small part
+// of a product of many tokens; other activation modes, which never meet such matrices in a model).
+void rows16_groups(const Matrix & w, const cpu::TypeKernels * k, const PreparedActivations & act, const float * x,
+                   int64_t n_tokens, float * y, int64_t g0, int64_t g1) {
+    g1 = std::min(g1, w.rows / kRows16);
+    if (g0 >= g1) return;
+    const size_t group_bytes = static_cast<size_t>(kRows16) * w.row_bytes;
+    if (k != nullptr && k->rows16 != nullptr && n_tokens <= cpu::kTileTokensMax) {
+        for (int64_t g = g0; g < g1; ++g) {
+            k->rows16(w.data + static_cast<size_t>(g) * group_bytes, w.cols, act.data, act.stride,
+                      static_cast<int>(n_tokens), y + g * kRows16, static_cast<size_t>(w.rows));
+        }
+        return;
+    }
+    Scope scope(Workspace::scratch());
+    uint8_t * plain = scope.take<uint8_t>(group_bytes).data();
+    float * yg = scope.take<float>(static_cast<size_t>(kRows16 * n_tokens)).data();
+    for (int64_t g = g0; g < g1; ++g) {
+        unpack_rows16_group(w, g, plain);
+        const Matrix m = make_matrix(w.type, plain, w.cols, kRows16);
+        plain_rows(m, k, act, x, n_tokens, yg, 0, kRows16);
+        for (int64_t t = 0; t < n_tokens; ++t) {
+            std::copy(yg + t * kRows16, yg + (t + 1) * kRows16, y + t * w.rows + g * kRows16);
+        }
+    }
+}
+
 }  // namespace
 
 bool supported_weight_type(ElemType type) {
@@ -200,6 +241,9 @@ Matrix make_matrix(ElemType type, const void * data, int64_t cols, int64_t rows)
 }
 
 Matrix Matrix::row_slice(int64_t first, int64_t count) const {
+    if (rows16 && (first % kRows16 != 0 || count % kRows16 != 0)) {
+        throw Error("matrix: a slice of a 16-row-group matrix must take whole groups");
+    }
     Matrix m = *this;
     m.data = row(first);
     m.rows = count;
@@ -207,6 +251,11 @@ Matrix Matrix::row_slice(int64_t first, int64_t count) const {
 }
 
 float dot_row(const Matrix & w, int64_t r, const float * x) {
+    if (w.rows16) {
+        std::vector<uint8_t> plain(static_cast<size_t>(kRows16) * w.row_bytes);
+        unpack_rows16_group(w, r / kRows16, plain.data());
+        return dot_row(make_matrix(w.type, plain.data(), w.cols, kRows16), r % kRows16, x);
+    }
     float y;
     const Matrix one = w.row_slice(r, 1);
     matmul(one, x, 1, &y, nullptr);
@@ -222,6 +271,12 @@ float dot_row_ref(const Matrix & w, int64_t r, const float * x) {
 }
 
 void dequantize_matrix_row(const Matrix & w, int64_t r, float * out) {
+    if (w.rows16) {
+        std::vector<uint8_t> plain(static_cast<size_t>(kRows16) * w.row_bytes);
+        unpack_rows16_group(w, r / kRows16, plain.data());
+        dequantize_matrix_row(make_matrix(w.type, plain.data(), w.cols, kRows16), r % kRows16, out);
+        return;
+    }
     tensor::dequantize_row(w.type, w.row(r), out, static_cast<size_t>(w.cols));
 }
 
@@ -237,6 +292,16 @@ void matmul(const Matrix & w, const float * x, int64_t n_tokens, float * y, Thre
     PreparedActivations prepared = layout_of(k, x, w.cols);
     take_activation_rows(prepared, n_tokens, scope.arena());
     quantize_all_rows(prepared, n_tokens, pool);
+    if (w.rows16) {
+        const size_t group_work = static_cast<size_t>(kRows16) * w.row_bytes * static_cast<size_t>(n_tokens);
+        parallel_claims(
+            pool, static_cast<size_t>(w.rows / kRows16),
+            [&](size_t begin, size_t end) {
+                rows16_groups(w, k, prepared, x, n_tokens, y, static_cast<int64_t>(begin), static_cast<int64_t>(end));
+            },
+            std::max<size_t>(1, (kMinBytesPerPart + group_work - 1) / group_work));
+        return;
+    }
     const uint8_t * act = prepared.data;
     const size_t act_stride = prepared.stride;
     // Ranges of whole row tiles, so a tile is never cut by a thread boundary (not needed for the bits, which
@@ -285,13 +350,13 @@ void matmul_rows(const Matrix & w, const float * x, const PreparedActivations & 
     r1 = std::min(r1, w.rows);
     if (n_tokens <= 0 || r0 >= r1) return;
     const cpu::TypeKernels * k = active_kernels(w.type);
-    if (uses_gemm(k, w, n_tokens)) {
-        rows_with_gemm(w, *k, act, n_tokens, y, r0, r1);
-    } else if (k != nullptr) {
-        rows_with_kernels(w, *k, act.data, act.stride, n_tokens, y, r0, r1);
-    } else {
-        rows_generic(w, x, n_tokens, y, r0, r1);
+    if (w.rows16) {
+        // The groups that start in [r0, r1), whole: a range that starts inside a group leaves it to the range
+        // holding its first row, so every output is written once, whatever the cut.
+        rows16_groups(w, k, act, x, n_tokens, y, (r0 + kRows16 - 1) / kRows16, (r1 + kRows16 - 1) / kRows16);
+        return;
     }
+    plain_rows(w, k, act, x, n_tokens, y, r0, r1);
 }
 
 void matmul_ref(const Matrix & w, const float * x, int64_t n_tokens, float * y) {

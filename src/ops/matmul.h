@@ -21,6 +21,9 @@ struct Matrix {
     int64_t cols = 0;       // input width (ggml ne[0])
     int64_t rows = 0;       // output height
     size_t row_bytes = 0;   // bytes between consecutive rows
+    // q4_K held in 16-row groups (ops/rows16.h): row(r) is then not row r's bytes; the products, dot_row and
+    // dequantize_matrix_row read the groups, and row_slice takes whole groups only.
+    bool rows16 = false;
 
     const uint8_t * row(int64_t r) const { return data + static_cast<size_t>(r) * row_bytes; }
     // Rows [first, first + count) as a matrix of their own.

@@ -70,6 +70,11 @@ struct TypeKernels {
     // cross elsewhere on short rows). Set both through set_gemm_min_tokens.
     int gemm_min_tokens = kGemmMinTokens;
     int gemm_min_tokens_narrow = kGemmMinTokens;
+    // Optional product of a q4_K group of 16 rows (ops/rows16.h, n columns) by up to kTileTokensMax tokens:
+    // y[t * y_stride + r] for r < 16, bit-identical to vec_dot of row r. Null: the driver unpacks the group into
+    // plain rows and takes the kernels above (so does it for more tokens).
+    void (*rows16)(const void * group, int64_t n, const void * act, size_t act_stride, int n_tok, float * y,
+                   size_t y_stride) = nullptr;
 
     void set_gemm_min_tokens(int wide, int narrow) {
         gemm_min_tokens = wide;

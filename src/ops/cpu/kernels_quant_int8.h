@@ -12,6 +12,10 @@ namespace offgrid::ops::cpu::quant {
 void add_int8_entries_avx2(TypeKernels * table);
 void add_int8_entries_avx512(TypeKernels * table);
 
+// q4_K in 16-row groups (kernels_quant_int8_rows16_avx512.cpp): sets rows16 of the q4_K entry (ops/rows16.h).
+// No-op when the compiler cannot target AVX-512 VNNI.
+void add_int8_rows16_avx512(TypeKernels * table);
+
 // Prompt products on the tile unit (kernels_quant_int8_amx.cpp): sets gemm of the q4_K, q6_K and q5_0 entries,
 // bit-identical to their vec_dot. No-op when the compiler cannot target AMX.
 void add_int8_gemm_amx(TypeKernels * table);

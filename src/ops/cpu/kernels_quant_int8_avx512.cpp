@@ -625,6 +625,7 @@ void add_int8_entries_avx512(TypeKernels * table) {
     set_q8_k_quantizer(table, quantize_row_q8_k);
     set_q8_0_quantizer(table, quantize_row_q8_0_ties_away);
     add_int8_gemm_avx512(table);
+    add_int8_rows16_avx512(table);
 }
 
 }  // namespace offgrid::ops::cpu::quant

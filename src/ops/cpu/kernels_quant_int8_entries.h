@@ -91,6 +91,7 @@ void set_entry(TypeKernels * table, tensor::ElemType type) {
     k.tile_tokens = kMaxTokens;
     k.row_tile_min_tokens = 0;
     k.gemm = nullptr;
+    k.rows16 = nullptr;
     k.set_gemm_min_tokens(kGemmMinTokens, kGemmMinTokens);
 }
 
