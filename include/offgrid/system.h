@@ -25,6 +25,14 @@ const char * detected_isa_name();
 void set_activation_mode(const char * mode);
 const char * activation_mode_name();
 
+// The q4_K experts' gate and up weights held in 16-row groups (docs/kernels.md, "Rows in lanes"): with the "int8"
+// mode on a CPU with AVX-512 VNNI their products of up to 8 tokens (a decode step's experts) take a product that
+// keeps 16 rows in a register's lanes; the results are the same bits. The groups are a copy made at load, so those
+// weights take their memory twice. Off by default; set it before loading a model (a model loaded before keeps its
+// layout). expert_rows16() is true when it is set and takes effect here (int8 mode, the kernel present).
+void set_expert_rows16(bool on);
+bool expert_rows16();
+
 struct ReadBandwidth {
     double bytes_per_second = 0;  // the best round (a shared machine only ever slows a round down)
     size_t buffer_bytes = 0;

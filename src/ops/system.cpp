@@ -1,6 +1,7 @@
 // The public machine queries (offgrid/system.h) over the dispatch and the bandwidth probe.
 #include "offgrid/system.h"
 
+#include <atomic>
 #include <string>
 
 #include "offgrid/error.h"
@@ -26,6 +27,18 @@ void set_activation_mode(const char * mode) {
 }
 
 const char * activation_mode_name() { return ops::cpu::quant_act_mode_name(ops::cpu::quant_act_mode()); }
+
+namespace {
+std::atomic<bool> g_expert_rows16{false};
+}  // namespace
+
+void set_expert_rows16(bool on) { g_expert_rows16.store(on); }
+
+bool expert_rows16() {
+    if (!g_expert_rows16.load()) return false;
+    const ops::cpu::TypeKernels * k = ops::cpu::kernels_for(tensor::ElemType::Q4_K, ops::cpu::active_isa());
+    return k != nullptr && k->rows16 != nullptr;
+}
 
 ReadBandwidth measure_read_bandwidth(int n_threads, size_t buffer_bytes, int rounds) {
     ops::ThreadPool pool(n_threads);  // throws Error for a count out of range

@@ -11,6 +11,7 @@
 
 #include "common/shared_dir.h"
 #include "offgrid/context.h"
+#include "offgrid/system.h"
 
 namespace {
 
@@ -87,5 +88,23 @@ INSTANTIATE_TEST_SUITE_P(QuantisedModels, QuantBatchInvariance,
                              for (char & c : n) c = c == '-' ? '_' : c;
                              return n;
                          });
+
+
+// The experts' q4_K matrices in 16-row groups (offgrid::set_expert_rows16) give the file layout's logits, bit for
+// bit, alone and among other sequences. Run again under OFFGRID_QUANT_ACT=int8 (CMake), where the groups are made
+// and their products of a few tokens take the rows16 product; elsewhere the flag changes nothing.
+TEST(ExpertRows16, SameLogitsAsTheFilesLayout) {
+    OFFGRID_REQUIRE_SHARED();
+    const std::string path = offgrid::test::shared_dir() + "/golden/quant/models/q-Q4_K_M.gguf";
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is absent";
+    const auto plain = offgrid::Model::load(path);
+    offgrid::set_expert_rows16(true);
+    const bool grouped = offgrid::expert_rows16();
+    const auto model = offgrid::Model::load(path);
+    offgrid::set_expert_rows16(false);
+    EXPECT_EQ(differing(run(plain, false, 1, 512), run(model, false, 1, 512)), 0u) << "alone";
+    EXPECT_EQ(differing(run(plain, true, 2, 7), run(model, true, 2, 7)), 0u) << "among others, ubatches of 7";
+    if (!grouped) GTEST_SKIP() << "the groups take effect with the int8 mode and AVX-512 VNNI only (compared anyway)";
+}
 
 }  // namespace

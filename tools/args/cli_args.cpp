@@ -84,6 +84,7 @@ void ArgParser::activation_mode() {
             throw UsageError(n + ": " + e.what());
         }
     });
+    add({"--expert-rows16"}, false, [](const std::string &, const std::string &) { set_expert_rows16(true); });
 }
 
 void ArgParser::text(std::initializer_list<const char *> names, std::string * out) {

@@ -32,7 +32,8 @@ public:
     void real(std::initializer_list<const char *> names, float * out, float lo, float hi);
     // --mmap (WeightLoad::Map) and --no-mmap (WeightLoad::Read); the last one given wins, neither leaves *out.
     void weight_load(WeightLoad * out);
-    // --act-quant int16|int8|f32: the process's activation mode (offgrid::set_activation_mode), set as it is parsed.
+    // --act-quant int16|int8|f32: the process's activation mode (offgrid::set_activation_mode), set as it is parsed;
+    // --expert-rows16: the experts' q4_K gate and up in 16-row groups (offgrid::set_expert_rows16).
     void activation_mode();
     // A flag without a value that calls fn each time it is given.
     void custom_flag(std::initializer_list<const char *> names, std::function<void()> fn);

@@ -3,10 +3,37 @@
 #include <algorithm>
 #include <cstring>
 
+#include "memory/huge_pages.h"
+#include "offgrid/system.h"
 #include "ops/matmul_group.h"
+#include "ops/rows16.h"
 #include "ops/thread_pool.h"
 
 namespace offgrid::model::common {
+
+void group_expert_rows(ExpertWeights & w, int64_t n_expert) {
+    if (!offgrid::expert_rows16() || n_expert <= 0) return;
+    // Each expert's rows must be whole groups, so that an expert's slice is one.
+    const auto whole = [&](const ops::Matrix & m) {
+        return m.data != nullptr && ops::rows16_eligible(m) && (m.rows / n_expert) % ops::kRows16 == 0;
+    };
+    std::vector<ops::Matrix *> chosen;
+    for (ops::Matrix * m : {&w.gate_up, &w.gate, &w.up, &w.down}) {
+        if (whole(*m)) chosen.push_back(m);
+    }
+    if (chosen.empty()) return;
+    size_t total = 0;
+    for (const ops::Matrix * m : chosen) total += static_cast<size_t>(m->rows) * m->row_bytes;
+    using Bytes = std::vector<uint8_t, memory::HugePageAllocator<uint8_t>>;
+    auto bytes = std::make_shared<Bytes>(total);
+    size_t at = 0;
+    for (ops::Matrix * m : chosen) {
+        const size_t n = static_cast<size_t>(m->rows) * m->row_bytes;
+        *m = ops::repack_rows16(*m, bytes->data() + at);
+        at += n;
+    }
+    w.rows16 = std::move(bytes);
+}
 
 namespace {
 

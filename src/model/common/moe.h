@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
@@ -21,7 +22,12 @@ struct ExpertWeights {
     ops::Matrix gate_up, gate, up;  // all experts stacked along rows
     ops::Matrix down;               // n_expert * E rows of n_ff
     std::vector<float> gate_scale, up_scale, down_scale;  // per expert (1 when absent)
+    std::shared_ptr<const void> rows16;  // the bytes of the matrices group_expert_rows made 16-row groups
 };
+
+// With offgrid::expert_rows16(): each q4_K matrix of w (gate_up, gate, up, down) whose experts are whole 16-row
+// groups becomes a copy in 16-row groups (ops/rows16.h), owned by w.rows16; the others stay. Same results.
+void group_expert_rows(ExpertWeights & w, int64_t n_expert);
 
 // chosen[t * n_used + k] and weight[...] for k in selection order; taken from the caller's arena.
 struct Routing {

@@ -49,6 +49,7 @@ void load_ffn(const TensorLoader & L, const std::string & p, const Hparams & hp,
     f.experts.gate_scale.assign(n_exp, 1.0f);
     f.experts.up_scale.assign(n_exp, 1.0f);
     f.experts.down_scale.assign(n_exp, 1.0f);
+    common::group_expert_rows(f.experts, n_exp);
     f.gate = L.matrix(p + "ffn_gate_shexp.weight", E, Fs);
     f.up = L.matrix(p + "ffn_up_shexp.weight", E, Fs);
     f.down = L.matrix(p + "ffn_down_shexp.weight", Fs, E);

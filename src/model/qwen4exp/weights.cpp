@@ -66,6 +66,7 @@ MoeWeights load_moe(const TensorLoader & L, const std::string & p, const Hparams
     if (m.up_scale.empty()) m.up_scale.assign(n_exp, 1.0f);
     m.down = L.matrix(p + "ffn_down_exps.weight", n_ff, E, n_exp);
     m.down_scale = L.expert_scale(p + "ffn_down_exps.scale", n_exp);
+    common::group_expert_rows(m, n_exp);
     m.shared_gate_inp = L.vec(p + "ffn_gate_inp_shexp.weight", E);
     m.shared_gate = L.matrix(p + "ffn_gate_shexp.weight", E, n_sh);
     m.shared_up = L.matrix(p + "ffn_up_shexp.weight", E, n_sh);
