@@ -63,6 +63,11 @@ OFFGRID_API const char * offgrid_isa(void);
  * Before the first model: INVALID_ARGUMENT for an unknown name, FAILED when another mode is already in effect. */
 OFFGRID_API offgrid_status offgrid_set_activation_mode(const char * mode);
 OFFGRID_API const char * offgrid_activation_mode(void);
+/* The q4_K experts' matrices held in 16-row groups at load (a copy: those weights take their memory twice), so that
+ * with "int8" on AVX-512 VNNI a decode step's expert products keep 16 rows in a register's lanes; the same results.
+ * Off by default; set before loading a model (on != 0). offgrid_expert_rows16: 1 when set and in effect here. */
+OFFGRID_API void offgrid_set_expert_rows16(int on);
+OFFGRID_API int offgrid_expert_rows16(void);
 
 /* ------------------------------------------------------------------ model */
 

@@ -17,7 +17,7 @@ from ._native import (BUFFER_TOO_SMALL, BatchToken, ChatMessage, ContextParams, 
                       check, int32_array, lib)
 
 __all__ = ["Model", "Tokenizer", "Context", "Sampler", "OffgridError", "version", "isa", "set_activation_mode",
-           "activation_mode"]
+           "activation_mode", "set_expert_rows16", "expert_rows16"]
 
 _WEIGHT_LOAD = {"auto": 0, "map": 1, "read": 2}
 _POOLING = {"none": 0, "mean": 1, "last": 2, "cls": 3}
@@ -40,6 +40,17 @@ def set_activation_mode(mode):
 
 def activation_mode():
     return lib.offgrid_activation_mode().decode()
+
+
+def set_expert_rows16(on):
+    """The q4_K experts' matrices in 16-row groups at load (a copy: their memory twice): with "int8" on AVX-512
+    VNNI a decode step's expert products run faster, with the same results. Before loading a model."""
+    lib.offgrid_set_expert_rows16(1 if on else 0)
+
+
+def expert_rows16():
+    """True when set_expert_rows16 is on and takes effect on this machine and mode."""
+    return lib.offgrid_expert_rows16() != 0
 
 
 def _as_bytes(text):

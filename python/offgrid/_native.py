@@ -92,6 +92,8 @@ def _declare(lib):
         "offgrid_isa": (ctypes.c_char_p, []),
         "offgrid_set_activation_mode": (S, [ctypes.c_char_p]),
         "offgrid_activation_mode": (ctypes.c_char_p, []),
+        "offgrid_set_expert_rows16": (None, [ctypes.c_int]),
+        "offgrid_expert_rows16": (ctypes.c_int, []),
         "offgrid_model_load": (S, [ctypes.c_char_p, ctypes.c_int, ctypes.POINTER(P)]),
         "offgrid_model_free": (None, [P]),
         "offgrid_model_n_vocab": (ctypes.c_int32, [P]),

@@ -61,4 +61,8 @@ offgrid_status offgrid_set_activation_mode(const char * mode) {
 
 const char * offgrid_activation_mode(void) { return offgrid::activation_mode_name(); }
 
+void offgrid_set_expert_rows16(int on) { offgrid::set_expert_rows16(on != 0); }
+
+int offgrid_expert_rows16(void) { return offgrid::expert_rows16() ? 1 : 0; }
+
 }  // extern "C"
