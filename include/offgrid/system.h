@@ -29,7 +29,8 @@ const char * activation_mode_name();
 // mode on a CPU with AVX-512 VNNI their products of up to 8 tokens (a decode step's experts) take a product that
 // keeps 16 rows in a register's lanes; the results are the same bits. The groups are a copy made at load, so those
 // weights take their memory twice. Off by default; set it before loading a model (a model loaded before keeps its
-// layout). expert_rows16() is true when it is set and takes effect here (int8 mode, the kernel present).
+// layout). expert_rows16() is true when it is set and takes effect here (int8 mode, the kernel present); when set,
+// asking settles the activation mode, as activation_mode_name() does.
 void set_expert_rows16(bool on);
 bool expert_rows16();
 
