@@ -9,8 +9,8 @@
 // are then the twin's exact integers, and the fold is the twin's (fold_q8_k_min: (a_d * d) * isum - (a_d *
 // dmin) * imin, added block after block), lane for lane: the results are vec_dot's bits.
 //
-// From the L3 on one core of a Zen 4 (bench/probes/q4k_int8_rows_in_lanes.cpp, 4096 x 2560): 1.6x the 4-row
-// tiles at one token, 1.7-2.0x at 2-4, 1.2x the lanes at 8 (docs/kernels.md, "Decode against the bus").
+// From the L3 on one core of a Zen 4 (bench_rows16, 4096 x 2560): 1.8x the 4-row tiles at one token, 1.8-2.2x
+// at 2-4 tokens, 1.2-1.3x the lanes at 8 (docs/kernels.md, "Decode against the bus").
 #include "ops/cpu/kernels_quant_int8.h"
 
 #if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512VNNI__)
@@ -35,16 +35,17 @@ using tensor::BlockQ8_K;
 // the current one's are read, and a whole block this many ahead into L2 (the probe's best from DRAM).
 constexpr size_t kAheadL1 = 2, kAheadL2 = 32;
 
-// One token's block as the product reads it: its q8_K block and its 32-element sums in pairs (sub-blocks 2p and
-// 2p + 1 as two int16 in one int32, the broadcast side of the mins' vpdpwssd).
-struct TokenBlock {
-    const BlockQ8_K * a;
-    int32_t bs_pair[4];
-};
+// A token block's 32-element sums in pairs: int32 p holds sub-blocks 2p and 2p + 1 as two int16 (|sum| <= 32 *
+// 128), the broadcast side of the mins' vpdpwssd.
+inline __m128i bsum32_pairs(const BlockQ8_K & A) {
+    const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), _mm256_set1_epi16(1));
+    return _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
+}
 
-// Block B of the group by NT <= 4 tokens, added to acc[t] (16 rows). ahead: null, or where the L1 fetch reads.
+// Block B of the group by NT <= 4 tokens (tok[t]: token t's block), added to acc[t] (16 rows). ahead: null, or
+// where the L1 fetch reads.
 template <int NT>
-inline void block(const Q4KRows16Block & B, const TokenBlock * const * tok, float (*acc)[16], const char * ahead) {
+inline void block(const Q4KRows16Block & B, const BlockQ8_K * const * tok, float (*acc)[16], const char * ahead) {
     const __m512i m4 = _mm512_set1_epi8(0x0f), m6 = _mm512_set1_epi8(63), m30 = _mm512_set1_epi8(0x30);
     // The rows' scales and mins (tensor::k4_scale_min): sub-block j's 16 rows at bytes 16 (j % 4) of sc_lo / mn_lo
     // (j < 4) or sc_hi / mn_hi (j >= 4). (A & B) | C is ternary-logic table 0xF8.
@@ -66,7 +67,7 @@ inline void block(const Q4KRows16Block & B, const TokenBlock * const * tok, floa
             const __m512i v = _mm512_loadu_si512(B.qs[8 * c + i]);
             const __m512i lo = _mm512_and_si512(v, m4), hi = _mm512_and_si512(_mm512_srli_epi16(v, 4), m4);
             for (int t = 0; t < NT; ++t) {
-                const int8_t * q = tok[t]->a->qs + 64 * c + 4 * i;
+                const int8_t * q = tok[t]->qs + 64 * c + 4 * i;
                 int32_t w0, w1;
                 std::memcpy(&w0, q, 4);
                 std::memcpy(&w1, q + 32, 4);
@@ -85,7 +86,9 @@ inline void block(const Q4KRows16Block & B, const TokenBlock * const * tok, floa
             isum[t] = _mm512_add_epi32(isum[t], scaled);
         }
     }
-    // The rows' mins of sub-blocks 2p and 2p + 1 as int16 pairs.
+    // The rows' mins of sub-blocks 2p and 2p + 1 as int16 pairs, against the tokens' pairs of sums.
+    alignas(16) int32_t pairs[NT][4];
+    for (int t = 0; t < NT; ++t) _mm_store_si128(reinterpret_cast<__m128i *>(pairs[t]), bsum32_pairs(*tok[t]));
     for (int p = 0; p < 4; ++p) {
         const __m512i src = p < 2 ? mn_lo : mn_hi;
         const bool upper = (p & 1) != 0;
@@ -93,13 +96,13 @@ inline void block(const Q4KRows16Block & B, const TokenBlock * const * tok, floa
         const __m128i b = upper ? _mm512_extracti32x4_epi32(src, 3) : _mm512_extracti32x4_epi32(src, 1);
         const __m512i pair = _mm512_cvtepu8_epi16(_mm256_set_m128i(_mm_unpackhi_epi8(a, b), _mm_unpacklo_epi8(a, b)));
         for (int t = 0; t < NT; ++t) {
-            imin[t] = _mm512_dpwssd_epi32(imin[t], pair, _mm512_set1_epi32(tok[t]->bs_pair[p]));
+            imin[t] = _mm512_dpwssd_epi32(imin[t], pair, _mm512_set1_epi32(pairs[t][p]));
         }
     }
     const __m512 wd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.d)));
     const __m512 wm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.dmin)));
     for (int t = 0; t < NT; ++t) {  // fold_q8_k_min, lane r row r
-        const __m512 ad = _mm512_set1_ps(tok[t]->a->d);
+        const __m512 ad = _mm512_set1_ps(tok[t]->d);
         const __m512 d = _mm512_mul_ps(ad, wd), dmin = _mm512_mul_ps(ad, wm);
         const __m512 part = _mm512_sub_ps(_mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[t])),
                                           _mm512_mul_ps(dmin, _mm512_cvtepi32_ps(imin[t])));
@@ -118,17 +121,9 @@ void q4_k_rows16(const void * group, int64_t n, const void * act, size_t act_str
         for (size_t off = sizeof(B.qs); off < sizeof(Q4KRows16Block); off += 64) _mm_prefetch(ahead + off, _MM_HINT_T0);
         const char * far = reinterpret_cast<const char *>(&B) + kAheadL2 * sizeof(Q4KRows16Block);
         for (size_t off = 0; off < sizeof(Q4KRows16Block); off += 64) _mm_prefetch(far + off, _MM_HINT_T1);
-        TokenBlock tb[kTileTokensMax];
-        const TokenBlock * tp[kTileTokensMax];
+        const BlockQ8_K * tp[kTileTokensMax];
         for (int t = 0; t < n_tok; ++t) {
-            const BlockQ8_K & A = reinterpret_cast<const BlockQ8_K *>(static_cast<const uint8_t *>(act) + t * act_stride)[b];
-            tb[t].a = &A;
-            for (int p = 0; p < 4; ++p) {
-                const auto s0 = static_cast<uint16_t>(A.bsums[4 * p] + A.bsums[4 * p + 1]);
-                const auto s1 = static_cast<uint16_t>(A.bsums[4 * p + 2] + A.bsums[4 * p + 3]);
-                tb[t].bs_pair[p] = static_cast<int32_t>(static_cast<uint32_t>(s0) | (static_cast<uint32_t>(s1) << 16));
-            }
-            tp[t] = &tb[t];
+            tp[t] = reinterpret_cast<const BlockQ8_K *>(static_cast<const uint8_t *>(act) + t * act_stride) + b;
         }
         for (int t0 = 0; t0 < n_tok; t0 += 4) {
             const char * a = t0 == 0 ? ahead : nullptr;
