@@ -53,8 +53,8 @@ int main(int argc, char ** argv) {
     ops::ThreadPool pool(threads);
     std::normal_distribution<float> nd;
     std::printf("q4_K %lld x %lld (%.1f MB), %d thread(s): microseconds a product, best of 5 rounds\n",
-                static_cast<long long>(rows), static_cast<long long>(cols), static_cast<double>(plain_bytes.size()) / 1e6,
-                threads);
+                static_cast<long long>(rows), static_cast<long long>(cols),
+                static_cast<double>(plain_bytes.size()) / 1e6, threads);
     for (int nt : counts) {
         std::vector<float> x(static_cast<size_t>(nt) * cols);
         for (auto & v : x) v = nd(rng);

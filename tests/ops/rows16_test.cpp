@@ -75,7 +75,9 @@ TEST(Rows16, TheProductHasTheRowDotsBits) {
         for (int t = 0; t < n_tok; ++t) k->quantize_act(x.data() + t * cols, act.data() + t * stride, cols);
         std::vector<float> want(static_cast<size_t>(n_tok * rows)), got(want.size());
         for (int t = 0; t < n_tok; ++t) {
-            for (int64_t r = 0; r < rows; ++r) want[t * rows + r] = k->vec_dot(plain.row(r), act.data() + t * stride, cols);
+            for (int64_t r = 0; r < rows; ++r) {
+                want[t * rows + r] = k->vec_dot(plain.row(r), act.data() + t * stride, cols);
+            }
         }
         for (int64_t g = 0; g < rows / kRows16; ++g) {
             k->rows16(m.data + static_cast<size_t>(g) * kRows16 * m.row_bytes, cols, act.data(), stride, n_tok,
@@ -94,7 +96,8 @@ TEST(Rows16, EveryEntryPointGivesThePlainMatrixsBits) {
     for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         for (int64_t n_tok : {1, 2, 3, 4, 5, 8, 9, 17, 40}) {
-            const auto x = test_data::random_floats(static_cast<size_t>(n_tok * cols), 20 + static_cast<uint32_t>(n_tok));
+            const auto seed = 20 + static_cast<uint32_t>(n_tok);
+            const auto x = test_data::random_floats(static_cast<size_t>(n_tok * cols), seed);
             std::vector<float> want(static_cast<size_t>(n_tok * rows)), got(want.size());
             matmul(plain, x.data(), n_tok, want.data(), &pool);
             matmul(m, x.data(), n_tok, got.data(), &pool);

@@ -38,7 +38,8 @@ constexpr size_t kAheadL1 = 2, kAheadL2 = 32;
 // A token block's 32-element sums in pairs: int32 p holds sub-blocks 2p and 2p + 1 as two int16 (|sum| <= 32 *
 // 128), the broadcast side of the mins' vpdpwssd.
 inline __m128i bsum32_pairs(const BlockQ8_K & A) {
-    const __m256i s = _mm256_madd_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums)), _mm256_set1_epi16(1));
+    const __m256i b16 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(A.bsums));
+    const __m256i s = _mm256_madd_epi16(b16, _mm256_set1_epi16(1));
     return _mm_packs_epi32(_mm256_castsi256_si128(s), _mm256_extracti128_si256(s, 1));
 }
 
