@@ -4,7 +4,7 @@
 // horizontal sum and a fold per row. In 16-row groups the 16 int32 lanes of a register are 16 rows: one 64-byte
 // load holds the same 4 bytes of 16 rows, and each token's matching 4 activation bytes are one broadcast, so a
 // token costs two `vpdpbusd` per 64 bytes (the low and the high nibbles) and no horizontal sum. A group's
-// super-block b (kRows16Block bytes, as the 16 rows' blocks take in the file):
+// super-block b (sizeof(Q4KRows16Block) bytes, what the 16 rows' blocks take in the file):
 //   qs[k][4r .. 4r + 3]   row r's qs bytes 4k .. 4k + 3 (k < 32): a 16 x 32 transpose of 4-byte words, every
 //                         nibble stays in its byte (low nibbles: sub-block 2 (k / 8), high: the next one)
 //   planes[j][r]          row r's packed scale byte j (j < 12)
