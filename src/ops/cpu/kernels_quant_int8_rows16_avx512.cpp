@@ -32,7 +32,8 @@ namespace {
 using tensor::BlockQ8_K;
 
 // Fetch distances, in a group's blocks (2304 bytes each): the vectors of the block this many ahead into L1 as
-// the current one's are read, and a whole block this many ahead into L2 (the probe's best from DRAM).
+// the current one's are read, and a whole block this many ahead into L2 (of 1-16 and 0-64 tried, the best from
+// DRAM; docs/kernels.md).
 constexpr size_t kAheadL1 = 2, kAheadL2 = 32;
 
 // A token block's 32-element sums in pairs: int32 p holds sub-blocks 2p and 2p + 1 as two int16 (|sum| <= 32 *
