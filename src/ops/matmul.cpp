@@ -183,6 +183,16 @@ void plain_rows(const Matrix & w, const cpu::TypeKernels * k, const PreparedActi
     }
 }
 
+// Group g of a rows16 matrix as a matrix of 16 plain rows in `out` (16 * w.row_bytes bytes).
+Matrix plain_group(const Matrix & w, int64_t g, uint8_t * out) {
+    unpack_rows16_group(w, g, out);
+    return make_matrix(w.type, out, w.cols, kRows16);
+}
+Matrix plain_group(const Matrix & w, int64_t g, std::vector<uint8_t> & storage) {
+    storage.resize(static_cast<size_t>(kRows16) * w.row_bytes);
+    return plain_group(w, g, storage.data());
+}
+
 // Groups [g0, g1) of a rows16 matrix: the entry's rows16 product for a few tokens of its own activations;
 // otherwise each group unpacked into 16 plain rows for the kernels above (prompts: the unpacking is a small part
 // of a product of many tokens; other activation modes, which never meet such matrices in a model).
@@ -202,8 +212,7 @@ void rows16_groups(const Matrix & w, const cpu::TypeKernels * k, const PreparedA
     uint8_t * plain = scope.take<uint8_t>(group_bytes).data();
     float * yg = scope.take<float>(static_cast<size_t>(kRows16 * n_tokens)).data();
     for (int64_t g = g0; g < g1; ++g) {
-        unpack_rows16_group(w, g, plain);
-        const Matrix m = make_matrix(w.type, plain, w.cols, kRows16);
+        const Matrix m = plain_group(w, g, plain);
         plain_rows(m, k, act, x, n_tokens, yg, 0, kRows16);
         for (int64_t t = 0; t < n_tokens; ++t) {
             std::copy(yg + t * kRows16, yg + (t + 1) * kRows16, y + t * w.rows + g * kRows16);
@@ -252,9 +261,8 @@ Matrix Matrix::row_slice(int64_t first, int64_t count) const {
 
 float dot_row(const Matrix & w, int64_t r, const float * x) {
     if (w.rows16) {
-        std::vector<uint8_t> plain(static_cast<size_t>(kRows16) * w.row_bytes);
-        unpack_rows16_group(w, r / kRows16, plain.data());
-        return dot_row(make_matrix(w.type, plain.data(), w.cols, kRows16), r % kRows16, x);
+        std::vector<uint8_t> plain;
+        return dot_row(plain_group(w, r / kRows16, plain), r % kRows16, x);
     }
     float y;
     const Matrix one = w.row_slice(r, 1);
@@ -272,9 +280,8 @@ float dot_row_ref(const Matrix & w, int64_t r, const float * x) {
 
 void dequantize_matrix_row(const Matrix & w, int64_t r, float * out) {
     if (w.rows16) {
-        std::vector<uint8_t> plain(static_cast<size_t>(kRows16) * w.row_bytes);
-        unpack_rows16_group(w, r / kRows16, plain.data());
-        dequantize_matrix_row(make_matrix(w.type, plain.data(), w.cols, kRows16), r % kRows16, out);
+        std::vector<uint8_t> plain;
+        dequantize_matrix_row(plain_group(w, r / kRows16, plain), r % kRows16, out);
         return;
     }
     tensor::dequantize_row(w.type, w.row(r), out, static_cast<size_t>(w.cols));

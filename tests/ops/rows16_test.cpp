@@ -40,6 +40,17 @@ bool same_bits(const std::vector<float> & a, const std::vector<float> & b) {
     return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Random q4_K weights in the file's layout and the same in 16-row groups.
+struct BothLayouts {
+    std::vector<uint8_t> bytes, packed;
+    Matrix plain, grouped;
+    BothLayouts(int64_t cols, int64_t rows, uint32_t seed)
+        : bytes(random_q4_k(cols, rows, seed)), packed(bytes.size()) {
+        plain = make_matrix(ElemType::Q4_K, bytes.data(), cols, rows);
+        grouped = repack_rows16(plain, packed.data());
+    }
+};
+
 TEST(Rows16, TheRepackKeepsEveryByte) {
     const int64_t cols = 768, rows = 48;
     const auto bytes = random_q4_k(cols, rows, 1);
@@ -64,10 +75,9 @@ TEST(Rows16, TheProductHasTheRowDotsBits) {
     for (cpu::Isa isa : cpu::available_isas()) avx512 |= isa == cpu::Isa::Avx512;
     if (!avx512 || k == nullptr || k->rows16 == nullptr) GTEST_SKIP() << "no AVX-512 VNNI rows16 product here";
     const int64_t cols = 2560, rows = 32;
-    const auto bytes = random_q4_k(cols, rows, 2);
-    const Matrix plain = make_matrix(ElemType::Q4_K, bytes.data(), cols, rows);
-    std::vector<uint8_t> packed(bytes.size());
-    const Matrix m = repack_rows16(plain, packed.data());
+    const BothLayouts w(cols, rows, 2);
+    const Matrix & plain = w.plain;
+    const Matrix & m = w.grouped;
     const size_t stride = cpu::act_row_bytes(k->act_type, cols);
     for (int n_tok = 1; n_tok <= cpu::kTileTokensMax; ++n_tok) {
         const auto x = test_data::random_floats(static_cast<size_t>(n_tok * cols), 10 + n_tok);
@@ -89,10 +99,9 @@ TEST(Rows16, TheProductHasTheRowDotsBits) {
 
 TEST(Rows16, EveryEntryPointGivesThePlainMatrixsBits) {
     const int64_t cols = 512, rows = 96;
-    const auto bytes = random_q4_k(cols, rows, 3);
-    const Matrix plain = make_matrix(ElemType::Q4_K, bytes.data(), cols, rows);
-    std::vector<uint8_t> packed(bytes.size());
-    const Matrix m = repack_rows16(plain, packed.data());
+    const BothLayouts w(cols, rows, 3);
+    const Matrix & plain = w.plain;
+    const Matrix & m = w.grouped;
     for (int threads : {1, 2}) {
         ThreadPool pool(threads);
         for (int64_t n_tok : {1, 2, 3, 4, 5, 8, 9, 17, 40}) {
@@ -131,10 +140,9 @@ TEST(Rows16, EveryEntryPointGivesThePlainMatrixsBits) {
 // Every range of rows that matmul_rows may be handed (cuts at any tile of 4 rows) writes each group once.
 TEST(Rows16, RangesCutInsideAGroupWriteEachOutputOnce) {
     const int64_t cols = 256, rows = 64;
-    const auto bytes = random_q4_k(cols, rows, 4);
-    const Matrix plain = make_matrix(ElemType::Q4_K, bytes.data(), cols, rows);
-    std::vector<uint8_t> packed(bytes.size());
-    const Matrix m = repack_rows16(plain, packed.data());
+    const BothLayouts w(cols, rows, 4);
+    const Matrix & plain = w.plain;
+    const Matrix & m = w.grouped;
     const auto x = test_data::random_floats(static_cast<size_t>(2 * cols), 40);
     std::vector<float> want(static_cast<size_t>(2 * rows));
     matmul(plain, x.data(), 2, want.data(), nullptr);
