@@ -11,7 +11,8 @@
 //  - q5_0's signed values v = q - 16 go in as |v| against a * sign(v) (exact: q8_0 activations lie in
 //    -127..127).
 // One call computes one weight row against up to 4 token rows (the row's blocks are decoded once for all of
-// them); dot_tile runs its rows one after another, so each row is one sequential stream, fetched ahead.
+// them); dot_tile runs its rows one after another, so each row is one sequential stream, fetched ahead, except
+// q5_0's narrow rows, four at once (tile4_q5_0).
 #include "ops/cpu/kernels_quant_int8.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -258,6 +259,80 @@ void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out)
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
+// Four narrow rows at once (on the scale shape the hyper-connection and expert-down products, 320 and 640 wide:
+// four rows are one contiguous stream). A row alone is a chain of dependent folds, one per block, with two
+// gathers of eight f16 scales a run; here the four rows' sums of a block reduce together and fold in the lanes of
+// one vector (lane r: row r, the twin's roundings: (d_w * d_a) * isum, then the addition, block after block), and
+// the quants go in unsigned, q in 0..31 against a, less 16 * sum(a) once for the four rows (|lane| <= 2 * 31 * 127
+// + 2 * 16 * 127 < 2^15, exact). The AVX-512 level has the same tile (kernels_quant_int8_avx512.cpp).
+inline __m256i q5_0_unsigned(const BlockQ5_0 & B) {
+    return _mm256_add_epi8(q5_0_values(B), _mm256_set1_epi8(16));
+}
+
+// [sum of x0, x1, x2, x3] of four vectors of 8 int32 lanes.
+inline __m128i four_sums(__m256i x0, __m256i x1, __m256i x2, __m256i x3) {
+    const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(x0, x1), _mm256_hadd_epi32(x2, x3));
+    return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+// The four rows are also fetched this far ahead into L2 (as the AVX-512 tile).
+constexpr size_t kNarrowAheadL2 = 16384;
+
+template <int NT>
+void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
+    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
+    __m128 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / kQK; ++b) {
+        __m256i u[4];
+        uint16_t dh[4];
+        for (int r = 0; r < 4; ++r) {
+            const BlockQ5_0 & B = reinterpret_cast<const BlockQ5_0 *>(w + r * ws)[b];
+            if ((b & 1) == 0) {  // as row_q5_0: a line every other block covers each row's stream; and into L2
+                prefetch<64>(&B);
+                _mm_prefetch(reinterpret_cast<const char *>(&B) + kNarrowAheadL2, _MM_HINT_T1);
+            }
+            u[r] = q5_0_unsigned(B);
+            dh[r] = B.d;
+        }
+        const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(dh[0]), static_cast<short>(dh[1]),
+                                                      static_cast<short>(dh[2]), static_cast<short>(dh[3]), 0, 0, 0, 0));
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_0 & A = reinterpret_cast<const BlockQ8_0 *>(act + t * as)[b];
+            const __m256i a = load256(A.qs);
+            const __m256i off = _mm256_maddubs_epi16(sixteen, a);
+            auto row = [&](int r) { return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u[r], a), off), ones); };
+            const __m128i isum = four_sums(row(0), row(1), row(2), row(3));
+            const __m128 d = _mm_mul_ps(dw, _mm_set1_ps(f16_to_f32(A.d)));  // fold_q8_0: f16(w_d) * f16(a_d)
+            acc[t] = _mm_add_ps(acc[t], _mm_mul_ps(d, _mm_cvtepi32_ps(isum)));
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, acc[t]);
+        for (int r = 0; r < 4; ++r) y[t * ys + r] = out[r];
+    }
+}
+
+// q5_0's entry: the row kernels, and four narrow rows at once (wide rows stay one stream a row).
+struct Q5_0Entry {
+    using Rows = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
+    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                         int n_tok, float * y, size_t y_stride) {
+        const auto * wb = static_cast<const uint8_t *>(w);
+        const auto * ab = static_cast<const uint8_t *>(act);
+        if (n_rows == 4 && n <= kGemmNarrowRow) {
+            switch (n_tok) {
+                case 1: return tile4_q5_0<1>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 2: return tile4_q5_0<2>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 3: return tile4_q5_0<3>(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 4: return tile4_q5_0<4>(wb, w_stride, ab, act_stride, n, y, y_stride);
+            }
+        }
+        Rows::dot_tile(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
+    }
+};
+
 // ---- the q8_K activation quantiser ----------------------------------------------------------------------
 
 // The twin's bytes (kernels_quant_scalar.cpp, quantize_row_q8_K): the first element of largest magnitude gives the
@@ -307,10 +382,10 @@ void quantize_row_q8_k(const float * x, void * dst, int64_t n) {
 void add_int8_entries_avx2(TypeKernels * table) {
     using Q4K = Entry<row_q4_k<1>, row_q4_k<2>, row_q4_k<3>, row_q4_k<4>>;
     using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
-    using Q50 = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
     set_entry<Q4K>(table, tensor::ElemType::Q4_K);
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
-    set_entry<Q50>(table, tensor::ElemType::Q5_0);
+    set_entry<Q5_0Entry::Rows>(table, tensor::ElemType::Q5_0);
+    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].dot_tile = Q5_0Entry::dot_tile;
     set_q8_k_quantizer(table, quantize_row_q8_k);
     add_int8_gemm_avx2(table);
 }
