@@ -36,7 +36,7 @@ inline void prefetch(const void * p) {
     }
 }
 
-// And into L2 further on: a q4_K / q6_K block's lines 16 KiB ahead (scale Q4_K_M, int8, Zen 3, a decode step 158-160
+// And into L2 further on: a block's lines 16 KiB ahead (q4_K and q6_K rows, q5_0's four-row tile; scale Q4_K_M, int8, Zen 3, a decode step 158-160
 // -> 150-153 ms in three alternations; bench_quant_batch q4_K 2560 -> 16384 by one token from DRAM, two threads,
 // 1264-1492 -> 1115-1168 us).
 constexpr size_t kAheadL2Bytes = 16384;
@@ -288,9 +288,6 @@ inline __m128i four_sums(__m256i x0, __m256i x1, __m256i x2, __m256i x3) {
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-// The four rows are also fetched this far ahead into L2 (as the AVX-512 tile).
-constexpr size_t kNarrowAheadL2 = 16384;
-
 template <int NT>
 void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
     const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
@@ -303,7 +300,7 @@ void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
             const BlockQ5_0 & B = reinterpret_cast<const BlockQ5_0 *>(w + r * ws)[b];
             if ((b & 1) == 0) {  // as row_q5_0: a line every other block covers each row's stream; and into L2
                 prefetch<64>(&B);
-                _mm_prefetch(reinterpret_cast<const char *>(&B) + kNarrowAheadL2, _MM_HINT_T1);
+                prefetch_l2<64>(&B);
             }
             u[r] = q5_0_unsigned(B);
             dh[r] = B.d;
