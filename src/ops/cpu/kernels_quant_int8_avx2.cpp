@@ -36,9 +36,9 @@ inline void prefetch(const void * p) {
     }
 }
 
-// And into L2 further on: a block's lines 16 KiB ahead (q4_K and q6_K rows, q5_0's four-row tile; scale Q4_K_M, int8, Zen 3, a decode step 158-160
-// -> 150-153 ms in three alternations; bench_quant_batch q4_K 2560 -> 16384 by one token from DRAM, two threads,
-// 1264-1492 -> 1115-1168 us).
+// And into L2 further on: a block's lines 16 KiB ahead (q4_K and q6_K rows, q5_0's four-row tile; scale Q4_K_M,
+// int8, Zen 3: a decode step 158-160 -> 150-153 ms in three alternations; bench_quant_batch q4_K 2560 -> 16384 by
+// one token from DRAM, two threads, 1264-1492 -> 1115-1168 us).
 constexpr size_t kAheadL2Bytes = 16384;
 template <size_t Bytes>
 inline void prefetch_l2(const void * p) {
