@@ -325,23 +325,8 @@ void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
 }
 
 // q5_0's entry: the row kernels, and four narrow rows at once (wide rows stay one stream a row).
-struct Q5_0Entry {
-    using Rows = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
-    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
-                         int n_tok, float * y, size_t y_stride) {
-        const auto * wb = static_cast<const uint8_t *>(w);
-        const auto * ab = static_cast<const uint8_t *>(act);
-        if (n_rows == 4 && n <= kGemmNarrowRow) {
-            switch (n_tok) {
-                case 1: return tile4_q5_0<1>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                case 2: return tile4_q5_0<2>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                case 3: return tile4_q5_0<3>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                case 4: return tile4_q5_0<4>(wb, w_stride, ab, act_stride, n, y, y_stride);
-            }
-        }
-        Rows::dot_tile(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
-    }
-};
+using Q5_0Entry = FourRowEntry<Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>, tile4_q5_0<1>, tile4_q5_0<2>,
+                               tile4_q5_0<3>, tile4_q5_0<4>, kGemmNarrowRow>;
 
 // ---- the q8_K activation quantiser ----------------------------------------------------------------------
 
@@ -394,8 +379,7 @@ void add_int8_entries_avx2(TypeKernels * table) {
     using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
     set_entry<Q4K>(table, tensor::ElemType::Q4_K);
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
-    set_entry<Q5_0Entry::Rows>(table, tensor::ElemType::Q5_0);
-    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].dot_tile = Q5_0Entry::dot_tile;
+    set_four_row_entry<Q5_0Entry>(table, tensor::ElemType::Q5_0);
     set_q8_k_quantizer(table, quantize_row_q8_k);
     add_int8_gemm_avx2(table);
 }

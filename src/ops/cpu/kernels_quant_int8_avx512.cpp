@@ -357,39 +357,10 @@ void tile4_q6_k(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
     }
 }
 
-// A type's entry: the row kernels, and four rows at once.
-template <class Rows, void (*Tile1)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t),
-          void (*Tile2)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t),
-          void (*Tile3)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t),
-          void (*Tile4)(const uint8_t *, size_t, const uint8_t *, size_t, int64_t, float *, size_t)>
-struct FourRowEntry {
-    using RowEntry = Rows;
-    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
-                         int n_tok, float * y, size_t y_stride) {
-        const auto * wb = static_cast<const uint8_t *>(w);
-        const auto * ab = static_cast<const uint8_t *>(act);
-        if (n_rows == 4) {
-            switch (n_tok) {
-                case 1: return Tile1(wb, w_stride, ab, act_stride, n, y, y_stride);
-                case 2: return Tile2(wb, w_stride, ab, act_stride, n, y, y_stride);
-                case 3: return Tile3(wb, w_stride, ab, act_stride, n, y, y_stride);
-                case 4: return Tile4(wb, w_stride, ab, act_stride, n, y, y_stride);
-            }
-        }
-        Rows::dot_tile(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
-    }
-};
-
 using Q4KEntry = FourRowEntry<Entry<row_q4_k<1>, row_q4_k<2>, row_q4_k<3>, row_q4_k<4>>, tile4_q4_k<1>, tile4_q4_k<2>,
                               tile4_q4_k<3>, tile4_q4_k<4>>;
 using Q6KEntry = FourRowEntry<Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>, tile4_q6_k<1>, tile4_q6_k<2>,
                               tile4_q6_k<3>, tile4_q6_k<4>>;
-
-template <class E>
-void set_four_row_entry(TypeKernels * table, tensor::ElemType type) {
-    set_entry<typename E::RowEntry>(table, type);
-    table[static_cast<uint32_t>(type)].dot_tile = E::dot_tile;
-}
 
 // ---- q5_0 x q8_0 ----------------------------------------------------------------------------------------
 
@@ -537,23 +508,8 @@ void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
 }
 
 // q5_0's entry: the row kernels, and four rows at once.
-struct Q5_0Entry {
-    using Rows = Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>;
-    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
-                         int n_tok, float * y, size_t y_stride) {
-        const auto * wb = static_cast<const uint8_t *>(w);
-        const auto * ab = static_cast<const uint8_t *>(act);
-        if (n_rows == 4) {
-            switch (n_tok) {
-                case 1: return tile4_q5_0<1>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                case 2: return tile4_q5_0<2>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                case 3: return tile4_q5_0<3>(wb, w_stride, ab, act_stride, n, y, y_stride);
-                case 4: return tile4_q5_0<4>(wb, w_stride, ab, act_stride, n, y, y_stride);
-            }
-        }
-        Rows::dot_tile(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
-    }
-};
+using Q5_0Entry = FourRowEntry<Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>, tile4_q5_0<1>, tile4_q5_0<2>,
+                               tile4_q5_0<3>, tile4_q5_0<4>>;
 
 // ---- the q8_K activation quantiser ----------------------------------------------------------------------
 
@@ -620,8 +576,7 @@ void quantize_row_q8_0_ties_away(const float * x, void * dst, int64_t n) {
 void add_int8_entries_avx512(TypeKernels * table) {
     set_four_row_entry<Q4KEntry>(table, tensor::ElemType::Q4_K);
     set_four_row_entry<Q6KEntry>(table, tensor::ElemType::Q6_K);
-    set_entry<Q5_0Entry::Rows>(table, tensor::ElemType::Q5_0);
-    table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].dot_tile = Q5_0Entry::dot_tile;
+    set_four_row_entry<Q5_0Entry>(table, tensor::ElemType::Q5_0);
     set_q8_k_quantizer(table, quantize_row_q8_k);
     set_q8_0_quantizer(table, quantize_row_q8_0_ties_away);
     add_int8_gemm_avx512(table);

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "ops/cpu/dispatch.h"
 #include "ops/cpu/kernels_quant_common.h"  // its pragma: the folds below are compiled without contraction
@@ -93,6 +94,38 @@ void set_entry(TypeKernels * table, tensor::ElemType type) {
     k.gemm = nullptr;
     k.rows16 = nullptr;
     k.set_gemm_min_tokens(kGemmMinTokens, kGemmMinTokens);
+}
+
+// A four-row tile: four weight rows (n columns) against NT token rows, results at y[t * ys + r].
+using FourRowTile = void (*)(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y,
+                             size_t ys);
+
+// An entry whose dot_tile takes the four-row tiles for four rows of at most MaxCols columns and the row kernels
+// (Rows, an Entry) otherwise; set_four_row_entry puts it in the table.
+template <class Rows, FourRowTile Tile1, FourRowTile Tile2, FourRowTile Tile3, FourRowTile Tile4,
+          int64_t MaxCols = std::numeric_limits<int64_t>::max()>
+struct FourRowEntry {
+    using RowEntry = Rows;
+    static void dot_tile(const void * w, size_t w_stride, const void * act, size_t act_stride, int64_t n, int n_rows,
+                         int n_tok, float * y, size_t y_stride) {
+        const auto * wb = static_cast<const uint8_t *>(w);
+        const auto * ab = static_cast<const uint8_t *>(act);
+        if (n_rows == 4 && n <= MaxCols) {
+            switch (n_tok) {
+                case 1: return Tile1(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 2: return Tile2(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 3: return Tile3(wb, w_stride, ab, act_stride, n, y, y_stride);
+                case 4: return Tile4(wb, w_stride, ab, act_stride, n, y, y_stride);
+            }
+        }
+        Rows::dot_tile(w, w_stride, act, act_stride, n, n_rows, n_tok, y, y_stride);
+    }
+};
+
+template <class E>
+void set_four_row_entry(TypeKernels * table, tensor::ElemType type) {
+    set_entry<typename E::RowEntry>(table, type);
+    table[static_cast<uint32_t>(type)].dot_tile = E::dot_tile;
 }
 
 // Every q8_K entry of the table takes a level's quantiser (it writes the twin's bytes).
