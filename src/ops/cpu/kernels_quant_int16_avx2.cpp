@@ -34,12 +34,14 @@ OFFGRID_I16_INLINE void each_group(F && f) {
 
 // A row is one stream: each block's lines are fetched 1 KiB ahead into L1 and 16 KiB ahead into L2 (the hardware
 // prefetchers alone leave a decode step further from the bus; measurements in docs/kernels.md).
+// The 8-bit rows' distances (kernels_quant_int8_avx2.cpp).
+constexpr size_t kAheadL1Bytes = 1024, kAheadL2Bytes = 16384;
 template <size_t Bytes>
 OFFGRID_I16_INLINE void fetch_ahead(const void * block) {
     const char * p = static_cast<const char *>(block);
     for (size_t off = 0; off < Bytes; off += 64) {
-        _mm_prefetch(p + 1024 + off, _MM_HINT_T0);
-        _mm_prefetch(p + 16384 + off, _MM_HINT_T1);
+        _mm_prefetch(p + kAheadL1Bytes + off, _MM_HINT_T0);
+        _mm_prefetch(p + kAheadL2Bytes + off, _MM_HINT_T1);
     }
 }
 

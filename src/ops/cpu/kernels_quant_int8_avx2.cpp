@@ -278,10 +278,6 @@ void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out)
 // one vector (lane r: row r, the twin's roundings: (d_w * d_a) * isum, then the addition, block after block), and
 // the quants go in unsigned, q in 0..31 against a, less 16 * sum(a) once for the four rows (|lane| <= 2 * 31 * 127
 // + 2 * 16 * 127 < 2^15, exact). The AVX-512 level has the same tile (kernels_quant_int8_avx512.cpp).
-inline __m256i q5_0_unsigned(const BlockQ5_0 & B) {
-    return _mm256_add_epi8(q5_0_values(B), _mm256_set1_epi8(16));
-}
-
 // [sum of x0, x1, x2, x3] of four vectors of 8 int32 lanes.
 inline __m128i four_sums(__m256i x0, __m256i x1, __m256i x2, __m256i x3) {
     const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(x0, x1), _mm256_hadd_epi32(x2, x3));

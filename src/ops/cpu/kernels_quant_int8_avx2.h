@@ -15,21 +15,33 @@
 namespace offgrid::ops::cpu::quant {
 namespace {
 
-// The 32 signed values of a q5_0 block: v = nibble + 16 * fifth bit - 16 (byte j gets byte j / 8 of qh, then its
-// bit j % 8).
-inline __m256i q5_0_values(const tensor::BlockQ5_0 & B) {
+// A q5_0 block's low nibbles in element order (nib) and, per byte, all ones where its fifth bit is set (set):
+// byte j gets byte j / 8 of qh, then its bit j % 8.
+inline void q5_0_parts(const tensor::BlockQ5_0 & B, __m256i & nib, __m256i & set) {
     const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i *>(B.qs)), m4 = _mm_set1_epi8(0x0f);
-    const __m256i nib = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)),
-                                                _mm_and_si128(_mm_srli_epi16(qs, 4), m4), 1);
+    nib = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(qs, m4)), _mm_and_si128(_mm_srli_epi16(qs, 4), m4),
+                                  1);
     uint32_t qh;
     std::memcpy(&qh, B.qh, 4);
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3,
                                             3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-    const __m256i sixteen = _mm256_set1_epi8(16);
-    const __m256i set = _mm256_cmpeq_epi8(
-        _mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), spread), bit), bit);
-    return _mm256_sub_epi8(nib, _mm256_andnot_si256(set, sixteen));  // nibble - 16 where the fifth bit is clear
+    set = _mm256_cmpeq_epi8(_mm256_and_si256(_mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(qh)), spread), bit),
+                            bit);
+}
+
+// The 32 signed values of a q5_0 block: v = nibble + 16 * fifth bit - 16.
+inline __m256i q5_0_values(const tensor::BlockQ5_0 & B) {
+    __m256i nib, set;
+    q5_0_parts(B, nib, set);
+    return _mm256_sub_epi8(nib, _mm256_andnot_si256(set, _mm256_set1_epi8(16)));  // nibble - 16 where the bit is clear
+}
+
+// The 32 unsigned quants q = nibble + 16 * fifth bit (0..31, value q - 16): the offset form of the products.
+inline __m256i q5_0_unsigned(const tensor::BlockQ5_0 & B) {
+    __m256i nib, set;
+    q5_0_parts(B, nib, set);
+    return _mm256_or_si256(nib, _mm256_and_si256(set, _mm256_set1_epi8(16)));
 }
 
 // The unsigned 6-bit values (0..63) of elements 128h .. 128h + 127 of a q6_K block, 32 a register in element order:

@@ -222,7 +222,7 @@ struct Q50 {
     };
 
     static void decode(const BlockQ5_0 & B, Row & R) {
-        const __m256i q = _mm256_add_epi8(q5_0_values(B), _mm256_set1_epi8(16));
+        const __m256i q = q5_0_unsigned(B);
         _mm256_store_si256(reinterpret_cast<__m256i *>(R.q), q);
         R.d = f16_to_f32(B.d);
     }

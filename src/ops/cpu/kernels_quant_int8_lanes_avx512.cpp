@@ -364,7 +364,7 @@ struct alignas(64) Rows32 {
 
     static __m256i values(const W & B) {
         if constexpr (Shift == 4) {
-            return _mm256_add_epi8(q5_0_values(B), _mm256_set1_epi8(16));
+            return q5_0_unsigned(B);
         } else {
             return _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs)), _mm256_set1_epi8(static_cast<char>(0x80)));
         }
