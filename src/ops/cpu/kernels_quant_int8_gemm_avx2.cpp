@@ -360,9 +360,13 @@ size_t int8_gemm_avx2_weight_bytes(tensor::ElemType type, int64_t n) {
     }
 }
 
-// From 8 tokens, a whole group (scale Q4_K_M, int8, Zen 1, `bench --parallel 8 -n 6 -t 2`, alternated: a step of 8
-// sequences 1211-1258 ms through gemm against 1452-1637 through the row kernels' 4-token tiles).
-constexpr int kGemmMinTokensAvx2 = 8;
+// From 5 tokens: one group, partly empty, costs about what its 8 tokens do, and from 5 tokens less than the row
+// kernels' 4-token tiles plus a second pass (bench_quant_batch 2, scale shapes from DRAM, Zen 3, microseconds, rows
+// against gemm at 5 / 6 / 7 tokens, two runs each: q4_K 2560 -> 640 121-158 / 147-184 / 162-206 against 148 / 151-153
+// / 133-150; 2560 -> 4096 926-1145 / 1389-1407 / 962-1532 against 766-939 / 902-966 / 801-909; q5_0 640 -> 2560
+// 272-447 / 311-516 / 349-451 against 210-233 / 218-245 / 221-253; at 4 tokens the rows still win, 93-121 against
+// 143-145 for q4_K 2560 -> 640).
+constexpr int kGemmMinTokensAvx2 = 5;
 
 void add_int8_gemm_avx2(TypeKernels * table) {
     table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm = gemm<Q4K>;
