@@ -52,6 +52,7 @@ inline void dot_row_k(const void * wrow, const BlockQ16_K * const * act, int64_t
     #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
+        fetch_ahead<sizeof(typename T::Block)>(&w[b]);
         KDecoded k;
         T::decode(w[b], k);
         alignas(32) int16_t sc[16];
@@ -197,6 +198,52 @@ inline void dot_row_q6k(const void * wrow, const BlockQ16_K * const * act, int64
     for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
 }
 
+// q3_K the same way: its 2-bit quants and high bits reordered once (0, 2, 1, 3), each group's unsigned 3-bit values
+// (low bits | 4 * high bit) unpack with zero to elements 0..15 and 16..31 as int16, less 4: the decoder's low - 4 *
+// !high, in the same lanes (the generic row widened across lanes and took a third of a Q3_K_M decode step).
+template <int NT>
+inline void dot_row_q3k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ3_K *>(wrow);
+    const __m256i three = _mm256_set1_epi8(3), zero = _mm256_setzero_si256(), c4 = _mm256_set1_epi16(4);
+    __m256 acc[NT];
+    #pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < n / kQK_K; ++b) {
+        const BlockQ3_K & blk = w[b];
+        fetch_ahead<sizeof(BlockQ3_K)>(&blk);
+        const __m256i sc = _mm256_cvtepi8_epi16(q3_k_scales(blk.scales));
+        const __m256i sch[2] = {_mm256_permute2x128_si256(sc, sc, 0x00), _mm256_permute2x128_si256(sc, sc, 0x11)};
+        const __m256i hm = _mm256_permute4x64_epi64(load256(blk.hmask), 0xd8);
+        __m256i x[NT];
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) x[t] = _mm256_setzero_si256();
+        #pragma GCC unroll 2
+        for (int h = 0; h < 2; ++h) {
+            const __m256i q = _mm256_permute4x64_epi64(load256(blk.qs + 32 * h), 0xd8);
+            auto group = [&](int j) __attribute__((always_inline)) {
+                const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three), bit_as(hm, 4 * h + j, 2));
+                const __m256i lo = _mm256_sub_epi16(_mm256_unpacklo_epi8(u, zero), c4);
+                const __m256i hi = _mm256_sub_epi16(_mm256_unpackhi_epi8(u, zero), c4);
+                const __m256i s_lo = _mm256_shuffle_epi8(sch[h], _mm256_set1_epi16(static_cast<short>((4 * j) | ((4 * j + 1) << 8))));
+                const __m256i s_hi = _mm256_shuffle_epi8(sch[h], _mm256_set1_epi16(static_cast<short>((4 * j + 2) | ((4 * j + 3) << 8))));
+                const __m256i wl = _mm256_mullo_epi16(lo, s_lo), wh = _mm256_mullo_epi16(hi, s_hi);
+                #pragma GCC unroll 8
+                for (int t = 0; t < NT; ++t) {
+                    const int16_t * a = act[t][b].qs + 32 * (4 * h + j);
+                    x[t] = _mm256_add_epi32(x[t], _mm256_add_epi32(_mm256_madd_epi16(wl, load_q(a)), _mm256_madd_epi16(wh, load_q(a + 16))));
+                }
+            };
+            each_group<NT, 4>(group);
+        }
+        const __m256 kd = _mm256_set1_ps(_cvtsh_ss(blk.d));
+        #pragma GCC unroll 8
+        for (int t = 0; t < NT; ++t) {
+            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x[t]), _mm256_mul_ps(kd, _mm256_broadcast_ss(&act[t][b].d)), acc[t]);
+        }
+    }
+    for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
+}
+
 template <class T, int NT>
 inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
     const auto * w = static_cast<const typename T::Block *>(wrow);
@@ -234,6 +281,8 @@ inline void dot_row_n(const void * wrow, const BlockQ16_K * const * act, int64_t
         dot_row_q4k<NT>(wrow, act, n, out);
     } else if constexpr (std::is_same_v<T, DQ6K>) {
         dot_row_q6k<NT>(wrow, act, n, out);
+    } else if constexpr (std::is_same_v<T, DQ3K>) {
+        dot_row_q3k<NT>(wrow, act, n, out);
     } else if constexpr (K) {
         dot_row_k<T, NT>(wrow, act, n, out);
     } else {
