@@ -202,6 +202,7 @@ struct Tables {
     std::array<TypeKernels, kIsaCount> q8_0_int8{};
     std::array<Table, kIsaCount> int8{};
     std::array<Table, kIsaCount> int8_chain{};  // int8 before its Q8_0 entry is set: what the next level starts from
+    std::array<Table, kIsaCount> int16{};       // the default (int16) tables whatever OFFGRID_QUANT_ACT says
     std::array<VecKernels, kIsaCount> vec{};
     std::array<AttnRowKernels, kIsaCount> attn{};
     // Only the levels this CPU runs are filled: a level's fill functions are compiled for its instructions, and
@@ -212,17 +213,18 @@ struct Tables {
         for (const LevelFills & lv : kLevels) {
             const int i = index_of(lv.isa), b = index_of(lv.base);
             if (!runs[i]) continue;
-            Table t = by_isa[b], e = exact[b], i8 = int8_chain[b];
+            Table t = by_isa[b], e = exact[b], i8 = int8_chain[b], i16 = int16[b];
             TypeKernels q8 = q8_0_int8[b];
             VecKernels v = vec[b];
             AttnRowKernels a = attn[b];
-            for (Table * table : {&t, &e, &i8}) {
+            for (Table * table : {&t, &e, &i8, &i16}) {
                 if (lv.float_kernels != nullptr) lv.float_kernels(table->data());
                 if (lv.gemm != nullptr) lv.gemm(table->data());
             }
             add_quant_kernels(lv.isa, t.data());
             add_exact_quant_kernels(lv.isa, e.data());
             add_quant_kernels(lv.isa, i8.data(), QuantActMode::Int8);
+            add_quant_kernels(lv.isa, i16.data(), QuantActMode::Int16);
             if (lv.q8_0_int8 != nullptr) lv.q8_0_int8(q8);
             if (lv.vec != nullptr) lv.vec(v);
             if (lv.attn_rows != nullptr) lv.attn_rows(a);
@@ -232,6 +234,15 @@ struct Tables {
             int8_chain[i] = i8;
             int8[i] = i8;
             int8[i][static_cast<uint32_t>(ElemType::Q8_0)] = q8;
+            int16[i] = i16;
+            // A type this level has no 8-bit kernel for would keep the scalar twin, ten times slower than the
+            // level's default kernel: it takes that one (its own activation format; int16 is the more exact one).
+            if (lv.isa != Isa::Scalar) {
+                const Table & twins = int8[index_of(Isa::Scalar)];
+                for (size_t id = 0; id < kTypeTableSize; ++id) {
+                    if (twins[id].vec_dot != nullptr && int8[i][id].vec_dot == twins[id].vec_dot) int8[i][id] = i16[id];
+                }
+            }
             vec[i] = v;
             attn[i] = a;
             built[i] = true;
