@@ -2,7 +2,7 @@
 // shape's products (gen-model --preset scale), with matrices rotated over 96 MiB of weights so every call streams its weights from DRAM as
 // in the model, at 1..8 and 16 tokens, one process. Per shape and token count: microseconds per call, GB/s of weights,
 // GFLOP/s, and the cost ratio to one token (1.00 would be "n tokens for the price of the bytes").
-// Run by hand: bench_quant_batch [threads] [type...]  (types: q4_K q6_K q5_0 q8_0; default q4_K q6_K q8_0, 1 and 2
+// Run by hand: bench_quant_batch [threads] [type...]  (types: q4_K q6_K q5_0 q8_0 q3_K q5_K q5_1; default q4_K q6_K q8_0, 1 and 2
 // threads); OFFGRID_BENCH_TOKENS=1,64,512 measures other token counts.
 // OFFGRID_ISA lowers the level; OFFGRID_QUANT_ACT picks the activation format as in the engine.
 #include <algorithm>
@@ -36,6 +36,9 @@ std::vector<int> f16_fields(ElemType t) {
         case ElemType::Q6_K: return {208};
         case ElemType::Q8_0: return {0};
         case ElemType::Q5_0: return {0};
+        case ElemType::Q5_1: return {0, 2};
+        case ElemType::Q5_K: return {0, 2};
+        case ElemType::Q3_K: return {108};
         default: return {};
     }
 }
@@ -129,6 +132,9 @@ int main(int argc, char ** argv) {
             if (t == "q6_K") types.push_back(ElemType::Q6_K);
             if (t == "q8_0") types.push_back(ElemType::Q8_0);
             if (t == "q5_0") types.push_back(ElemType::Q5_0);
+            if (t == "q5_1") types.push_back(ElemType::Q5_1);
+            if (t == "q5_K") types.push_back(ElemType::Q5_K);
+            if (t == "q3_K") types.push_back(ElemType::Q3_K);
         }
     }
     std::printf("isa %s\n", ops::cpu::isa_name(ops::cpu::active_isa()));
