@@ -27,13 +27,14 @@ using tensor::ElemType;
 namespace cpu = ops::cpu;
 
 const ElemType kInt16Types[] = {ElemType::Q4_K, ElemType::Q5_K, ElemType::Q6_K,  ElemType::Q3_K,  ElemType::Q2_K,
-                                ElemType::IQ4_XS, ElemType::Q8_0, ElemType::Q4_0, ElemType::Q5_0, ElemType::IQ4_NL};
+                                ElemType::IQ4_XS, ElemType::Q8_0, ElemType::Q4_0, ElemType::Q5_0, ElemType::IQ4_NL,
+                                ElemType::Q4_1, ElemType::Q5_1};
 
 std::vector<int> f16_fields(ElemType t) {
     switch (t) {
         case ElemType::Q4_0: case ElemType::Q5_0: case ElemType::IQ4_NL: case ElemType::IQ4_XS: case ElemType::Q8_0:
             return {0};
-        case ElemType::Q4_K: case ElemType::Q5_K: return {0, 2};
+        case ElemType::Q4_K: case ElemType::Q5_K: case ElemType::Q4_1: case ElemType::Q5_1: return {0, 2};
         case ElemType::Q2_K: return {80, 82};
         case ElemType::Q3_K: return {108};
         case ElemType::Q6_K: return {208};

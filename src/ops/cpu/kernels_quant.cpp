@@ -91,8 +91,9 @@ void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
             if (lv->int8 != nullptr) lv->int8(table);
             return;
         case QuantActMode::Int16: {
-            // The exact entries (at this level's F32 dot) serve q4_1 / q5_1; the base level's int16 entries stay
-            // for the types this level has no int16 kernel of.
+            // The exact entries (at this level's F32 dot) serve the types no int16 kernel covers; the base level's
+            // int16 entries stay for the types this level has no int16 kernel of (q4_1 / q5_1 at neon and avx512
+            // take those of scalar and avx2).
             std::array<TypeKernels, kTypeTableSize> base = {}, own = {};
             std::copy(table, table + kTypeTableSize, base.begin());
             if (lv->int16 != nullptr) lv->int16(own.data());

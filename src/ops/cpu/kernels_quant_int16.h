@@ -15,9 +15,11 @@
 //    then subtract their min term lane by lane with one rounding: q4_K / q5_K acc[l] = fma(-(dmin_w * m[l]),
 //    dsum32[l], acc[l]); q2_K the same with dsum16[l], then with m[l + 8] and dsum16[l + 8]; the result is
 //    reduce8(acc);
-//  - blocks of 32 (q8_0 q4_0 q5_0 iq4_nl): P[l] over the block's 32 elements as above, folded with
-//    d_w * d_a (d_a of the Q16_K block holding it) into acc_even or acc_odd by the block's index parity; the
-//    result is reduce8(acc_even + acc_odd);
+//  - blocks of 32 (q8_0 q4_0 q5_0 iq4_nl, and q4_1 q5_1 with their unsigned quants): P[l] over the block's 32
+//    elements as above, folded with d_w * d_a (d_a of the Q16_K block holding it) into acc_even or acc_odd by the
+//    block's index parity; q4_1 / q5_1 then add their minimum in the same accumulator, acc[l] = fma(M[l],
+//    dsum32[j], acc[l]) with M = (m_w, 0, ..., 0) and j the block's 32-group in its Q16_K block; the result is
+//    reduce8(acc_even + acc_odd);
 //  - reduce8(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)), i.e. halves, then halves, then pairs.
 // A row whose width is not a multiple of 256 (the types with blocks of 32) ends with a zero-padded Q16_K block.
 #pragma once

@@ -255,12 +255,15 @@ inline void dot_row_32(const void * wrow, const BlockQ16_K * const * act, int64_
         const __m256i lo = _mm256_cvtepi8_epi16(_mm256_castsi256_si128(v));
         const __m256i hi = _mm256_cvtepi8_epi16(_mm256_extracti128_si256(v, 1));
         const float dw = _cvtsh_ss(w[b].d);
+        __m256 mw = _mm256_setzero_ps();  // q4_1 / q5_1: (m_w, 0, ..., 0), the contract's minimum term
+        if constexpr (requires { T::kMin; }) mw = _mm256_setr_ps(_cvtsh_ss(w[b].m), 0, 0, 0, 0, 0, 0, 0);
         #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) {
             const BlockQ16_K & a = act[t][b / 8];
             const int16_t * q = a.qs + 32 * (b % 8);
             const __m256i p = _mm256_add_epi32(_mm256_madd_epi16(lo, load_q(q)), _mm256_madd_epi16(hi, load_q(q + 16)));
             ac[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_set1_ps(dw * a.d), ac[t]);
+            if constexpr (requires { T::kMin; }) ac[t] = _mm256_fmadd_ps(mw, _mm256_set1_ps(a.dsum32[b % 8]), ac[t]);
         }
     };
     const int64_t nb = n / kQK;
@@ -389,6 +392,8 @@ void add_int16_entries_avx2(TypeKernels * table) {
     set<DQ80, false>(table, ElemType::Q8_0);
     set<DQ40, false>(table, ElemType::Q4_0);
     set<DQ50, false>(table, ElemType::Q5_0);
+    set<DQ41, false>(table, ElemType::Q4_1);
+    set<DQ51, false>(table, ElemType::Q5_1);
     set<DIQ4NL, false>(table, ElemType::IQ4_NL);
 }
 

@@ -223,6 +223,28 @@ struct DQ50 {
 #endif
     }
 };
+// q4_1 / q5_1: the unsigned quants (their minimum is added per block by the row kernels, as the contract says).
+struct DQ41 {
+    using Block = BlockQ4_1;
+    static constexpr bool kMin = true;
+    OFFGRID_I16_INLINE static __m256i values(const Block & b) { return nibbles32(b.qs); }
+};
+struct DQ51 {
+    using Block = BlockQ5_1;
+    static constexpr bool kMin = true;
+    OFFGRID_I16_INLINE static __m256i values(const Block & b) {
+        uint32_t qh;
+        std::memcpy(&qh, b.qh, 4);
+        // Byte j of the 32 gets byte j / 8 of qh, then its bit j % 8: 16 where that bit is set.
+        const __m256i spread = _mm256_shuffle_epi8(
+            _mm256_set1_epi32(static_cast<int>(qh)),
+            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
+                             3, 3));
+        const __m256i bits = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+        return _mm256_or_si256(nibbles32(b.qs), _mm256_and_si256(set, _mm256_set1_epi8(16)));
+    }
+};
 
 OFFGRID_I16_INLINE float reduce8(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));

@@ -209,6 +209,32 @@ struct IQ4NL {
         for (int j = 0; j < 32; ++j) v[j] = kIq4nlValues[nibble32(b.qs, j)];
     }
 };
+// With a minimum (x = d * q + m): the unsigned quants, and the minimum added per block (the contract).
+struct Q41 {
+    using Block = BlockQ4_1;
+    static constexpr bool kMin = true;
+    static void decode(const Block & b, int8_t v[32]) {
+        for (int j = 0; j < 32; ++j) v[j] = static_cast<int8_t>(nibble32(b.qs, j));
+    }
+};
+struct Q51 {
+    using Block = BlockQ5_1;
+    static constexpr bool kMin = true;
+    static void decode(const Block & b, int8_t v[32]) {
+        uint32_t h;
+        std::memcpy(&h, b.qh, 4);
+        for (int j = 0; j < 32; ++j) v[j] = static_cast<int8_t>(nibble32(b.qs, j) + 16 * ((h >> j) & 1));
+    }
+};
+
+template <class T>
+constexpr bool has_min() {
+    if constexpr (requires { T::kMin; }) {
+        return T::kMin;
+    } else {
+        return false;
+    }
+}
 
 template <class T>
 float dot_32(const void * wv, const void * av, int64_t n) {
@@ -225,6 +251,10 @@ float dot_32(const void * wv, const void * av, int64_t n) {
         const float s = f16_to_f32(w[b].d) * ab.d;
         float * ac = acc[b % 2];
         for (int l = 0; l < 8; ++l) ac[l] = std::fma(static_cast<float>(p[l]), s, ac[l]);
+        if constexpr (has_min<T>()) {
+            const float m = f16_to_f32(w[b].m), dsum = ab.dsum32[b % 8];
+            for (int l = 0; l < 8; ++l) ac[l] = std::fma(l == 0 ? m : 0.0f, dsum, ac[l]);
+        }
     }
     float sum[8];
     for (int l = 0; l < 8; ++l) sum[l] = acc[0][l] + acc[1][l];
@@ -264,6 +294,8 @@ void add_int16_entries_scalar(TypeKernels * table) {
     set<dot_32<Q40>>(table, ElemType::Q4_0);
     set<dot_32<Q50>>(table, ElemType::Q5_0);
     set<dot_32<IQ4NL>>(table, ElemType::IQ4_NL);
+    set<dot_32<Q41>>(table, ElemType::Q4_1);
+    set<dot_32<Q51>>(table, ElemType::Q5_1);
 }
 
 }  // namespace offgrid::ops::cpu::quant
