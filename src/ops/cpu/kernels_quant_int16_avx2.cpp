@@ -148,36 +148,64 @@ inline void dot_row_q4k(const void * wrow, const BlockQ16_K * const * act, int64
     for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
 }
 
-// q6_K in the same way: the quarters of ql and qh are reordered once (0, 2, 1, 3: byte-wise decoding commutes with
-// it), so unpacking a group's unsigned 6-bit bytes with zero gives its elements 0..15 and 16..31 as int16.
-template <int NT>
-inline void dot_row_q6k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
-    const auto * w = static_cast<const BlockQ6_K *>(wrow);
-    const __m256i m30 = _mm256_set1_epi8(0x30), zero = _mm256_setzero_si256(), c32 = _mm256_set1_epi16(32);
+// The types with a scale per 16 elements, q6_K and q3_K, in the same way: their packed bytes reordered once (0, 2,
+// 1, 3: byte-wise decoding commutes with it), a group's unsigned values unpack with zero to its elements 0..15 and
+// 16..31 as int16, less the type's offset; one vpshufb of the half's scales (as words in both lanes) broadcasts
+// each 16-half's scale. S::groups gives half h's four groups, S::scales the 16 signed scales, S::kOffset the
+// offset: q6_K's 6-bit values less 32; q3_K's 3-bit values (low bits, plus 4 where the high bit is set) less 4,
+// which is the decoder's low - 4 * !high in the same lanes (the generic row widened across lanes and took a third
+// of a Q3_K_M decode step).
+struct S16Q6K {
+    using Block = BlockQ6_K;
+    static constexpr short kOffset = 32;
+    OFFGRID_I16_INLINE static __m128i scales(const Block & b) { return load128(b.scales); }
+    OFFGRID_I16_INLINE static void groups(const Block & b, int h, __m256i u[4]) {
+        const __m256i m30 = _mm256_set1_epi8(0x30);
+        const __m256i a = _mm256_permute4x64_epi64(load256(b.ql + 64 * h), 0xd8);
+        const __m256i c = _mm256_permute4x64_epi64(load256(b.ql + 64 * h + 32), 0xd8);
+        const __m256i hb = _mm256_permute4x64_epi64(load256(b.qh + 32 * h), 0xd8);
+        u[0] = _mm256_or_si256(nibbles_lo(a), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30));
+        u[1] = _mm256_or_si256(nibbles_lo(c), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30));
+        u[2] = _mm256_or_si256(nibbles_hi(a), _mm256_and_si256(hb, m30));
+        u[3] = _mm256_or_si256(nibbles_hi(c), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30));
+    }
+};
+struct S16Q3K {
+    using Block = BlockQ3_K;
+    static constexpr short kOffset = 4;
+    OFFGRID_I16_INLINE static __m128i scales(const Block & b) { return q3_k_scales(b.scales); }
+    OFFGRID_I16_INLINE static void groups(const Block & b, int h, __m256i u[4]) {
+        const __m256i three = _mm256_set1_epi8(3);
+        const __m256i q = _mm256_permute4x64_epi64(load256(b.qs + 32 * h), 0xd8);
+        const __m256i hm = _mm256_permute4x64_epi64(load256(b.hmask), 0xd8);
+        for (int j = 0; j < 4; ++j) {
+            u[j] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three), bit_as(hm, 4 * h + j, 2));
+        }
+    }
+};
+
+template <class S, int NT>
+inline void dot_row_s16(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const typename S::Block *>(wrow);
+    const __m256i zero = _mm256_setzero_si256(), off = _mm256_set1_epi16(S::kOffset);
     __m256 acc[NT];
     #pragma GCC unroll 8
     for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
     for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const BlockQ6_K & blk = w[b];
-        fetch_ahead<sizeof(BlockQ6_K)>(&blk);
-        const __m256i sc = _mm256_cvtepi8_epi16(load128(blk.scales));
+        const typename S::Block & blk = w[b];
+        fetch_ahead<sizeof(typename S::Block)>(&blk);
+        const __m256i sc = _mm256_cvtepi8_epi16(S::scales(blk));
         const __m256i sch[2] = {_mm256_permute2x128_si256(sc, sc, 0x00), _mm256_permute2x128_si256(sc, sc, 0x11)};
         __m256i x[NT];
         #pragma GCC unroll 8
         for (int t = 0; t < NT; ++t) x[t] = _mm256_setzero_si256();
         #pragma GCC unroll 2
         for (int h = 0; h < 2; ++h) {
-            const __m256i a = _mm256_permute4x64_epi64(load256(blk.ql + 64 * h), 0xd8);
-            const __m256i c = _mm256_permute4x64_epi64(load256(blk.ql + 64 * h + 32), 0xd8);
-            const __m256i hb = _mm256_permute4x64_epi64(load256(blk.qh + 32 * h), 0xd8);
-            const __m256i u[4] = {
-                _mm256_or_si256(nibbles_lo(a), _mm256_and_si256(_mm256_slli_epi16(hb, 4), m30)),
-                _mm256_or_si256(nibbles_lo(c), _mm256_and_si256(_mm256_slli_epi16(hb, 2), m30)),
-                _mm256_or_si256(nibbles_hi(a), _mm256_and_si256(hb, m30)),
-                _mm256_or_si256(nibbles_hi(c), _mm256_and_si256(_mm256_srli_epi16(hb, 2), m30))};
+            __m256i u[4];
+            S::groups(blk, h, u);
             auto group = [&](int j) __attribute__((always_inline)) {
-                const __m256i lo = _mm256_sub_epi16(_mm256_unpacklo_epi8(u[j], zero), c32);
-                const __m256i hi = _mm256_sub_epi16(_mm256_unpackhi_epi8(u[j], zero), c32);
+                const __m256i lo = _mm256_sub_epi16(_mm256_unpacklo_epi8(u[j], zero), off);
+                const __m256i hi = _mm256_sub_epi16(_mm256_unpackhi_epi8(u[j], zero), off);
                 const __m256i s_lo = _mm256_shuffle_epi8(sch[h], _mm256_set1_epi16(static_cast<short>((4 * j) | ((4 * j + 1) << 8))));
                 const __m256i s_hi = _mm256_shuffle_epi8(sch[h], _mm256_set1_epi16(static_cast<short>((4 * j + 2) | ((4 * j + 3) << 8))));
                 const __m256i wl = _mm256_mullo_epi16(lo, s_lo), wh = _mm256_mullo_epi16(hi, s_hi);
@@ -185,52 +213,6 @@ inline void dot_row_q6k(const void * wrow, const BlockQ16_K * const * act, int64
                 for (int t = 0; t < NT; ++t) {
                     const int16_t * q = act[t][b].qs + 32 * (4 * h + j);
                     x[t] = _mm256_add_epi32(x[t], _mm256_add_epi32(_mm256_madd_epi16(wl, load_q(q)), _mm256_madd_epi16(wh, load_q(q + 16))));
-                }
-            };
-            each_group<NT, 4>(group);
-        }
-        const __m256 kd = _mm256_set1_ps(_cvtsh_ss(blk.d));
-        #pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) {
-            acc[t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(x[t]), _mm256_mul_ps(kd, _mm256_broadcast_ss(&act[t][b].d)), acc[t]);
-        }
-    }
-    for (int t = 0; t < NT; ++t) out[t] = reduce8(acc[t]);
-}
-
-// q3_K the same way: its 2-bit quants and high bits reordered once (0, 2, 1, 3), each group's unsigned 3-bit values
-// (low bits | 4 * high bit) unpack with zero to elements 0..15 and 16..31 as int16, less 4: the decoder's low - 4 *
-// !high, in the same lanes (the generic row widened across lanes and took a third of a Q3_K_M decode step).
-template <int NT>
-inline void dot_row_q3k(const void * wrow, const BlockQ16_K * const * act, int64_t n, float * out) {
-    const auto * w = static_cast<const BlockQ3_K *>(wrow);
-    const __m256i three = _mm256_set1_epi8(3), zero = _mm256_setzero_si256(), c4 = _mm256_set1_epi16(4);
-    __m256 acc[NT];
-    #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) acc[t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / kQK_K; ++b) {
-        const BlockQ3_K & blk = w[b];
-        fetch_ahead<sizeof(BlockQ3_K)>(&blk);
-        const __m256i sc = _mm256_cvtepi8_epi16(q3_k_scales(blk.scales));
-        const __m256i sch[2] = {_mm256_permute2x128_si256(sc, sc, 0x00), _mm256_permute2x128_si256(sc, sc, 0x11)};
-        const __m256i hm = _mm256_permute4x64_epi64(load256(blk.hmask), 0xd8);
-        __m256i x[NT];
-        #pragma GCC unroll 8
-        for (int t = 0; t < NT; ++t) x[t] = _mm256_setzero_si256();
-        #pragma GCC unroll 2
-        for (int h = 0; h < 2; ++h) {
-            const __m256i q = _mm256_permute4x64_epi64(load256(blk.qs + 32 * h), 0xd8);
-            auto group = [&](int j) __attribute__((always_inline)) {
-                const __m256i u = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(q, 2 * j), three), bit_as(hm, 4 * h + j, 2));
-                const __m256i lo = _mm256_sub_epi16(_mm256_unpacklo_epi8(u, zero), c4);
-                const __m256i hi = _mm256_sub_epi16(_mm256_unpackhi_epi8(u, zero), c4);
-                const __m256i s_lo = _mm256_shuffle_epi8(sch[h], _mm256_set1_epi16(static_cast<short>((4 * j) | ((4 * j + 1) << 8))));
-                const __m256i s_hi = _mm256_shuffle_epi8(sch[h], _mm256_set1_epi16(static_cast<short>((4 * j + 2) | ((4 * j + 3) << 8))));
-                const __m256i wl = _mm256_mullo_epi16(lo, s_lo), wh = _mm256_mullo_epi16(hi, s_hi);
-                #pragma GCC unroll 8
-                for (int t = 0; t < NT; ++t) {
-                    const int16_t * a = act[t][b].qs + 32 * (4 * h + j);
-                    x[t] = _mm256_add_epi32(x[t], _mm256_add_epi32(_mm256_madd_epi16(wl, load_q(a)), _mm256_madd_epi16(wh, load_q(a + 16))));
                 }
             };
             each_group<NT, 4>(group);
@@ -283,9 +265,9 @@ inline void dot_row_n(const void * wrow, const BlockQ16_K * const * act, int64_t
     if constexpr (std::is_same_v<T, DQ4K>) {
         dot_row_q4k<NT>(wrow, act, n, out);
     } else if constexpr (std::is_same_v<T, DQ6K>) {
-        dot_row_q6k<NT>(wrow, act, n, out);
+        dot_row_s16<S16Q6K, NT>(wrow, act, n, out);
     } else if constexpr (std::is_same_v<T, DQ3K>) {
-        dot_row_q3k<NT>(wrow, act, n, out);
+        dot_row_s16<S16Q3K, NT>(wrow, act, n, out);
     } else if constexpr (K) {
         dot_row_k<T, NT>(wrow, act, n, out);
     } else {

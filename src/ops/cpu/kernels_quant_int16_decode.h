@@ -202,6 +202,16 @@ struct DIQ4NL {
     using Block = BlockIQ4_NL;
     OFFGRID_I16_INLINE static __m256i values(const Block & b) { return iq4_lookup(nibbles32(b.qs)); }
 };
+// Per byte j of a 32-element block, all ones where bit j of qh (its fifth bits) is set: byte j takes byte j / 8 of
+// qh, then its bit j % 8.
+OFFGRID_I16_INLINE __m256i fifth_bits_set(uint32_t qh) {
+    const __m256i spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(static_cast<int>(qh)),
+        _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3));
+    const __m256i bits = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
+}
+
 struct DQ50 {
     using Block = BlockQ5_0;
     OFFGRID_I16_INLINE static __m256i values(const Block & b) {
@@ -212,14 +222,8 @@ struct DQ50 {
         const __m256i nib = nibbles32(b.qs);
         return _mm256_mask_sub_epi8(nib, static_cast<__mmask32>(~qh), nib, _mm256_set1_epi8(16));
 #else
-        // Byte j of the 32 gets byte j / 8 of qh, then its bit j % 8: nibble - 16 where that bit is clear.
-        const __m256i spread = _mm256_shuffle_epi8(
-            _mm256_set1_epi32(static_cast<int>(qh)),
-            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
-                             3, 3));
-        const __m256i bits = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
-        return _mm256_sub_epi8(nibbles32(b.qs), _mm256_andnot_si256(set, _mm256_set1_epi8(16)));
+        // nibble - 16 where the fifth bit is clear.
+        return _mm256_sub_epi8(nibbles32(b.qs), _mm256_andnot_si256(fifth_bits_set(qh), _mm256_set1_epi8(16)));
 #endif
     }
 };
@@ -235,14 +239,7 @@ struct DQ51 {
     OFFGRID_I16_INLINE static __m256i values(const Block & b) {
         uint32_t qh;
         std::memcpy(&qh, b.qh, 4);
-        // Byte j of the 32 gets byte j / 8 of qh, then its bit j % 8: 16 where that bit is set.
-        const __m256i spread = _mm256_shuffle_epi8(
-            _mm256_set1_epi32(static_cast<int>(qh)),
-            _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3,
-                             3, 3));
-        const __m256i bits = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
-        const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(spread, bits), bits);
-        return _mm256_or_si256(nibbles32(b.qs), _mm256_and_si256(set, _mm256_set1_epi8(16)));
+        return _mm256_or_si256(nibbles32(b.qs), _mm256_and_si256(fifth_bits_set(qh), _mm256_set1_epi8(16)));
     }
 };
 
