@@ -27,6 +27,17 @@ const ElemType kTypes[] = {ElemType::Q4_K, ElemType::Q6_K, ElemType::Q5_0};
 
 int f16_offset(ElemType t) { return t == ElemType::Q6_K ? 208 : 0; }
 
+// Whether a level has an 8-bit kernel of the type: its entry reads the twin's activation format. A level without one
+// gives the type its default entry (TypesWithoutAnEightBitKernelTakeTheLevelsDefault, below); every x86 level has
+// them for kTypes, the NEON levels have none.
+bool eight_bit_at(ElemType t, cpu::Isa isa) {
+    const bool has = cpu::int8_kernels_for(t, isa)->act_type == cpu::int8_kernels_for(t, cpu::Isa::Scalar)->act_type;
+#if defined(__x86_64__) || defined(__i386__)
+    EXPECT_TRUE(has) << tensor::traits(t).name << " has no 8-bit kernel at " << cpu::isa_name(isa);
+#endif
+    return has;
+}
+
 std::vector<uint8_t> random_rows(ElemType t, int64_t n, int rows, std::mt19937 & rng, bool worst) {
     const auto & tr = tensor::traits(t);
     std::vector<uint8_t> w(tensor::row_bytes(t, n) * rows);
@@ -91,8 +102,8 @@ TEST(Int8Kernels, EveryLevelIsBitIdenticalToTheScalarTwin) {
             std::vector<uint8_t> a(a_stride * n_tok);
             for (int k = 0; k < n_tok; ++k) ref.quantize_act(x.data() + k * n, a.data() + k * a_stride, n);
             for (cpu::Isa isa : cpu::available_isas()) {
+                if (!eight_bit_at(t, isa)) continue;
                 const cpu::TypeKernels & kk = *cpu::int8_kernels_for(t, isa);
-                ASSERT_EQ(kk.act_type, ref.act_type);
                 std::vector<uint8_t> a2(a.size());
                 for (int k = 0; k < n_tok; ++k) kk.quantize_act(x.data() + k * n, a2.data() + k * a_stride, n);
                 EXPECT_EQ(a2, a) << "the quantiser's bytes differ at " << cpu::isa_name(isa);
@@ -123,7 +134,7 @@ TEST(Int8Kernels, EveryLevelIsBitIdenticalToTheScalarTwin) {
     }
 }
 
-// q5_0's activations take the twin's q8_0 bytes at every level, ties included: with max|x| = 127 the scale is 1,
+// q5_0's activations take the twin's q8_0 bytes at every level with an 8-bit kernel, ties included: with max|x| = 127 the scale is 1,
 // so x = k + 0.5 is a tie, which the twin (ggml's reference, lround) rounds away from zero.
 TEST(Int8Kernels, TheQ8_0ActivationQuantiserRoundsTiesAsTheTwin) {
     const cpu::TypeKernels & ref = *cpu::int8_kernels_for(ElemType::Q5_0, cpu::Isa::Scalar);
@@ -136,6 +147,7 @@ TEST(Int8Kernels, TheQ8_0ActivationQuantiserRoundsTiesAsTheTwin) {
     EXPECT_EQ(static_cast<int8_t>(want[2 + 1]), -2) << "the twin rounds -1.5 away from zero";
     EXPECT_EQ(static_cast<int8_t>(want[2 + 2]), 3) << "and 2.5";
     for (cpu::Isa isa : cpu::available_isas()) {
+        if (!eight_bit_at(ElemType::Q5_0, isa)) continue;
         const cpu::TypeKernels & kk = *cpu::int8_kernels_for(ElemType::Q5_0, isa);
         std::vector<uint8_t> got(want.size());
         kk.quantize_act(x.data(), got.data(), 64);
