@@ -87,7 +87,9 @@ void add_quant_kernels(Isa isa, TypeKernels * table, QuantActMode mode) {
     switch (mode) {
         case QuantActMode::F32: add_exact_quant_kernels(isa, table); return;
         case QuantActMode::Int8:
-            // The scalar twins at the first level (the levels above inherit them), VNNI where the CPU has it.
+            // The scalar twins at the first level (the levels above inherit them), VNNI where the CPU has it. A type
+            // still on its twin above the scalar level takes that level's default entry once the tables are built
+            // (dispatch.cpp, Tables): only there are a level's inherited 8-bit kernels told from the twins.
             if (lv->int8 != nullptr) lv->int8(table);
             return;
         case QuantActMode::Int16: {
