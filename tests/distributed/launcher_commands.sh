@@ -9,6 +9,9 @@ set -u
 offgrid=$1 mpiexec=$2 np=$3
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d /tmp/offgrid-launcher.XXXXXX)
+# Open MPI's session directory under the test's own: two mpiruns started at once (ctest -j) race to
+# create the shared /tmp/ompi.HOST.UID and one of them fails orte_init.
+export OMPI_MCA_orte_tmpdir_base=$work
 trap 'rm -rf "$work"' EXIT
 cd "$work"
 fail() { echo "FAIL: $*"; exit 1; }

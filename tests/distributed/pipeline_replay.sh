@@ -15,6 +15,9 @@ if [ ! -d "$golden/workloads" ]; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 work=$(mktemp -d /tmp/offgrid-pipeline.XXXXXX)
+# Open MPI's session directory under the test's own: two mpiruns started at once (ctest -j) race to
+# create the shared /tmp/ompi.HOST.UID and one of them fails orte_init.
+export OMPI_MCA_orte_tmpdir_base=$work
 trap 'rm -rf "$work"' EXIT
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }

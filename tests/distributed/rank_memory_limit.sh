@@ -18,6 +18,9 @@ if ! command -v "$mpiexec" > /dev/null 2>&1; then
 fi
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 work=$(mktemp -d /tmp/offgrid-limit.XXXXXX)
+# Open MPI's session directory under the test's own: two mpiruns started at once (ctest -j) race to
+# create the shared /tmp/ompi.HOST.UID and one of them fails orte_init.
+export OMPI_MCA_orte_tmpdir_base=$work
 trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
 fails=0
