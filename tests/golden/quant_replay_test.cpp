@@ -10,6 +10,9 @@
 // keeps the exact argmax we keep it too). A few rows can differ by up to ~1e-2 where the QSA top-k selection
 // (top_k 32, from position 33 on) has a near-tie that rounding differences flip (docs/weights.md). The printed
 // line gives our max, median and llama.cpp's max per pair.
+// QuantGolden runs a third time under OFFGRID_QUANT_ACT=int8 (tests/CMakeLists.txt, prefix int8.): the speed path
+// has ggml's arithmetic, so it lands on llama.cpp's error rather than far below it, and its line is 1.1x that
+// error (the speed path's acceptance line, docs/kernels.md); the other modes keep 1x.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -24,6 +27,7 @@
 #include "golden/logit_compare.h"
 #include "gguf/reader.h"
 #include "ops/cpu/dispatch.h"
+#include "ops/cpu/kernels_quant.h"
 
 namespace fs = std::filesystem;
 using offgrid::tools::Logrec;
@@ -123,7 +127,10 @@ void check_pair(const std::string & exact_pair, bool exact_mode) {
                 << "): argmax flipped (exact top-2 gap " << top[0] - top[1] << ")";
         }
     }
-    EXPECT_LE(worst, bar) << "further from the exact record than llama.cpp's quantised kernels";
+    const bool speed_path = !exact_mode && offgrid::ops::cpu::quant_act_mode() == offgrid::ops::cpu::QuantActMode::Int8;
+    const double line = speed_path ? 1.1 * bar : bar;
+    EXPECT_LE(worst, line) << "further from the exact record than " << (speed_path ? "1.1x " : "")
+                           << "llama.cpp's quantised kernels";
     std::vector<double> llama_rows;
     for (const auto & x : dl) llama_rows.push_back(x.max_abs);
     auto median = [](std::vector<double> v) {

@@ -23,7 +23,7 @@ namespace cpu = ops::cpu;
 
 // Q8_0's int8 variant has its own test (Dispatch.Q8_0Int8VariantMatchesItsTwin): its levels sum blocks in
 // their own float order, within 1e-5 of its scalar twin rather than bit-identical.
-const ElemType kTypes[] = {ElemType::Q4_K, ElemType::Q6_K, ElemType::Q5_0};
+const ElemType kTypes[] = {ElemType::Q4_K, ElemType::Q5_K, ElemType::Q6_K, ElemType::Q5_0};
 
 int f16_offset(ElemType t) { return t == ElemType::Q6_K ? 208 : 0; }
 
@@ -51,7 +51,7 @@ std::vector<uint8_t> random_rows(ElemType t, int64_t n, int rows, std::mt19937 &
         }
         const uint16_t h = tensor::f32_to_f16(scale(rng));
         std::memcpy(b + f16_offset(t), &h, 2);
-        if (t == ElemType::Q4_K) std::memcpy(b + 2, &h, 2);  // dmin
+        if (t == ElemType::Q4_K || t == ElemType::Q5_K) std::memcpy(b + 2, &h, 2);  // dmin
     }
     return w;
 }
@@ -71,7 +71,12 @@ std::vector<uint8_t> random_q8_0_rows(int64_t n, int rows, std::mt19937 & rng, b
 std::vector<float> random_acts(int64_t n, int n_tok, std::mt19937 & rng, bool worst) {
     std::normal_distribution<float> g(0.0f, 1.0f);
     std::vector<float> x(static_cast<size_t>(n) * n_tok);
-    for (size_t i = 0; i < x.size(); ++i) x[i] = worst ? (i % 3 ? 2.5f : -2.5f) : g(rng) * (1.0f + 3.0f * (rng() % 17 == 0));
+    // Worst case: every activation at +-127; even tokens all positive (the largest int16 sums of unsigned quants, as
+    // q5_K's 31s), odd tokens of mixed signs.
+    for (size_t i = 0; i < x.size(); ++i) {
+        const bool even = (i / static_cast<size_t>(n)) % 2 == 0;
+        x[i] = worst ? (even || i % 3 ? 2.5f : -2.5f) : g(rng) * (1.0f + 3.0f * (rng() % 17 == 0));
+    }
     return x;
 }
 
@@ -162,7 +167,7 @@ TEST(Int8Kernels, TheQ8_0ActivationQuantiserRoundsTiesAsTheTwin) {
 TEST(Int8Kernels, PromptProductsAreBitIdenticalToVecDot) {
     std::mt19937 rng(11);
     int checked = 0;
-    for (ElemType t : {ElemType::Q4_K, ElemType::Q6_K, ElemType::Q5_0, ElemType::Q8_0}) {
+    for (ElemType t : {ElemType::Q4_K, ElemType::Q5_K, ElemType::Q6_K, ElemType::Q5_0, ElemType::Q8_0}) {
         for (cpu::Isa isa : cpu::available_isas()) {
             const cpu::TypeKernels & kk = *cpu::int8_kernels_for(t, isa);
             if (kk.gemm == nullptr) continue;
@@ -253,7 +258,7 @@ TEST(Int8Kernels, TypesWithoutAnEightBitKernelTakeTheLevelsDefault) {
         std::vector<int> f16;  // byte offsets of a block's f16 scales
     };
     int checked = 0;
-    for (const Case & c : {Case{ElemType::Q2_K, {80, 82}}, Case{ElemType::Q3_K, {108}}, Case{ElemType::Q5_K, {0, 2}},
+    for (const Case & c : {Case{ElemType::Q2_K, {80, 82}}, Case{ElemType::Q3_K, {108}},
                            Case{ElemType::IQ4_XS, {0}}, Case{ElemType::Q4_0, {0}}, Case{ElemType::IQ4_NL, {0}},
                            Case{ElemType::Q4_1, {0, 2}}, Case{ElemType::Q5_1, {0, 2}}}) {
         const ElemType t = c.type;

@@ -4,8 +4,9 @@
 //    q2_K q3_K q4_K q5_K q6_K iq4_xs; q4_1 q5_1 and Q8_0 keep the exact entry (Q8_0: measured, see the .cpp);
 //  - f32: the exact entries (weights dequantised in registers, f32 activations; Q8_0 keeps the float side's
 //    exact entry);
-//  - int8: ggml-style 8-bit activations (q8_0 / q8_1 / q8_K, scalar kernels; Q8_0 the int8 variant), for
-//    measurement only: its error against the exact computation is llama.cpp's order (docs/weights.md).
+//  - int8: the speed path, ggml-style 8-bit activations (q8_0 / q8_1 / q8_K; Q8_0 the int8 variant): SIMD
+//    kernels for q4_K q5_K q6_K q5_0 (kernels_quant_int8.h), the level's int16 entry for the other types; its
+//    error against the exact computation is llama.cpp's order (docs/kernels.md).
 // add_exact_quant_kernels fills the exact entries whatever the mode (exact_kernels_for: the tests' and
 // benchmarks' exact table). Both are called once per level when the
 // dispatch builds its tables, after the float kernels; a Scalar entry exists for every type with an entry at

@@ -6,7 +6,8 @@
 
 namespace offgrid::ops::cpu::quant {
 
-// q4_K and q6_K (q8_K activations) and q5_0 (q8_0 activations) with AVX2 (`vpmaddubsw`) or AVX-512 VNNI; each
+// q4_K and q6_K (q8_K activations) and q5_0 (q8_0 activations) with AVX2 (`vpmaddubsw`) or AVX-512 VNNI, and
+// q5_K at AVX2 (the AVX-512 levels keep that one); each
 // sets vec_dot and dot_tile of entries whose act_type and quantize_act the scalar twins set, and its own q8_K
 // quantiser (the twin's bytes). No-op when the compiler cannot target the level.
 void add_int8_entries_avx2(TypeKernels * table);
@@ -20,8 +21,8 @@ void add_int8_rows16_avx512(TypeKernels * table);
 // bit-identical to their vec_dot. No-op when the compiler cannot target AMX.
 void add_int8_gemm_amx(TypeKernels * table);
 
-// Prompt products at AVX2 (kernels_quant_int8_gemm_avx2.cpp, tokens in lanes): sets gemm of the q4_K, q6_K and
-// q5_0 entries, bit-identical to their vec_dot, and the sizes of the kernel blocks they take (0 for other
+// Prompt products at AVX2 (kernels_quant_int8_gemm_avx2.cpp, tokens in lanes): sets gemm of the q4_K, q5_K, q6_K
+// and q5_0 entries, bit-identical to their vec_dot, and the sizes of the kernel blocks they take (0 for other
 // types). No-op when the compiler cannot target AVX2.
 void add_int8_gemm_avx2(TypeKernels * table);
 size_t int8_gemm_avx2_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok);

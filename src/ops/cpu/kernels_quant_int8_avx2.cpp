@@ -1,4 +1,4 @@
-// AVX2 kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q4_K and q6_K
+// AVX2 kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q4_K, q5_K and q6_K
 // against q8_K activations, q5_0 against q8_0, and the q8_K quantiser. Each is bit-identical to its scalar twin
 // (kernels_quant_scalar.cpp): the integer sums of a block are exact whatever the grouping, and the float part is
 // the twin's own fold, block after block.
@@ -19,6 +19,7 @@
 #include <immintrin.h>
 
 #include <cstring>
+#include <type_traits>
 
 #include "ops/cpu/kernels_quant_int8_avx2.h"
 #include "ops/cpu/kernels_quant_int8_entries.h"
@@ -86,12 +87,14 @@ inline __m256i sub_block_sums4(__m256i p0, __m256i p1, __m256i p2, __m256i p3) {
 }
 
 // Per token, one super-block's integer sums folded halfway: hadd(s, mm) = [s01 s23 m01 m23 | s45 s67 m45 m67]
-// (s: scale * quant * a by lanes, mm: min * block sums by lanes).
-template <int NT>
-inline void q4_k_sums(const BlockQ4_K & B, const void * const * act, int64_t b, __m256i * h) {
+// (s: scale * quant * a by lanes, mm: min * block sums by lanes). Block is q4_K or q5_K: q5_K's quants take
+// sub-block j's fifth bit from bit j of qh byte l (element l of the sub-block) as 16; at most 31, so a sub-block's
+// four int16 lanes stay exact (4 * 2 * 31 * 127 < 2^15).
+template <int NT, class Block>
+inline void q4_k_sums(const Block & B, const void * const * act, int64_t b, __m256i * h) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
-    prefetch<sizeof(BlockQ4_K)>(&B);
-    prefetch_l2<sizeof(BlockQ4_K)>(&B);
+    prefetch<sizeof(Block)>(&B);
+    prefetch_l2<sizeof(Block)>(&B);
     uint64_t sc, mn;
     quant::k4_scales_mins_u64(B.scales, sc, mn);
     // Scales of sub-blocks 0-3 and 4-7 in the lanes sub_block_sums4 leaves them: [s0 s0 s1 s1 s2 s2 s3 s3] per
@@ -110,6 +113,14 @@ inline void q4_k_sums(const BlockQ4_K & B, const void * const * act, int64_t b, 
         v[2 * c] = _mm256_and_si256(x, m4);
         v[2 * c + 1] = _mm256_and_si256(_mm256_srli_epi16(x, 4), m4);
     }
+    if constexpr (std::is_same_v<Block, BlockQ5_K>) {
+        // Bit j of each byte to bit 4 (a 16-bit shift moves no masked bit across bytes).
+        const __m256i qh = load256(B.qh), m16 = _mm256_set1_epi8(0x10);
+        for (int j = 0; j < 8; ++j) {
+            const __m256i at4 = j < 4 ? _mm256_slli_epi16(qh, 4 - j) : _mm256_srli_epi16(qh, j - 4);
+            v[j] = _mm256_or_si256(v[j], _mm256_and_si256(at4, m16));
+        }
+    }
     for (int t = 0; t < NT; ++t) {
         const BlockQ8_K & A = static_cast<const BlockQ8_K *>(act[t])[b];
         __m256i p[8];
@@ -124,6 +135,13 @@ inline void q4_k_sums(const BlockQ4_K & B, const void * const * act, int64_t b, 
 template <int NT>
 void row_q4_k(const void * wv, const void * const * act, int64_t n, float * out) {
     q4_k_row<NT>(wv, act, n, out, [&](const BlockQ4_K & B, int64_t b, __m256i * h) { q4_k_sums<NT>(B, act, b, h); });
+}
+
+// q5_K: the same row with the fifth bits (its twin, dot_q5_k, has q4_K's sums and fold).
+template <int NT>
+void row_q5_k(const void * wv, const void * const * act, int64_t n, float * out) {
+    q4_k_row<NT, BlockQ5_K>(wv, act, n, out,
+                            [&](const BlockQ5_K & B, int64_t b, __m256i * h) { q4_k_sums<NT>(B, act, b, h); });
 }
 
 // ---- q6_K x q8_K ----------------------------------------------------------------------------------------
@@ -372,8 +390,10 @@ void quantize_row_q8_k(const float * x, void * dst, int64_t n) {
 
 void add_int8_entries_avx2(TypeKernels * table) {
     using Q4K = Entry<row_q4_k<1>, row_q4_k<2>, row_q4_k<3>, row_q4_k<4>>;
+    using Q5K = Entry<row_q5_k<1>, row_q5_k<2>, row_q5_k<3>, row_q5_k<4>>;
     using Q6K = Entry<row_q6_k<1>, row_q6_k<2>, row_q6_k<3>, row_q6_k<4>>;
     set_entry<Q4K>(table, tensor::ElemType::Q4_K);
+    set_entry<Q5K>(table, tensor::ElemType::Q5_K);
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
     set_four_row_entry<Q5_0Entry>(table, tensor::ElemType::Q5_0);
     set_q8_k_quantizer(table, quantize_row_q8_k);

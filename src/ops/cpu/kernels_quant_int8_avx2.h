@@ -105,8 +105,9 @@ inline __m256i q4_k_sums_of4(__m256i h0, __m256i h1, __m256i h2, __m256i h3) {
 // products overlap it) and forms the twin's products in a vector, lane for lane the same roundings: d = a_d * w_d
 // and dmin = a_d * w_dmin, then d * isum and dmin * imin, their difference; the additions to the accumulator stay
 // one after another, in block order. h[i][t]: block b + i, token t, as q4_k_sums_of4 takes them (zero for i >= M).
-template <int NT, int M>
-inline void fold_q4_k_run(const tensor::BlockQ4_K * w, const void * const * act, int64_t b, const __m256i (&h)[4][NT],
+// q5_K has q4_K's header (d, dmin, the packed scales and mins) and fold: Block is either.
+template <int NT, int M, class Block>
+inline void fold_q4_k_run(const Block * w, const void * const * act, int64_t b, const __m256i (&h)[4][NT],
                           float * acc) {
     // [d0 dmin0 d1 dmin1 d2 dmin2 d3 dmin3]: each block starts with its two f16 scales.
     auto pair = [&](int i) {
@@ -131,17 +132,17 @@ inline void fold_q4_k_run(const tensor::BlockQ4_K * w, const void * const * act,
     }
 }
 
-// A row of q4_K against NT tokens in runs of up to 4 super-blocks: sums(B, b, h) gives block b's per-token sums
-// (h[t], as q4_k_sums_of4 takes them), the fold is fold_q4_k_run's.
-template <int NT, class Sums>
+// A row of q4_K (or q5_K: Block) against NT tokens in runs of up to 4 super-blocks: sums(B, b, h) gives block b's
+// per-token sums (h[t], as q4_k_sums_of4 takes them), the fold is fold_q4_k_run's.
+template <int NT, class Block = tensor::BlockQ4_K, class Sums>
 inline void q4_k_row(const void * wv, const void * const * act, int64_t n, float * out, Sums && sums) {
-    const auto * w = static_cast<const tensor::BlockQ4_K *>(wv);
+    const auto * w = static_cast<const Block *>(wv);
     float acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
     in_runs<4>(n / tensor::kQK_K, [&]<int M>(int64_t b) {
         __m256i h[4][NT];
         run_sums<NT, M>(h, [&](int i, __m256i * x) { sums(w[b + i], b + i, x); });
-        fold_q4_k_run<NT, M>(w, act, b, h, acc);
+        fold_q4_k_run<NT, M, Block>(w, act, b, h, acc);
     });
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }

@@ -21,6 +21,7 @@ namespace {
 // The blocks the 8-bit kernels read (also the tile unit's, kernels_quant_int8_amx.cpp).
 using tensor::BlockQ4_K;
 using tensor::BlockQ5_0;
+using tensor::BlockQ5_K;
 using tensor::BlockQ6_K;
 using tensor::BlockQ8_0;
 using tensor::BlockQ8_K;

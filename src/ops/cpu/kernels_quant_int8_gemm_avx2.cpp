@@ -1,4 +1,4 @@
-// Prompt products of the 8-bit-activation path at AVX2 (TypeKernels::gemm of the q4_K, q6_K and q5_0 entries):
+// Prompt products of the 8-bit-activation path at AVX2 (TypeKernels::gemm of the q4_K, q5_K, q6_K and q5_0 entries):
 // tokens in lanes.
 //
 // The row kernels (kernels_quant_int8_avx2.cpp) multiply one weight row by one token's bytes and then fold the
@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "ops/cpu/kernels_quant_int8_avx2.h"
 #include "ops/cpu/kernels_quant_int8_entries.h"
@@ -74,12 +75,17 @@ struct alignas(32) TokensQ8K {
     }
 };
 
-// q4_K: quants 0..15 in element order; |a| <= 127, so a sub-block's 8 `vpmaddubsw` sums are at most
-// 8 * 2 * 15 * 127 < 2^15. isum = sum of scale * quant * a, imin = sum of min * block sums (the twin's two sums).
-struct Q4K {
-    using Weight = BlockQ4_K;
+// q4_K (Block BlockQ4_K): quants 0..15 in element order; |a| <= 127, so a sub-block's 8 `vpmaddubsw` sums are at
+// most 8 * 2 * 15 * 127 < 2^15. isum = sum of scale * quant * a, imin = sum of min * block sums (the twin's two
+// sums). q5_K (BlockQ5_K) has the same header and fold; its quants (0..31, the fifth bit of sub-block j in bit j of
+// qh byte l) allow only 4 sums in int16 (4 * 2 * 31 * 127 < 2^15), so a sub-block widens two halves.
+template <class Block>
+struct QK4Min {
+    using Weight = Block;
     using Tokens = TokensQ8K;
     static constexpr int kBlock = 256;
+    static constexpr bool kFifth = std::is_same_v<Block, BlockQ5_K>;
+    static constexpr int kInt16Sums = kFifth ? 4 : 8;  // vpmaddubsw sums added in int16 before a vpmaddwd
     struct alignas(32) Row {
         uint8_t q[256];
         int16_t sc[8];
@@ -87,12 +93,20 @@ struct Q4K {
         float d, dmin;
     };
 
-    static void decode(const BlockQ4_K & B, Row & R) {
-        const __m256i m4 = _mm256_set1_epi8(0x0f);
+    static void decode(const Block & B, Row & R) {
+        const __m256i m4 = _mm256_set1_epi8(0x0f), m16 = _mm256_set1_epi8(0x10);
+        __m256i qh = _mm256_setzero_si256();
+        if constexpr (kFifth) qh = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qh));
+        auto fifth = [&](__m256i v, int j) {  // bit j of each qh byte to bit 4 (no masked bit crosses a byte)
+            if constexpr (!kFifth) return v;
+            const __m256i at4 = j < 4 ? _mm256_slli_epi16(qh, 4 - j) : _mm256_srli_epi16(qh, j - 4);
+            return _mm256_or_si256(v, _mm256_and_si256(at4, m16));
+        };
         for (int c = 0; c < 4; ++c) {  // bytes 32c..32c+31: sub-block 2c in the low nibbles, 2c + 1 in the high
             const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs + 32 * c));
-            _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 64 * c), _mm256_and_si256(x, m4));
-            _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 64 * c + 32), _mm256_and_si256(_mm256_srli_epi16(x, 4), m4));
+            _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 64 * c), fifth(_mm256_and_si256(x, m4), 2 * c));
+            _mm256_store_si256(reinterpret_cast<__m256i *>(R.q + 64 * c + 32),
+                               fifth(_mm256_and_si256(_mm256_srli_epi16(x, 4), m4), 2 * c + 1));
         }
         // Scales and mins widened in vectors (a byte loop here took a third of an 8-token product).
         uint64_t sc, mn;
@@ -109,16 +123,18 @@ struct Q4K {
         __m256i isum[N], imin[N];
         for (int i = 0; i < N; ++i) isum[i] = imin[i] = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {
-            __m256i s[N];
-            for (int k = 0; k < 8; ++k) {
-                const __m256i a = load(T.q[8 * j + k]);
-                for (int i = 0; i < N; ++i) {
-                    const __m256i p = _mm256_maddubs_epi16(broadcast4(rows[i]->q + 32 * j + 4 * k), a);
-                    s[i] = k == 0 ? p : _mm256_add_epi16(s[i], p);
+            for (int k0 = 0; k0 < 8; k0 += kInt16Sums) {
+                __m256i s[N];
+                for (int k = k0; k < k0 + kInt16Sums; ++k) {
+                    const __m256i a = load(T.q[8 * j + k]);
+                    for (int i = 0; i < N; ++i) {
+                        const __m256i p = _mm256_maddubs_epi16(broadcast4(rows[i]->q + 32 * j + 4 * k), a);
+                        s[i] = k == k0 ? p : _mm256_add_epi16(s[i], p);
+                    }
                 }
-            }
-            for (int i = 0; i < N; ++i) {
-                isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], _mm256_set1_epi16(rows[i]->sc[j])));
+                for (int i = 0; i < N; ++i) {
+                    isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], _mm256_set1_epi16(rows[i]->sc[j])));
+                }
             }
         }
         for (int j = 0; j < 8; ++j) {  // apart: the loop above keeps its sums in registers
@@ -134,6 +150,9 @@ struct Q4K {
         }
     }
 };
+
+using Q4K = QK4Min<BlockQ4_K>;
+using Q5K = QK4Min<BlockQ5_K>;
 
 // q6_K: the unsigned 6-bit quants q (value q - 32) in element order; two `vpmaddubsw` sums of a 16-element block
 // are at most 2 * 2 * 63 * 127 < 2^15. isum = sum of scale * q * a - 32 * sum of scale * block sums, which is the
@@ -345,6 +364,7 @@ size_t token_bytes(int64_t n, int64_t n_tok) {
 size_t int8_gemm_avx2_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok) {
     switch (type) {
         case tensor::ElemType::Q4_K: return token_bytes<Q4K>(n, n_tok);
+        case tensor::ElemType::Q5_K: return token_bytes<Q5K>(n, n_tok);
         case tensor::ElemType::Q6_K: return token_bytes<Q6K>(n, n_tok);
         case tensor::ElemType::Q5_0: return token_bytes<Q50>(n, n_tok);
         default: return 0;
@@ -354,6 +374,7 @@ size_t int8_gemm_avx2_token_bytes(tensor::ElemType type, int64_t n, int64_t n_to
 size_t int8_gemm_avx2_weight_bytes(tensor::ElemType type, int64_t n) {
     switch (type) {
         case tensor::ElemType::Q4_K: return 2 * static_cast<size_t>(n / Q4K::kBlock) * sizeof(Q4K::Row);
+        case tensor::ElemType::Q5_K: return 2 * static_cast<size_t>(n / Q5K::kBlock) * sizeof(Q5K::Row);
         case tensor::ElemType::Q6_K: return 2 * static_cast<size_t>(n / Q6K::kBlock) * sizeof(Q6K::Row);
         case tensor::ElemType::Q5_0: return 2 * static_cast<size_t>(n / Q50::kBlock) * sizeof(Q50::Row);
         default: return 0;
@@ -370,9 +391,10 @@ constexpr int kGemmMinTokensAvx2 = 5;
 
 void add_int8_gemm_avx2(TypeKernels * table) {
     table[static_cast<uint32_t>(tensor::ElemType::Q4_K)].gemm = gemm<Q4K>;
+    table[static_cast<uint32_t>(tensor::ElemType::Q5_K)].gemm = gemm<Q5K>;
     table[static_cast<uint32_t>(tensor::ElemType::Q6_K)].gemm = gemm<Q6K>;
     table[static_cast<uint32_t>(tensor::ElemType::Q5_0)].gemm = gemm<Q50>;
-    for (auto type : {tensor::ElemType::Q4_K, tensor::ElemType::Q6_K, tensor::ElemType::Q5_0}) {
+    for (auto type : {tensor::ElemType::Q4_K, tensor::ElemType::Q5_K, tensor::ElemType::Q6_K, tensor::ElemType::Q5_0}) {
         table[static_cast<uint32_t>(type)].set_gemm_min_tokens(kGemmMinTokensAvx2, kGemmMinTokensAvx2);
     }
 }
