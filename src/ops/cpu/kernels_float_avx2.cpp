@@ -12,12 +12,13 @@
 //    block and may live in memory (blocks of 64 cost the tile 8-17 %, 128 nothing measurable).
 //  - Q8_0 against f32 activations: like the float types (a block of 128 elements = four Q8_0 blocks), each weight
 //    widened to d * q in registers (the same float product as dequantize_row), walked block by block.
-//  - Q8_0 against Q8_0 activations (the int8 variant): per block the exact integer dot as 8 int32 lanes (maddubs + madd), converted to float and
-//    multiplied-added with d_w * d_x into one 8-lane accumulator, then the same horizontal sum.
+//  - Q8_0 against Q8_0 activations (the int8 variant): only its quantiser is here; its products have the scalar
+//    twin's fold (kernels_quant_int8_avx2.cpp).
 #include <algorithm>
 #include <cstring>
 
 #include "ops/cpu/kernels_float.h"
+#include "ops/cpu/kernels_quant_int8.h"
 #include "ops/half.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -279,64 +280,7 @@ void tile4_q8_0_f32(const uint8_t * w, size_t w_stride, const uint8_t * act, siz
         for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(total[r][t]);
 }
 
-// ---- Q8_0 x Q8_0 ----
-
-inline float q8_scale(const uint8_t * block) {
-    uint16_t bits;
-    std::memcpy(&bits, block, 2);
-    return _cvtsh_ss(bits);
-}
-inline __m256i q8_quants(const uint8_t * block) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i *>(block + 2));
-}
-
-// Exact integer dot of one block as 8 int32 lanes: |w| (unsigned) times x with w's sign. maddubs cannot
-// saturate here: x is never -128 (the quantiser keeps |q| <= 127), so a pair sums to at most 2 * 128 * 127.
-inline __m256i q8_block_dot(__m256i w_abs, __m256i w, __m256i x) {
-    const __m256i p16 = _mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(x, w));
-    return _mm256_madd_epi16(p16, _mm256_set1_epi16(1));
-}
-
-float vec_dot_q8_0(const void * w, const void * x, int64_t n) {
-    const auto * wb = static_cast<const uint8_t *>(w);
-    const auto * xb = static_cast<const uint8_t *>(x);
-    __m256 acc = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / kQ8Block; ++b, wb += kQ8BlockBytes, xb += kQ8BlockBytes) {
-        const __m256i wq = q8_quants(wb);
-        const __m256i isum = q8_block_dot(_mm256_sign_epi8(wq, wq), wq, q8_quants(xb));
-        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(q8_scale(wb) * q8_scale(xb)), acc);
-    }
-    return hsum(acc);
-}
-
-template <int NT>
-void tile4_q8_0(const uint8_t * w, size_t w_stride, const uint8_t * act, size_t act_stride, int64_t n, float * y,
-                size_t y_stride) {
-    __m256 acc[4][NT];
-    for (int r = 0; r < 4; ++r)
-        for (int t = 0; t < NT; ++t) acc[r][t] = _mm256_setzero_ps();
-    for (int64_t b = 0; b < n / kQ8Block; ++b) {
-        const size_t off = static_cast<size_t>(b) * kQ8BlockBytes;
-        __m256i xq[NT];
-        float xd[NT];
-        for (int t = 0; t < NT; ++t) {
-            xq[t] = q8_quants(act + t * act_stride + off);
-            xd[t] = q8_scale(act + t * act_stride + off);
-        }
-        for (int r = 0; r < 4; ++r) {
-            const uint8_t * wp = w + r * w_stride + off;
-            const __m256i wq = q8_quants(wp);
-            const __m256i w_abs = _mm256_sign_epi8(wq, wq);
-            const float wd = q8_scale(wp);
-            for (int t = 0; t < NT; ++t) {
-                const __m256i isum = q8_block_dot(w_abs, wq, xq[t]);
-                acc[r][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(wd * xd[t]), acc[r][t]);
-            }
-        }
-    }
-    for (int t = 0; t < NT; ++t)
-        for (int r = 0; r < 4; ++r) y[t * y_stride + r] = hsum(acc[r][t]);
-}
+// ---- Q8_0's int8 variant: the activation quantiser (its products: kernels_quant_int8_avx2.cpp) ----
 
 // Same bytes as the scalar quantiser: the same float operations, and cvtps rounds to nearest even.
 void quantize_row_q8_0_avx2(const float * x, void * dst, int64_t n) {
@@ -397,8 +341,7 @@ std::vector<FloatTileVariant> f32_tile_variants_avx2() {
 void add_q8_0_int8_kernels_avx2(TypeKernels & k) {
     k.act_type = ElemType::Q8_0;
     k.quantize_act = quantize_row_q8_0_avx2;
-    k.vec_dot = vec_dot_q8_0;
-    k.dot_tile = dot_tile<vec_dot_q8_0, tile4_q8_0<1>, tile4_q8_0<2>>;
+    quant::add_q8_0_int8_entries_avx2(k);
 }
 
 #else

@@ -12,6 +12,9 @@ namespace offgrid::ops::cpu::quant {
 // quantiser (the twin's bytes). No-op when the compiler cannot target the level.
 void add_int8_entries_avx2(TypeKernels * table);
 void add_int8_entries_avx512(TypeKernels * table);
+// Q8_0's int8 variant at AVX2 (k: its entry, whose quantiser the caller sets): rows, four-row tiles and gemm in the
+// scalar twin's fold, bit for bit.
+void add_q8_0_int8_entries_avx2(TypeKernels & k);
 
 // q4_K in 16-row groups (kernels_quant_int8_rows16_avx512.cpp): sets rows16 of the q4_K entry (ops/rows16.h).
 // No-op when the compiler cannot target AVX-512 VNNI.
@@ -25,6 +28,7 @@ void add_int8_gemm_amx(TypeKernels * table);
 // and q5_0 entries, bit-identical to their vec_dot, and the sizes of the kernel blocks they take (0 for other
 // types). No-op when the compiler cannot target AVX2.
 void add_int8_gemm_avx2(TypeKernels * table);
+void add_q8_0_int8_gemm_avx2(TypeKernels & k);  // the same for Q8_0's int8 variant (k takes Q8_0 activations)
 size_t int8_gemm_avx2_token_bytes(tensor::ElemType type, int64_t n, int64_t n_tok);
 size_t int8_gemm_avx2_weight_bytes(tensor::ElemType type, int64_t n);
 

@@ -1,7 +1,7 @@
 // AVX2 kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q4_K, q5_K and q6_K
-// against q8_K activations, q5_0 against q8_0, and the q8_K quantiser. Each is bit-identical to its scalar twin
-// (kernels_quant_scalar.cpp): the integer sums of a block are exact whatever the grouping, and the float part is
-// the twin's own fold, block after block.
+// against q8_K activations, q5_0 and Q8_0 (its int8 variant) against q8_0, and the q8_K quantiser. Each is
+// bit-identical to its scalar twin (kernels_quant_scalar.cpp; Q8_0's in kernels_float_scalar.cpp): the integer sums
+// of a block are exact whatever the grouping, and the float part is the twin's own fold, block after block.
 //  - `vpmaddubsw` multiplies unsigned weight bytes by signed activation bytes and adds neighbours into int16
 //    (exact: |2 * 63 * 128| < 2^15); the int16 lanes of several sub-blocks are added pairwise while the bound
 //    allows, then `vpmaddwd` applies the scales and widens to int32. 256-bit integer multiplies take one port at
@@ -342,6 +342,97 @@ void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
 using Q5_0Entry = FourRowEntry<Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>, tile4_q5_0<1>, tile4_q5_0<2>,
                                tile4_q5_0<3>, tile4_q5_0<4>, kGemmNarrowRow>;
 
+// ---- Q8_0 x q8_0 (Q8_0's int8 variant) ------------------------------------------------------------------
+
+// The twin (kernels_float_scalar.cpp, vec_dot_q8_0) folds each block's exact integer dot in block order:
+// s += (d_w * d_a) * isum, the fold_q8_0 of q5_0. So the rows take q5_0's runs of 8 blocks and the narrow rows its
+// four-row tile; only the block dot differs: signed weights go in as |w| against a * sign(w), and a `vpmaddubsw`
+// pair (at most 2 * 128 * 127 < 2^15: activations lie in -127..127) is widened at once, as two pairs would not fit.
+inline __m256i q8_0_lanes(__m256i w_abs, __m256i w, __m256i a) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
+}
+
+// [sum of x0, ..., sum of x7] of eight vectors of 8 int32 lanes.
+inline __m256i eight_sums(const __m256i * x) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(x[0], x[1]), _mm256_hadd_epi32(x[2], x[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(x[4], x[5]), _mm256_hadd_epi32(x[6], x[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+template <int NT, int M>
+inline void run_q8_0(const BlockQ8_0 * w, const void * const * act, int64_t b, float * acc) {
+    __m256i isum[NT][8];
+    for (int i = 0; i < 8; ++i) {
+        if (i >= M) {
+            for (int t = 0; t < NT; ++t) isum[t][i] = _mm256_setzero_si256();
+            continue;
+        }
+        const BlockQ8_0 & B = w[b + i];
+        prefetch<64>(&B);  // 34 bytes a block: a line each block keeps ahead of the stream
+        prefetch_l2<64>(&B);
+        const __m256i q = load256(B.qs);
+        const __m256i q_abs = _mm256_sign_epi8(q, q);
+        for (int t = 0; t < NT; ++t) {
+            isum[t][i] = q8_0_lanes(q_abs, q, load256(static_cast<const BlockQ8_0 *>(act[t])[b + i].qs));
+        }
+    }
+    const __m256 wd = scales8(reinterpret_cast<const uint8_t *>(&w[b].d), sizeof(BlockQ8_0), M);
+    for (int t = 0; t < NT; ++t) {
+        const auto * a = static_cast<const BlockQ8_0 *>(act[t]) + b;
+        const __m256 d = _mm256_mul_ps(wd, scales8(reinterpret_cast<const uint8_t *>(&a->d), sizeof(BlockQ8_0), M));
+        alignas(32) float prod[8];
+        _mm256_store_ps(prod, _mm256_mul_ps(d, _mm256_cvtepi32_ps(eight_sums(isum[t]))));
+        float s = acc[t];
+        for (int i = 0; i < M; ++i) s = s + prod[i];
+        acc[t] = s;
+    }
+}
+
+template <int NT>
+void row_q8_0(const void * wv, const void * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const BlockQ8_0 *>(wv);
+    float acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
+    in_runs<8>(n / kQK, [&]<int M>(int64_t b) { run_q8_0<NT, M>(w, act, b, acc); });
+    for (int t = 0; t < NT; ++t) out[t] = acc[t];
+}
+
+template <int NT>
+void tile4_q8_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
+    __m128 acc[NT];
+    for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
+    for (int64_t b = 0; b < n / kQK; ++b) {
+        __m256i q[4], q_abs[4];
+        uint16_t dh[4];
+        for (int r = 0; r < 4; ++r) {
+            const BlockQ8_0 & B = reinterpret_cast<const BlockQ8_0 *>(w + r * ws)[b];
+            prefetch<64>(&B);
+            prefetch_l2<64>(&B);
+            q[r] = load256(B.qs);
+            q_abs[r] = _mm256_sign_epi8(q[r], q[r]);
+            dh[r] = B.d;
+        }
+        const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(dh[0]), static_cast<short>(dh[1]),
+                                                      static_cast<short>(dh[2]), static_cast<short>(dh[3]), 0, 0, 0, 0));
+        for (int t = 0; t < NT; ++t) {
+            const BlockQ8_0 & A = reinterpret_cast<const BlockQ8_0 *>(act + t * as)[b];
+            const __m256i a = load256(A.qs);
+            auto row = [&](int r) { return q8_0_lanes(q_abs[r], q[r], a); };
+            const __m128i isum = four_sums(row(0), row(1), row(2), row(3));
+            const __m128 d = _mm_mul_ps(dw, _mm_set1_ps(f16_to_f32(A.d)));
+            acc[t] = _mm_add_ps(acc[t], _mm_mul_ps(d, _mm_cvtepi32_ps(isum)));
+        }
+    }
+    for (int t = 0; t < NT; ++t) {
+        alignas(16) float out[4];
+        _mm_store_ps(out, acc[t]);
+        for (int r = 0; r < 4; ++r) y[t * ys + r] = out[r];
+    }
+}
+
+using Q8_0Entry = FourRowEntry<Entry<row_q8_0<1>, row_q8_0<2>, row_q8_0<3>, row_q8_0<4>>, tile4_q8_0<1>, tile4_q8_0<2>,
+                               tile4_q8_0<3>, tile4_q8_0<4>, kGemmNarrowRow>;
+
 // ---- the q8_K activation quantiser ----------------------------------------------------------------------
 
 // The twin's bytes (kernels_quant_scalar.cpp, quantize_row_q8_K): the first element of largest magnitude gives the
@@ -400,12 +491,22 @@ void add_int8_entries_avx2(TypeKernels * table) {
     add_int8_gemm_avx2(table);
 }
 
+void add_q8_0_int8_entries_avx2(TypeKernels & k) {
+    k.vec_dot = Q8_0Entry::RowEntry::vec_dot;
+    k.dot_tile = Q8_0Entry::dot_tile;
+    k.tile_tokens = kMaxTokens;
+    k.row_tile_min_tokens = 0;
+    k.rows16 = nullptr;
+    add_q8_0_int8_gemm_avx2(k);
+}
+
 }  // namespace offgrid::ops::cpu::quant
 
 #else
 
 namespace offgrid::ops::cpu::quant {
 void add_int8_entries_avx2(TypeKernels *) {}
+void add_q8_0_int8_entries_avx2(TypeKernels &) {}
 }  // namespace offgrid::ops::cpu::quant
 
 #endif

@@ -1,5 +1,5 @@
-// Prompt products of the 8-bit-activation path at AVX2 (TypeKernels::gemm of the q4_K, q5_K, q6_K and q5_0 entries):
-// tokens in lanes.
+// Prompt products of the 8-bit-activation path at AVX2 (TypeKernels::gemm of the q4_K, q5_K, q6_K and q5_0 entries
+// and of Q8_0's int8 variant): tokens in lanes.
 //
 // The row kernels (kernels_quant_int8_avx2.cpp) multiply one weight row by one token's bytes and then fold the
 // 16 int16 lanes of each `vpmaddubsw` back into per-block sums: shuffles that cost about as much as the
@@ -268,6 +268,47 @@ struct Q50 {
     }
 };
 
+// Q8_0's int8 variant: signed quants, so |w| against a * sign(w) as its row kernels take them
+// (kernels_quant_int8_avx2.cpp); a `vpmaddubsw` pair (at most 2 * 128 * 127) is widened at once, as two would not
+// fit in int16. The tokens' layout is q5_0's (the offset sums unused).
+struct Q80 {
+    using Weight = BlockQ8_0;
+    using Tokens = TokensQ80;
+    static constexpr int kBlock = 32;
+    struct alignas(32) Row {
+        int8_t q[32];
+        uint8_t q_abs[32];
+        float d;
+    };
+
+    static void decode(const BlockQ8_0 & B, Row & R) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(B.qs));
+        _mm256_store_si256(reinterpret_cast<__m256i *>(R.q), q);
+        _mm256_store_si256(reinterpret_cast<__m256i *>(R.q_abs), _mm256_sign_epi8(q, q));
+        R.d = _cvtsh_ss(B.d);
+    }
+
+    template <int N>
+    static void block(const Row * const * rows, const Tokens & T, __m256 * acc) {
+        const __m256i ones = _mm256_set1_epi16(1);
+        __m256i isum[N];
+        for (int k = 0; k < 8; ++k) {
+            const __m256i a = load(T.q[k]);
+            for (int i = 0; i < N; ++i) {
+                const __m256i p = _mm256_madd_epi16(
+                    _mm256_maddubs_epi16(broadcast4(rows[i]->q_abs + 4 * k), _mm256_sign_epi8(a, broadcast4(rows[i]->q + 4 * k))),
+                    ones);
+                isum[i] = k == 0 ? p : _mm256_add_epi32(isum[i], p);
+            }
+        }
+        const __m256 ad = _mm256_load_ps(T.d);
+        for (int i = 0; i < N; ++i) {  // fold_q8_0
+            const __m256 d = _mm256_mul_ps(_mm256_set1_ps(rows[i]->d), ad);
+            acc[i] = _mm256_add_ps(acc[i], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum[i])));
+        }
+    }
+};
+
 // ---- the product -----------------------------------------------------------------------------------------
 
 // Group g's block b at [g * nb + b]. Packed once per product per thread (act_key), as the tile unit's.
@@ -367,6 +408,7 @@ size_t int8_gemm_avx2_token_bytes(tensor::ElemType type, int64_t n, int64_t n_to
         case tensor::ElemType::Q5_K: return token_bytes<Q5K>(n, n_tok);
         case tensor::ElemType::Q6_K: return token_bytes<Q6K>(n, n_tok);
         case tensor::ElemType::Q5_0: return token_bytes<Q50>(n, n_tok);
+        case tensor::ElemType::Q8_0: return token_bytes<Q80>(n, n_tok);
         default: return 0;
     }
 }
@@ -377,6 +419,7 @@ size_t int8_gemm_avx2_weight_bytes(tensor::ElemType type, int64_t n) {
         case tensor::ElemType::Q5_K: return 2 * static_cast<size_t>(n / Q5K::kBlock) * sizeof(Q5K::Row);
         case tensor::ElemType::Q6_K: return 2 * static_cast<size_t>(n / Q6K::kBlock) * sizeof(Q6K::Row);
         case tensor::ElemType::Q5_0: return 2 * static_cast<size_t>(n / Q50::kBlock) * sizeof(Q50::Row);
+        case tensor::ElemType::Q8_0: return 2 * static_cast<size_t>(n / Q80::kBlock) * sizeof(Q80::Row);
         default: return 0;
     }
 }
@@ -399,6 +442,12 @@ void add_int8_gemm_avx2(TypeKernels * table) {
     }
 }
 
+void add_q8_0_int8_gemm_avx2(TypeKernels & k) {
+    if (k.act_type != tensor::ElemType::Q8_0) return;
+    k.gemm = gemm<Q80>;
+    k.set_gemm_min_tokens(kGemmMinTokensAvx2, kGemmMinTokensAvx2);
+}
+
 }  // namespace offgrid::ops::cpu::quant
 
 #else
@@ -407,6 +456,7 @@ namespace offgrid::ops::cpu::quant {
 size_t int8_gemm_avx2_token_bytes(tensor::ElemType, int64_t, int64_t) { return 0; }
 size_t int8_gemm_avx2_weight_bytes(tensor::ElemType, int64_t) { return 0; }
 void add_int8_gemm_avx2(TypeKernels *) {}
+void add_q8_0_int8_gemm_avx2(TypeKernels &) {}
 }  // namespace offgrid::ops::cpu::quant
 
 #endif
