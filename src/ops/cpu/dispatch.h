@@ -54,7 +54,7 @@ struct TypeKernels {
     // tile_tokens tokens that way (their one-row tiles take tile_tokens).
     int row_tile_min_tokens = 0;
     // Optional product of many tokens (F32 weights and activations, ops/cpu/gemm_float.h; the 8-bit entries of q4_K,
-    // q6_K and q5_0 at Avx2, ops/cpu/kernels_quant_int8_gemm_avx2.cpp; those and Q8_0's at Avx512,
+    // q5_K, q6_K, q5_0 and Q8_0 at Avx2, ops/cpu/kernels_quant_int8_gemm_avx2.cpp; all but q5_K at Avx512,
     // ops/cpu/kernels_quant_int8_gemm_avx512.cpp, which hands products of up to 16 tokens, from one token on some
     // rows, to ops/cpu/kernels_quant_int8_lanes_avx512.cpp, and on the tile unit at Amx,
     // ops/cpu/kernels_quant_int8_amx.cpp):
