@@ -1,7 +1,7 @@
 // AVX2 kernels of the 8-bit-activation path (OFFGRID_QUANT_ACT=int8; kernels_quant_common.h): q4_K, q5_K and q6_K
-// against q8_K activations, q5_0 and Q8_0 (its int8 variant) against q8_0, and the q8_K quantiser. Each is
-// bit-identical to its scalar twin (kernels_quant_scalar.cpp; Q8_0's in kernels_float_scalar.cpp): the integer sums
-// of a block are exact whatever the grouping, and the float part is the twin's own fold, block after block.
+// against q8_K activations, q5_0 and Q8_0 (its int8 variant) against q8_0, and the q8_K and q8_0 quantisers. Each
+// is bit-identical to its scalar twin (kernels_quant_scalar.cpp; Q8_0's in kernels_float_scalar.cpp): the integer
+// sums of a block are exact whatever the grouping, and the float part is the twin's own fold, block after block.
 //  - `vpmaddubsw` multiplies unsigned weight bytes by signed activation bytes and adds neighbours into int16
 //    (exact: |2 * 63 * 128| < 2^15); the int16 lanes of several sub-blocks are added pairwise while the bound
 //    allows, then `vpmaddwd` applies the scales and widens to int32. 256-bit integer multiplies take one port at
@@ -477,6 +477,42 @@ void quantize_row_q8_k(const float * x, void * dst, int64_t n) {
     }
 }
 
+// ---- the q8_0 activation quantiser of q5_0 (and q4_0, iq4_nl) ----------------------------------------------
+
+// The twin's bytes (tensor::quantize_row, ggml's reference), as the AVX-512 level's: d = max|x| / 127, its f16
+// stored, and each quant lround(x * (1 / d)): the product rounded to float, then to the nearest integer with ties
+// away from zero (a truncation, and one step away from zero where the exact remainder is at least one half).
+void quantize_row_q8_0_ties_away(const float * x, void * dst, int64_t n) {
+    auto * y = static_cast<BlockQ8_0 *>(dst);
+    const __m256 sign = _mm256_set1_ps(-0.0f), half = _mm256_set1_ps(0.5f), one = _mm256_set1_ps(1.0f);
+    for (int64_t b = 0; b < n / kQK; ++b, x += kQK) {
+        __m256 v[4];
+        __m256 mx = _mm256_setzero_ps();
+        for (int j = 0; j < 4; ++j) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[j]));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float d = _mm_cvtss_f32(m4) / 127.0f;
+        const float inv = d != 0.0f ? 1.0f / d : 0.0f;
+        y[b].d = tensor::f32_to_f16(d);
+        __m256i q[4];
+        for (int j = 0; j < 4; ++j) {
+            const __m256 p = _mm256_mul_ps(v[j], _mm256_set1_ps(inv));
+            const __m256 t = _mm256_round_ps(p, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+            const __m256 away = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(p, t)), half, _CMP_GE_OQ);
+            const __m256 step = _mm256_and_ps(away, _mm256_or_ps(_mm256_and_ps(p, sign), one));
+            q[j] = _mm256_cvtps_epi32(_mm256_add_ps(t, step));
+        }
+        // packs works per 128-bit lane; the permute restores element order (|q| <= 127: nothing saturates).
+        const __m256i q8 = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(y[b].qs),
+                            _mm256_permutevar8x32_epi32(q8, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
+}
+
 }  // namespace
 
 void add_int8_entries_avx2(TypeKernels * table) {
@@ -488,6 +524,7 @@ void add_int8_entries_avx2(TypeKernels * table) {
     set_entry<Q6K>(table, tensor::ElemType::Q6_K);
     set_four_row_entry<Q5_0Entry>(table, tensor::ElemType::Q5_0);
     set_q8_k_quantizer(table, quantize_row_q8_k);
+    set_q8_0_quantizer(table, quantize_row_q8_0_ties_away);
     add_int8_gemm_avx2(table);
 }
 
