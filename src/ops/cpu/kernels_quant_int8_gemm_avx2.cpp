@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "ops/cpu/kernels_quant_int8_avx2.h"
 #include "ops/cpu/kernels_quant_int8_entries.h"
@@ -47,6 +48,28 @@ inline void prefetch_ahead(const W * block) {
 }
 
 inline __m256i load(const void * p) { return _mm256_load_si256(static_cast<const __m256i *>(p)); }
+
+// f(std::integral_constant<int, K>) for K = 0 .. N - 1, unrolled (a group's shuffle takes its index as an immediate).
+template <int N, class F>
+inline void unrolled(F && f) {
+    [&]<int... K>(std::integer_sequence<int, K...>) { (f(std::integral_constant<int, K>{}), ...); }(std::make_integer_sequence<int, N>{});
+}
+
+// A decoded row's 8 consecutive groups of 4 values (32 bytes at p), each group broadcast to every token's lane by
+// group<K>(): two 128-bit loads repeated in both halves, then one `vpshufd` a group. A broadcast load a group (and
+// the tokens' vector loaded again for the second row) left the two vector-load pipes of Zen 3 the bound of the
+// q4_K product (llvm-mca: 19 cycles a sub-block of two rows, all on the loads).
+struct Groups8 {
+    __m256i lo, hi;
+    void set(const void * p) {
+        lo = _mm256_broadcastsi128_si256(_mm_load_si128(static_cast<const __m128i *>(p)));
+        hi = _mm256_broadcastsi128_si256(_mm_load_si128(static_cast<const __m128i *>(p) + 1));
+    }
+    template <int K>
+    __m256i group() const {
+        return _mm256_shuffle_epi32(K < 4 ? lo : hi, (K % 4) * 0x55);
+    }
+};
 
 // ---- q8_K tokens (q4_K, q6_K) ----------------------------------------------------------------------------
 
@@ -123,19 +146,22 @@ struct QK4Min {
         __m256i isum[N], imin[N];
         for (int i = 0; i < N; ++i) isum[i] = imin[i] = _mm256_setzero_si256();
         for (int j = 0; j < 8; ++j) {
-            for (int k0 = 0; k0 < 8; k0 += kInt16Sums) {
-                __m256i s[N];
-                for (int k = k0; k < k0 + kInt16Sums; ++k) {
-                    const __m256i a = load(T.q[8 * j + k]);
+            Groups8 w[N];
+            for (int i = 0; i < N; ++i) w[i].set(rows[i]->q + 32 * j);
+            __m256i s[N];
+            unrolled<8>([&](auto kc) {
+                constexpr int k = kc;
+                const __m256i a = load(T.q[8 * j + k]);
+                for (int i = 0; i < N; ++i) {
+                    const __m256i p = _mm256_maddubs_epi16(w[i].template group<k>(), a);
+                    s[i] = k % kInt16Sums == 0 ? p : _mm256_add_epi16(s[i], p);
+                }
+                if constexpr (k % kInt16Sums == kInt16Sums - 1) {
                     for (int i = 0; i < N; ++i) {
-                        const __m256i p = _mm256_maddubs_epi16(broadcast4(rows[i]->q + 32 * j + 4 * k), a);
-                        s[i] = k == k0 ? p : _mm256_add_epi16(s[i], p);
+                        isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], _mm256_set1_epi16(rows[i]->sc[j])));
                     }
                 }
-                for (int i = 0; i < N; ++i) {
-                    isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s[i], _mm256_set1_epi16(rows[i]->sc[j])));
-                }
-            }
+            });
         }
         for (int j = 0; j < 8; ++j) {  // apart: the loop above keeps its sums in registers
             const __m256i bs = load(T.bs[j]);
@@ -181,16 +207,19 @@ struct Q6K {
     static void block(const Row * const * rows, const Tokens & T, __m256 * acc) {
         __m256i isum[N], corr[N];
         for (int i = 0; i < N; ++i) isum[i] = corr[i] = _mm256_setzero_si256();
-        for (int j = 0; j < 16; ++j) {  // 16-element blocks: two pairs of element groups
-            for (int h = 0; h < 2; ++h) {
-                const int k = 4 * j + 2 * h;
+        for (int jj = 0; jj < 8; ++jj) {  // two 16-element blocks (8 groups of 4): pairs of groups
+            Groups8 w[N];
+            for (int i = 0; i < N; ++i) w[i].set(rows[i]->q + 32 * jj);
+            unrolled<4>([&](auto hc) {
+                constexpr int h = hc;
+                const int k = 8 * jj + 2 * h, j = 2 * jj + h / 2;
                 const __m256i a0 = load(T.q[k]), a1 = load(T.q[k + 1]);
                 for (int i = 0; i < N; ++i) {
-                    const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(broadcast4(rows[i]->q + 4 * k), a0),
-                                                       _mm256_maddubs_epi16(broadcast4(rows[i]->q + 4 * k + 4), a1));
+                    const __m256i s = _mm256_add_epi16(_mm256_maddubs_epi16(w[i].template group<2 * h>(), a0),
+                                                       _mm256_maddubs_epi16(w[i].template group<2 * h + 1>(), a1));
                     isum[i] = _mm256_add_epi32(isum[i], _mm256_madd_epi16(s, _mm256_set1_epi16(rows[i]->sc[j])));
                 }
-            }
+            });
         }
         for (int p = 0; p < 8; ++p) {
             const __m256i bs = load(T.bs[p]);
@@ -249,14 +278,17 @@ struct Q50 {
     template <int N>
     static void block(const Row * const * rows, const Tokens & T, __m256 * acc) {
         __m256i s[N][2];
-        for (int k = 0; k < 8; ++k) {
+        Groups8 w[N];
+        for (int i = 0; i < N; ++i) w[i].set(rows[i]->q);
+        unrolled<8>([&](auto kc) {
+            constexpr int k = kc;
             const __m256i a = load(T.q[k]);
             for (int i = 0; i < N; ++i) {
-                const __m256i p = _mm256_maddubs_epi16(broadcast4(rows[i]->q + 4 * k), a);
+                const __m256i p = _mm256_maddubs_epi16(w[i].template group<k>(), a);
                 __m256i & h = s[i][k / 4];
                 h = k % 4 == 0 ? p : _mm256_add_epi16(h, p);
             }
-        }
+        });
         const __m256 ad = _mm256_load_ps(T.d);
         const __m256i sum16 = load(T.sum16), ones = _mm256_set1_epi16(1);
         for (int i = 0; i < N; ++i) {  // fold_q8_0
@@ -292,15 +324,20 @@ struct Q80 {
     static void block(const Row * const * rows, const Tokens & T, __m256 * acc) {
         const __m256i ones = _mm256_set1_epi16(1);
         __m256i isum[N];
-        for (int k = 0; k < 8; ++k) {
+        Groups8 w[N], w_abs[N];
+        for (int i = 0; i < N; ++i) {
+            w[i].set(rows[i]->q);
+            w_abs[i].set(rows[i]->q_abs);
+        }
+        unrolled<8>([&](auto kc) {
+            constexpr int k = kc;
             const __m256i a = load(T.q[k]);
             for (int i = 0; i < N; ++i) {
                 const __m256i p = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(broadcast4(rows[i]->q_abs + 4 * k), _mm256_sign_epi8(a, broadcast4(rows[i]->q + 4 * k))),
-                    ones);
+                    _mm256_maddubs_epi16(w_abs[i].template group<k>(), _mm256_sign_epi8(a, w[i].template group<k>())), ones);
                 isum[i] = k == 0 ? p : _mm256_add_epi32(isum[i], p);
             }
-        }
+        });
         const __m256 ad = _mm256_load_ps(T.d);
         for (int i = 0; i < N; ++i) {  // fold_q8_0
             const __m256 d = _mm256_mul_ps(_mm256_set1_ps(rows[i]->d), ad);
