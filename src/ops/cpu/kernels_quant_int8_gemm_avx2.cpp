@@ -52,7 +52,9 @@ inline __m256i load(const void * p) { return _mm256_load_si256(static_cast<const
 // f(std::integral_constant<int, K>) for K = 0 .. N - 1, unrolled (a group's shuffle takes its index as an immediate).
 template <int N, class F>
 inline void unrolled(F && f) {
-    [&]<int... K>(std::integer_sequence<int, K...>) { (f(std::integral_constant<int, K>{}), ...); }(std::make_integer_sequence<int, N>{});
+    [&]<int... K>(std::integer_sequence<int, K...>) {
+        (f(std::integral_constant<int, K>{}), ...);
+    }(std::make_integer_sequence<int, N>{});
 }
 
 // A decoded row's 8 consecutive groups of 4 values (32 bytes at p), each group broadcast to every token's lane by
@@ -333,8 +335,8 @@ struct Q80 {
             constexpr int k = kc;
             const __m256i a = load(T.q[k]);
             for (int i = 0; i < N; ++i) {
-                const __m256i p = _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(w_abs[i].template group<k>(), _mm256_sign_epi8(a, w[i].template group<k>())), ones);
+                const __m256i signed_a = _mm256_sign_epi8(a, w[i].template group<k>());
+                const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs[i].template group<k>(), signed_a), ones);
                 isum[i] = k == 0 ? p : _mm256_add_epi32(isum[i], p);
             }
         });
