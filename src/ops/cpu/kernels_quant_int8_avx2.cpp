@@ -12,7 +12,7 @@
 //    -127..127).
 // One call computes one weight row against up to 4 token rows (the row's blocks are decoded once for all of
 // them); dot_tile runs its rows one after another, so each row is one sequential stream, fetched ahead, except
-// q5_0's narrow rows, four at once (tile4_q5_0).
+// the narrow rows of q5_0 and Q8_0, four at once (tile4_32).
 #include "ops/cpu/kernels_quant_int8.h"
 
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
@@ -20,6 +20,7 @@
 
 #include <cstring>
 #include <type_traits>
+#include <utility>
 
 #include "ops/cpu/kernels_quant_int8_avx2.h"
 #include "ops/cpu/kernels_quant_int8_entries.h"
@@ -249,83 +250,148 @@ inline __m256 scales8(const uint8_t * first, size_t stride, int m) {
     return _mm256_cvtph_ps(_mm_set_epi64x(static_cast<long long>(hi), static_cast<long long>(lo)));
 }
 
-// A run of M <= 8 blocks from block b on: its integer sums go to one vector (block_sums8), and the twin's fold
+// Blocks of 32 against q8_0 activations (q5_0, and Q8_0's int8 variant): a Dot says how a weight block meets a
+// token's 32 bytes; the rest (the runs of 8 blocks, the four-row tile, the twin's fold) is shared.
+//  - prepare(B): the block's weights as the row kernels take them; lanes(W, a): the integer dot with one token as a
+//    vector whose lanes sum to it; sums8(x): the sums of 8 such vectors, in block order.
+//  - tile_weights(B) / tile_token(a) / tile_lanes(W, T): the same for the four-row tile, whose rows share what a
+//    token needs once per block.
+//  - kEvery: a block's line is fetched every kEvery blocks; kRunL2: the row kernels also fetch into L2.
+
+// q5_0: the signed values v = q - 16 go in as |v| against a * sign(v) in the rows (pairs at most 2 * 16 * 127, so
+// 8 blocks' lanes add in int16: block_sums8); in the tile, unsigned q against a, less 16 * sum(a) once for the four
+// rows (|lane| <= 2 * 31 * 127 + 2 * 16 * 127 < 2^15, exact).
+struct Q50Dot {
+    using Block = BlockQ5_0;
+    static constexpr int kEvery = 2;  // 44 bytes a pair: a line every other block covers the stream
+    static constexpr bool kRunL2 = false;
+    struct W {
+        __m256i mag, v;
+    };
+    static W prepare(const Block & B) {
+        const __m256i v = q5_0_values(B);
+        return {_mm256_sign_epi8(v, v), v};
+    }
+    static __m256i lanes(const W & w, __m256i a) { return _mm256_maddubs_epi16(w.mag, _mm256_sign_epi8(a, w.v)); }
+    static __m256i sums8(const __m256i * x) { return block_sums8(x); }
+    static __m256i tile_weights(const Block & B) { return q5_0_unsigned(B); }
+    struct T {
+        __m256i a, off;
+    };
+    static T tile_token(__m256i a) { return {a, _mm256_maddubs_epi16(_mm256_set1_epi8(16), a)}; }
+    static __m256i tile_lanes(__m256i u, const T & t) {
+        return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u, t.a), t.off), _mm256_set1_epi16(1));
+    }
+};
+
+// Q8_0's int8 variant, whose twin (kernels_float_scalar.cpp, vec_dot_q8_0) folds as q5_0's: signed weights go in
+// as |w| against a * sign(w), and a `vpmaddubsw` pair (at most 2 * 128 * 127 < 2^15: activations lie in
+// -127..127) is widened at once, as two pairs would not fit.
+inline __m256i q8_0_lanes(__m256i w_abs, __m256i w, __m256i a) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
+}
+
+// [sum of x0, ..., sum of x7] of eight vectors of 8 int32 lanes.
+inline __m256i eight_sums(const __m256i * x) {
+    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(x[0], x[1]), _mm256_hadd_epi32(x[2], x[3]));
+    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(x[4], x[5]), _mm256_hadd_epi32(x[6], x[7]));
+    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+struct Q80Dot {
+    using Block = BlockQ8_0;
+    static constexpr int kEvery = 1;  // 34 bytes a block: a line each block keeps ahead of the stream
+    static constexpr bool kRunL2 = true;
+    struct W {
+        __m256i abs, q;
+    };
+    static W prepare(const Block & B) {
+        const __m256i q = load256(B.qs);
+        return {_mm256_sign_epi8(q, q), q};
+    }
+    static __m256i lanes(const W & w, __m256i a) { return q8_0_lanes(w.abs, w.q, a); }
+    static __m256i sums8(const __m256i * x) { return eight_sums(x); }
+    static W tile_weights(const Block & B) { return prepare(B); }
+    using T = __m256i;
+    static T tile_token(__m256i a) { return a; }
+    static __m256i tile_lanes(const W & w, const T & a) { return lanes(w, a); }
+};
+
+// A run of M <= 8 blocks from block b on: its integer sums go to one vector (Dot::sums8), and the twin's fold
 // (kernels_quant_common.h, fold_q8_0) takes them in block order; the products d * isum are formed in a vector (the
 // same roundings), the additions one after another. M is a template argument so that every sum stays in a register.
-template <int NT, int M>
-inline void run_q5_0(const BlockQ5_0 * w, const void * const * act, int64_t b, float * acc) {
+template <class Dot, int NT, int M>
+inline void run_32(const typename Dot::Block * w, const void * const * act, int64_t b, float * acc) {
     __m256i isum[NT][8];
     for (int i = 0; i < 8; ++i) {
         if (i >= M) {
             for (int t = 0; t < NT; ++t) isum[t][i] = _mm256_setzero_si256();
             continue;
         }
-        const BlockQ5_0 & B = w[b + i];
-        if ((i & 1) == 0) prefetch<64>(&B);  // 44 bytes a pair: a line every other block covers the stream
-        const __m256i v = q5_0_values(B);
-        const __m256i mag = _mm256_sign_epi8(v, v);
+        const typename Dot::Block & B = w[b + i];
+        if (i % Dot::kEvery == 0) {
+            prefetch<64>(&B);
+            if constexpr (Dot::kRunL2) prefetch_l2<64>(&B);
+        }
+        const typename Dot::W wv = Dot::prepare(B);
         for (int t = 0; t < NT; ++t) {
-            const BlockQ8_0 & A = static_cast<const BlockQ8_0 *>(act[t])[b + i];
-            isum[t][i] = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(load256(A.qs), v));
+            isum[t][i] = Dot::lanes(wv, load256(static_cast<const BlockQ8_0 *>(act[t])[b + i].qs));
         }
     }
-    const __m256 wd = scales8(reinterpret_cast<const uint8_t *>(&w[b].d), sizeof(BlockQ5_0), M);
+    const __m256 wd = scales8(reinterpret_cast<const uint8_t *>(&w[b].d), sizeof(typename Dot::Block), M);
     for (int t = 0; t < NT; ++t) {
         const auto * a = static_cast<const BlockQ8_0 *>(act[t]) + b;
         const __m256 d = _mm256_mul_ps(wd, scales8(reinterpret_cast<const uint8_t *>(&a->d), sizeof(BlockQ8_0), M));
         alignas(32) float prod[8];
-        _mm256_store_ps(prod, _mm256_mul_ps(d, _mm256_cvtepi32_ps(block_sums8(isum[t]))));
+        _mm256_store_ps(prod, _mm256_mul_ps(d, _mm256_cvtepi32_ps(Dot::sums8(isum[t]))));
         float s = acc[t];
         for (int i = 0; i < M; ++i) s = s + prod[i];
         acc[t] = s;
     }
 }
 
-template <int NT>
-void row_q5_0(const void * wv, const void * const * act, int64_t n, float * out) {
-    const auto * w = static_cast<const BlockQ5_0 *>(wv);
+template <class Dot, int NT>
+void row_32(const void * wv, const void * const * act, int64_t n, float * out) {
+    const auto * w = static_cast<const typename Dot::Block *>(wv);
     float acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    in_runs<8>(n / kQK, [&]<int M>(int64_t b) { run_q5_0<NT, M>(w, act, b, acc); });
+    in_runs<8>(n / kQK, [&]<int M>(int64_t b) { run_32<Dot, NT, M>(w, act, b, acc); });
     for (int t = 0; t < NT; ++t) out[t] = acc[t];
 }
 
 // Four narrow rows at once (on the scale shape the hyper-connection and expert-down products, 320 and 640 wide:
 // four rows are one contiguous stream). A row alone is a chain of dependent folds, one per block, with two
 // gathers of eight f16 scales a run; here the four rows' sums of a block reduce together and fold in the lanes of
-// one vector (lane r: row r, the twin's roundings: (d_w * d_a) * isum, then the addition, block after block), and
-// the quants go in unsigned, q in 0..31 against a, less 16 * sum(a) once for the four rows (|lane| <= 2 * 31 * 127
-// + 2 * 16 * 127 < 2^15, exact). The AVX-512 level has the same tile (kernels_quant_int8_avx512.cpp).
+// one vector (lane r: row r, the twin's roundings: (d_w * d_a) * isum, then the addition, block after block). The
+// AVX-512 level has the same tile for q5_0 (kernels_quant_int8_avx512.cpp).
 // [sum of x0, x1, x2, x3] of four vectors of 8 int32 lanes.
 inline __m128i four_sums(__m256i x0, __m256i x1, __m256i x2, __m256i x3) {
     const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(x0, x1), _mm256_hadd_epi32(x2, x3));
     return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
 }
 
-template <int NT>
-void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
-    const __m256i ones = _mm256_set1_epi16(1), sixteen = _mm256_set1_epi8(16);
+template <class Dot, int NT>
+void tile4_32(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
     __m128 acc[NT];
     for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
     for (int64_t b = 0; b < n / kQK; ++b) {
-        __m256i u[4];
+        decltype(Dot::tile_weights(std::declval<const typename Dot::Block &>())) u[4];
         uint16_t dh[4];
         for (int r = 0; r < 4; ++r) {
-            const BlockQ5_0 & B = reinterpret_cast<const BlockQ5_0 *>(w + r * ws)[b];
-            if ((b & 1) == 0) {  // as row_q5_0: a line every other block covers each row's stream; and into L2
+            const typename Dot::Block & B = reinterpret_cast<const typename Dot::Block *>(w + r * ws)[b];
+            if (b % Dot::kEvery == 0) {  // each row's stream, as the row kernels; and into L2
                 prefetch<64>(&B);
                 prefetch_l2<64>(&B);
             }
-            u[r] = q5_0_unsigned(B);
+            u[r] = Dot::tile_weights(B);
             dh[r] = B.d;
         }
         const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(dh[0]), static_cast<short>(dh[1]),
                                                       static_cast<short>(dh[2]), static_cast<short>(dh[3]), 0, 0, 0, 0));
         for (int t = 0; t < NT; ++t) {
             const BlockQ8_0 & A = reinterpret_cast<const BlockQ8_0 *>(act + t * as)[b];
-            const __m256i a = load256(A.qs);
-            const __m256i off = _mm256_maddubs_epi16(sixteen, a);
-            auto row = [&](int r) { return _mm256_madd_epi16(_mm256_sub_epi16(_mm256_maddubs_epi16(u[r], a), off), ones); };
+            const typename Dot::T tok = Dot::tile_token(load256(A.qs));
+            auto row = [&](int r) { return Dot::tile_lanes(u[r], tok); };
             const __m128i isum = four_sums(row(0), row(1), row(2), row(3));
             const __m128 d = _mm_mul_ps(dw, _mm_set1_ps(f16_to_f32(A.d)));  // fold_q8_0: f16(w_d) * f16(a_d)
             acc[t] = _mm_add_ps(acc[t], _mm_mul_ps(d, _mm_cvtepi32_ps(isum)));
@@ -338,100 +404,12 @@ void tile4_q5_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, in
     }
 }
 
-// q5_0's entry: the row kernels, and four narrow rows at once (wide rows stay one stream a row).
-using Q5_0Entry = FourRowEntry<Entry<row_q5_0<1>, row_q5_0<2>, row_q5_0<3>, row_q5_0<4>>, tile4_q5_0<1>, tile4_q5_0<2>,
-                               tile4_q5_0<3>, tile4_q5_0<4>, kGemmNarrowRow>;
-
-// ---- Q8_0 x q8_0 (Q8_0's int8 variant) ------------------------------------------------------------------
-
-// The twin (kernels_float_scalar.cpp, vec_dot_q8_0) folds each block's exact integer dot in block order:
-// s += (d_w * d_a) * isum, the fold_q8_0 of q5_0. So the rows take q5_0's runs of 8 blocks and the narrow rows its
-// four-row tile; only the block dot differs: signed weights go in as |w| against a * sign(w), and a `vpmaddubsw`
-// pair (at most 2 * 128 * 127 < 2^15: activations lie in -127..127) is widened at once, as two pairs would not fit.
-inline __m256i q8_0_lanes(__m256i w_abs, __m256i w, __m256i a) {
-    return _mm256_madd_epi16(_mm256_maddubs_epi16(w_abs, _mm256_sign_epi8(a, w)), _mm256_set1_epi16(1));
-}
-
-// [sum of x0, ..., sum of x7] of eight vectors of 8 int32 lanes.
-inline __m256i eight_sums(const __m256i * x) {
-    const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(x[0], x[1]), _mm256_hadd_epi32(x[2], x[3]));
-    const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(x[4], x[5]), _mm256_hadd_epi32(x[6], x[7]));
-    return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20), _mm256_permute2x128_si256(a, b, 0x31));
-}
-
-template <int NT, int M>
-inline void run_q8_0(const BlockQ8_0 * w, const void * const * act, int64_t b, float * acc) {
-    __m256i isum[NT][8];
-    for (int i = 0; i < 8; ++i) {
-        if (i >= M) {
-            for (int t = 0; t < NT; ++t) isum[t][i] = _mm256_setzero_si256();
-            continue;
-        }
-        const BlockQ8_0 & B = w[b + i];
-        prefetch<64>(&B);  // 34 bytes a block: a line each block keeps ahead of the stream
-        prefetch_l2<64>(&B);
-        const __m256i q = load256(B.qs);
-        const __m256i q_abs = _mm256_sign_epi8(q, q);
-        for (int t = 0; t < NT; ++t) {
-            isum[t][i] = q8_0_lanes(q_abs, q, load256(static_cast<const BlockQ8_0 *>(act[t])[b + i].qs));
-        }
-    }
-    const __m256 wd = scales8(reinterpret_cast<const uint8_t *>(&w[b].d), sizeof(BlockQ8_0), M);
-    for (int t = 0; t < NT; ++t) {
-        const auto * a = static_cast<const BlockQ8_0 *>(act[t]) + b;
-        const __m256 d = _mm256_mul_ps(wd, scales8(reinterpret_cast<const uint8_t *>(&a->d), sizeof(BlockQ8_0), M));
-        alignas(32) float prod[8];
-        _mm256_store_ps(prod, _mm256_mul_ps(d, _mm256_cvtepi32_ps(eight_sums(isum[t]))));
-        float s = acc[t];
-        for (int i = 0; i < M; ++i) s = s + prod[i];
-        acc[t] = s;
-    }
-}
-
-template <int NT>
-void row_q8_0(const void * wv, const void * const * act, int64_t n, float * out) {
-    const auto * w = static_cast<const BlockQ8_0 *>(wv);
-    float acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = 0.0f;
-    in_runs<8>(n / kQK, [&]<int M>(int64_t b) { run_q8_0<NT, M>(w, act, b, acc); });
-    for (int t = 0; t < NT; ++t) out[t] = acc[t];
-}
-
-template <int NT>
-void tile4_q8_0(const uint8_t * w, size_t ws, const uint8_t * act, size_t as, int64_t n, float * y, size_t ys) {
-    __m128 acc[NT];
-    for (int t = 0; t < NT; ++t) acc[t] = _mm_setzero_ps();
-    for (int64_t b = 0; b < n / kQK; ++b) {
-        __m256i q[4], q_abs[4];
-        uint16_t dh[4];
-        for (int r = 0; r < 4; ++r) {
-            const BlockQ8_0 & B = reinterpret_cast<const BlockQ8_0 *>(w + r * ws)[b];
-            prefetch<64>(&B);
-            prefetch_l2<64>(&B);
-            q[r] = load256(B.qs);
-            q_abs[r] = _mm256_sign_epi8(q[r], q[r]);
-            dh[r] = B.d;
-        }
-        const __m128 dw = _mm_cvtph_ps(_mm_setr_epi16(static_cast<short>(dh[0]), static_cast<short>(dh[1]),
-                                                      static_cast<short>(dh[2]), static_cast<short>(dh[3]), 0, 0, 0, 0));
-        for (int t = 0; t < NT; ++t) {
-            const BlockQ8_0 & A = reinterpret_cast<const BlockQ8_0 *>(act + t * as)[b];
-            const __m256i a = load256(A.qs);
-            auto row = [&](int r) { return q8_0_lanes(q_abs[r], q[r], a); };
-            const __m128i isum = four_sums(row(0), row(1), row(2), row(3));
-            const __m128 d = _mm_mul_ps(dw, _mm_set1_ps(f16_to_f32(A.d)));
-            acc[t] = _mm_add_ps(acc[t], _mm_mul_ps(d, _mm_cvtepi32_ps(isum)));
-        }
-    }
-    for (int t = 0; t < NT; ++t) {
-        alignas(16) float out[4];
-        _mm_store_ps(out, acc[t]);
-        for (int r = 0; r < 4; ++r) y[t * ys + r] = out[r];
-    }
-}
-
-using Q8_0Entry = FourRowEntry<Entry<row_q8_0<1>, row_q8_0<2>, row_q8_0<3>, row_q8_0<4>>, tile4_q8_0<1>, tile4_q8_0<2>,
-                               tile4_q8_0<3>, tile4_q8_0<4>, kGemmNarrowRow>;
+// The entries: the row kernels, and four narrow rows at once (wide rows stay one stream a row).
+template <class Dot>
+using Entry32 = FourRowEntry<Entry<row_32<Dot, 1>, row_32<Dot, 2>, row_32<Dot, 3>, row_32<Dot, 4>>, tile4_32<Dot, 1>,
+                             tile4_32<Dot, 2>, tile4_32<Dot, 3>, tile4_32<Dot, 4>, kGemmNarrowRow>;
+using Q5_0Entry = Entry32<Q50Dot>;
+using Q8_0Entry = Entry32<Q80Dot>;
 
 // ---- the q8_K activation quantiser ----------------------------------------------------------------------
 
